@@ -1,0 +1,1 @@
+"""Loading NOVA from its upstream layouts into one normalized Parquet file."""

@@ -1,0 +1,1 @@
+"""Judges that turn free text into comparable labels for the text metrics."""

@@ -1,0 +1,1 @@
+"""The benchmark's scorers: plain functions over plain data."""

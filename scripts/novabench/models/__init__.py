@@ -1,0 +1,1 @@
+"""Model adapters: one small interface, one module per backend kind."""
