@@ -10,14 +10,13 @@ import numpy as np
 import pandas as pd
 import pyarrow.parquet as pq
 import pytest
-from PIL import Image
-from upstream import CASES, IMAGES, png_bytes, write_current, write_legacy
-
 from novabench.dataset import hub
 from novabench.dataset.build import build_dataset
 from novabench.dataset.read import decode_image, load_nova
 from novabench.errors import DatasetError, HubUnreachableError
 from novabench.provenance import sha256_file
+from PIL import Image
+from upstream import CASES, IMAGES, png_bytes, write_current, write_legacy
 
 
 def build(tmp_path, cfg):
@@ -147,7 +146,7 @@ def test_hub_unreachable_fails_fast_naming_the_local_fix(tmp_path, monkeypatch):
 
 def test_hub_offline_mode_is_reported(monkeypatch):
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-    with pytest.raises(HubUnreachableError, match="HF_HUB_OFFLINE.*dataset.source: local"):
+    with pytest.raises(HubUnreachableError, match=r"HF_HUB_OFFLINE.*dataset\.source: local"):
         hub.check_hub_reachable("c-i-ber/Nova", 1)
 
 
