@@ -277,3 +277,9 @@ def test_decode_image_gives_grayscale_pixels():
     pixels = decode_image(png_bytes(3))
     expected = np.asarray(Image.open(io.BytesIO(png_bytes(3))))
     assert pixels.dtype == np.uint8 and np.array_equal(pixels, expected)
+
+
+def test_column_list_matches_the_written_schema():
+    from novabench.dataset.schema import COLUMNS, features
+
+    assert tuple(features()) == COLUMNS

@@ -23,7 +23,7 @@ from PIL import Image, UnidentifiedImageError
 
 import novabench
 from novabench.dataset import hub, layouts
-from novabench.dataset.schema import ARROW_SCHEMA, EXPECTED_IMAGE_SIZE, SCHEMA_VERSION
+from novabench.dataset.schema import EXPECTED_IMAGE_SIZE, SCHEMA_VERSION, arrow_schema
 from novabench.errors import ConfigError, DatasetError
 from novabench.provenance import sha256_file
 
@@ -159,7 +159,7 @@ def normalize(
 
 def write_parquet(records: list[dict[str, Any]], path: Path) -> None:
     """Write atomically, with page checksums so silent corruption is detected on read."""
-    table = pa.Table.from_pylist(records, schema=ARROW_SCHEMA)
+    table = pa.Table.from_pylist(records, schema=arrow_schema())
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(path.name + ".tmp")
     pq.write_table(table, tmp, write_page_checksum=True, row_group_size=128)

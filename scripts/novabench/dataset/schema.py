@@ -8,38 +8,55 @@ feature metadata, so ``datasets.Dataset.from_parquet`` decodes it as images.
 
 from __future__ import annotations
 
-from datasets import Features, Image, List, Value
+from functools import cache
 
 SCHEMA_VERSION = 1
 
 # NOVA slices are published at 480x480; other sizes are kept and recorded.
 EXPECTED_IMAGE_SIZE = (480, 480)
 
-_BOX = {
-    "x": Value("float64"),
-    "y": Value("float64"),
-    "width": Value("float64"),
-    "height": Value("float64"),
-}
-
-FEATURES = Features(
-    {
-        "filename": Value("string"),
-        "case_id": Value("string"),
-        "scan_id": Value("string"),
-        "image": Image(),
-        "width": Value("int32"),
-        "height": Value("int32"),
-        "caption": Value("string"),
-        "clinical_history": Value("string"),
-        "final_diagnosis": Value("string"),
-        "gold_boxes": List(_BOX),
-        "rater_boxes": List({"rater": Value("string"), **_BOX}),
-        "image_path": Value("string"),
-        # Every other upstream metadata field, as sorted JSON, so nothing is lost.
-        "meta": Value("string"),
-    }
+COLUMNS = (
+    "filename",
+    "case_id",
+    "scan_id",
+    "image",
+    "width",
+    "height",
+    "caption",
+    "clinical_history",
+    "final_diagnosis",
+    "gold_boxes",
+    "rater_boxes",
+    "image_path",
+    "meta",
 )
 
-ARROW_SCHEMA = FEATURES.arrow_schema
-COLUMNS = tuple(FEATURES)
+
+@cache
+def features():
+    """The ``datasets`` features of the file (imported lazily: only the writer needs them)."""
+    from datasets import Features, Image, List, Value
+
+    box = {k: Value("float64") for k in ("x", "y", "width", "height")}
+    return Features(
+        {
+            "filename": Value("string"),
+            "case_id": Value("string"),
+            "scan_id": Value("string"),
+            "image": Image(),
+            "width": Value("int32"),
+            "height": Value("int32"),
+            "caption": Value("string"),
+            "clinical_history": Value("string"),
+            "final_diagnosis": Value("string"),
+            "gold_boxes": List(box),
+            "rater_boxes": List({"rater": Value("string"), **box}),
+            "image_path": Value("string"),
+            # Every other upstream metadata field, as sorted JSON, so nothing is lost.
+            "meta": Value("string"),
+        }
+    )
+
+
+def arrow_schema():
+    return features().arrow_schema

@@ -1,0 +1,27 @@
+# The NOVA brain-MRI benchmark, end to end: dataset -> predictions -> scores.
+#
+#   snakemake --cores 8                        # the embedded sample, offline
+#   snakemake --cores 8 --configfile my.yaml   # another dataset source or model set
+#
+# Rules live in workflow/rules/ by stage; the logic they call lives in the Python
+# package scripts/novabench/.
+
+from snakemake.utils import min_version
+
+min_version("9.0")
+
+
+configfile: "config/config.yaml"
+
+
+include: "workflow/rules/common.smk"
+include: "workflow/rules/dataset.smk"
+include: "workflow/rules/predict.smk"
+include: "workflow/rules/score.smk"
+
+
+rule all:
+    default_target: True
+    input:
+        all_targets,
+        human_reference_targets,

@@ -1,0 +1,100 @@
+"""The one small interface every model backend implements.
+
+A model is configuration (``models:`` in config.yaml): a name, an ``adapter`` kind, the
+tasks it runs and adapter ``settings``. The kind names a module ``novabench/models/<kind>.py``
+that defines a subclass of :class:`Adapter` called ``Adapter``; adding a backend is adding
+one such module, nothing else.
+
+Adapters see one :class:`Sample` per image and return one :class:`Response` per sample,
+in order. They return raw text exactly as a model would; the task code parses it with the
+model's declared conventions, so offline baselines and API models share the same parsing,
+statuses and scoring.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+from abc import ABC, abstractmethod
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+from novabench.errors import ConfigError
+
+
+@dataclass(frozen=True)
+class Sample:
+    """What a model is given for one image of one task."""
+
+    filename: str
+    case_id: str
+    task: str
+    prompt: str
+    image_png: bytes | None  # None for text-only tasks
+    width: int
+    height: int
+    # Template inputs of the prompt (e.g. clinical_history, findings) for adapters that
+    # work on text directly rather than on the rendered prompt.
+    inputs: dict[str, str] = field(default_factory=dict)
+    # The reference answer. Only positive controls may read it.
+    reference: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class Response:
+    """One model answer: raw text, or an error that prevented one."""
+
+    raw: str | None
+    error: str | None = None
+    latency_s: float | None = None
+    usage: dict[str, int] | None = None
+    cached: bool = False
+
+
+class Adapter(ABC):
+    """Base class of every backend kind."""
+
+    #: For models whose box convention is fixed by the adapter (offline baselines);
+    #: None means the model's config must declare ``box_format``.
+    box_format: ClassVar[str | None] = None
+    #: Tasks this backend can run.
+    supported_tasks: ClassVar[tuple[str, ...]] = ("localization", "captioning", "diagnosis")
+
+    def __init__(self, name: str, settings: dict[str, Any]):
+        self.name = name
+        self.settings = dict(settings)
+
+    def identity(self) -> dict[str, Any]:
+        """Everything that determines this model's outputs (no secrets)."""
+        return {"adapter": type(self).__module__.rsplit(".", 1)[-1], "settings": self.settings}
+
+    def preflight(self, task: str) -> None:  # noqa: B027 - optional hook, empty by default
+        """Check keys, endpoints and weights before any work; raise NovaError if unusable."""
+
+    @abstractmethod
+    def predict(self, samples: Sequence[Sample]) -> Iterator[Response]:
+        """Yield one Response per sample, in order."""
+
+
+def adapter_module_name(kind: str) -> str:
+    return f"novabench.models.{kind}"
+
+
+def adapter_exists(kind: str) -> bool:
+    """Cheap check (no import) that a backend kind has a module."""
+    return importlib.util.find_spec(adapter_module_name(kind)) is not None
+
+
+def load_adapter(name: str, model_cfg: dict[str, Any]) -> Adapter:
+    kind = model_cfg["adapter"]
+    if not adapter_exists(kind):
+        raise ConfigError(
+            f"models.{name}.adapter: unknown adapter {kind!r}",
+            "use one of the modules in scripts/novabench/models/",
+        )
+    module = importlib.import_module(adapter_module_name(kind))
+    cls = getattr(module, "Adapter", None)
+    if not (isinstance(cls, type) and issubclass(cls, Adapter)):
+        raise ConfigError(f"module {module.__name__} does not define an Adapter subclass")
+    return cls(name, model_cfg.get("settings", {}))

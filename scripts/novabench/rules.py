@@ -1,0 +1,35 @@
+"""Glue between Snakemake's ``script:`` directive and the package.
+
+Every rule script calls :func:`run`: it logs to the rule's log file, and turns a
+:class:`~novabench.errors.NovaError` into one line on stderr and in the log (no
+traceback) and a non-zero exit, so Snakemake stops with the problem and its fix.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+from collections.abc import Callable
+from typing import Any
+
+from novabench.errors import NovaError
+
+log = logging.getLogger("novabench")
+
+
+def run(snakemake: Any, body: Callable[[Any], Any]) -> None:
+    log_file = str(snakemake.log[0]) if len(snakemake.log) else None
+    handlers: list[logging.Handler] = [logging.StreamHandler(sys.stderr)]
+    if log_file:
+        handlers.append(logging.FileHandler(log_file, mode="w", encoding="utf-8"))
+    logging.basicConfig(
+        level=logging.INFO,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+        handlers=handlers,
+        force=True,
+    )
+    try:
+        body(snakemake)
+    except NovaError as exc:
+        log.error("%s", exc)
+        sys.exit(1)

@@ -1,0 +1,23 @@
+"""Rule `predict`: run one model on one task."""
+
+from pathlib import Path
+
+from novabench.predict import run_predictions
+from novabench.rules import log, run
+
+
+def main(smk):
+    summary = run_predictions(
+        dataset=Path(smk.input.dataset),
+        task=smk.wildcards.task,
+        model_name=smk.wildcards.model,
+        model_cfg=smk.params.model,
+        prompt_path=Path(smk.input.prompt),
+        out=Path(smk.output.predictions),
+        summary_out=Path(smk.output.summary),
+        findings_predictions=Path(smk.input.findings) if hasattr(smk.input, "findings") else None,
+    )
+    log.info("%s/%s: %s", smk.wildcards.task, smk.wildcards.model, summary["status_counts"])
+
+
+run(snakemake, main)

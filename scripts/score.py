@@ -1,0 +1,23 @@
+"""Rule `score`: the benchmark's metrics for one (task, model) prediction file."""
+
+from pathlib import Path
+
+from novabench.rules import log, run
+from novabench.score import score_predictions
+
+
+def main(smk):
+    summary = score_predictions(
+        task=smk.wildcards.task,
+        dataset=Path(smk.input.dataset),
+        predictions=Path(smk.input.predictions),
+        out_json=Path(smk.output.scores),
+        out_csv=Path(smk.output.per_image),
+        judge_cfg=smk.params.judge,
+        unit=smk.params.unit,
+        nltk_data=Path(smk.params.nltk_data),
+    )
+    log.info("%s/%s scored: %s", smk.wildcards.task, smk.wildcards.model, summary)
+
+
+run(snakemake, main)

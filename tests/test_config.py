@@ -1,0 +1,143 @@
+"""Config validation: every mistake stops the run with one line naming the key."""
+
+from __future__ import annotations
+
+import copy
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+from novabench.config import check_config, describe_validation_error, rater_slug
+from novabench.errors import ConfigError
+from snakemake.exceptions import WorkflowError
+from snakemake.utils import validate
+
+ROOT = Path(__file__).resolve().parents[1]
+SCHEMA = str(ROOT / "workflow" / "schemas" / "config.schema.yaml")
+DEFAULT = yaml.safe_load((ROOT / "config" / "config.yaml").read_text())
+
+
+def checked(config):
+    """Validate like common.smk does; return the one-line message or the plan."""
+    try:
+        validate(config, schema=SCHEMA)
+    except WorkflowError as exc:
+        return describe_validation_error(exc)
+    try:
+        return check_config(config, ROOT)
+    except ConfigError as exc:
+        return str(exc)
+
+
+def with_change(change):
+    config = copy.deepcopy(DEFAULT)
+    change(config)
+    return checked(config)
+
+
+def test_default_config_is_valid_and_plans_the_offline_models():
+    plan = checked(copy.deepcopy(DEFAULT))
+    assert not isinstance(plan, str), plan
+    jobs = plan.jobs()
+    assert ("localization", "gold") in jobs and ("localization", "random") in jobs
+    assert all(task in {"localization", "captioning", "diagnosis"} for task, _ in jobs)
+
+
+def test_schema_fills_defaults():
+    config = {"dataset": {"source": "sample"}, "models": {}}
+    validate(config, schema=SCHEMA)
+    assert config["dataset"]["sample"] == {
+        "seed": 20250520,
+        "n_cases": 12,
+        "images_per_case": [1, 4],
+    }
+    assert config["dataset"]["hf"]["current"] == {"repo_id": "c-i-ber/Nova", "revision": "main"}
+    assert config["tasks"]["diagnosis"]["findings"] == "reference"
+
+
+@pytest.mark.parametrize(
+    ("change", "expected"),
+    [
+        (lambda c: c.update(datset={}), "unknown key datset"),
+        (lambda c: c.pop("models"), "missing key models"),
+        (lambda c: c["dataset"].pop("source"), "missing key dataset.source"),
+        (lambda c: c["dataset"].update(sourc="hf"), "unknown key dataset.sourc"),
+        (
+            lambda c: c["dataset"].update(source="s3"),
+            "invalid value at dataset.source: 's3' is not one of",
+        ),
+        (
+            lambda c: c["dataset"]["sample"].update(n_cases="ten"),
+            "invalid value at dataset.sample.n_cases: 'ten' is not of type 'integer'",
+        ),
+        (
+            lambda c: c["models"].update({"../evil": c["models"]["gold"]}),
+            "bad name '../evil' at models",
+        ),
+        (lambda c: c["models"].update({"a/b": c["models"]["gold"]}), "bad name 'a/b' at models"),
+        (lambda c: c["models"].update({"rater-x": c["models"]["gold"]}), "bad name 'rater-x'"),
+        (
+            lambda c: c["models"]["gold"].update(tasks=["segmentation"]),
+            "invalid value at models.gold.tasks.0",
+        ),
+        (
+            lambda c: c["models"]["gold"].update(adapter="no_such_backend"),
+            "no adapter called 'no_such_backend'",
+        ),
+        (
+            lambda c: c["tasks"]["captioning"].update(judge="oracle"),
+            "tasks.captioning.judge names 'oracle'",
+        ),
+        (
+            lambda c: c["tasks"]["localization"].update(prompt="config/prompts/missing.txt"),
+            "prompt template config/prompts/missing.txt",
+        ),
+        (
+            lambda c: c["tasks"]["diagnosis"].update(findings="random"),
+            "not an enabled captioning model",
+        ),
+        (lambda c: c["dataset"].update(source="local"), "dataset.local_path is not set"),
+        (
+            lambda c: c["tasks"]["diagnosis"].update(judge="bad name"),
+            "bad name 'bad name' at tasks.diagnosis.judge",
+        ),
+    ],
+)
+def test_bad_config_gives_one_line_naming_the_key(change, expected):
+    message = with_change(change)
+    assert isinstance(message, str), "the bad config was accepted"
+    assert expected in message
+    assert "fix" in message and "\n" not in message
+
+
+def test_disabled_models_and_tasks_stay_out_of_the_plan():
+    config = copy.deepcopy(DEFAULT)
+    config["models"]["random"]["enabled"] = False
+    config["tasks"]["captioning"]["enabled"] = False
+    plan = checked(config)
+    assert all(model != "random" for _, model in plan.jobs())
+    assert all(task != "captioning" for task, _ in plan.jobs())
+
+
+def test_rater_slugs_are_safe_file_names():
+    assert rater_slug("rater1") == "rater1"
+    assert rater_slug("Dr. A / B") == "Dr._A_B"
+    assert rater_slug("../..") == "unnamed"
+
+
+def test_snakemake_stops_on_a_bad_config_with_the_one_line(tmp_path):
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(
+        "dataset: {source: sample}\nmodels:\n  ../evil:\n    adapter: gold\n    tasks: [localization]\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-m", "snakemake", "-n", "--configfile", str(bad), "-d", str(tmp_path)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert result.returncode != 0
+    assert "config error: bad name '../evil' at models" in result.stderr + result.stdout

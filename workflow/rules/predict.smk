@@ -1,0 +1,19 @@
+# Stage 2: one job per (task, model) writes results/predictions/{task}/{model}.jsonl.
+
+
+rule predict:
+    input:
+        unpack(predict_inputs),
+    output:
+        predictions="results/predictions/{task}/{model}.jsonl",
+        summary="results/predictions/{task}/{model}.summary.json",
+    log:
+        "results/logs/predict/{task}/{model}.log",
+    benchmark:
+        "results/benchmarks/predict/{task}/{model}.tsv"
+    conda:
+        "../../envs/inference.yaml"
+    params:
+        model=lambda wildcards: PLAN.model(wildcards.model),
+    script:
+        "../../scripts/predict.py"

@@ -1,0 +1,36 @@
+# Stage 3: the benchmark's metrics, one job per (task, model) and per human rater.
+
+
+rule score:
+    input:
+        dataset=DATASET,
+        predictions="results/predictions/{task}/{model}.jsonl",
+    output:
+        scores="results/scores/{task}/{model}.json",
+        per_image="results/scores/{task}/{model}.images.csv",
+    log:
+        "results/logs/score/{task}/{model}.log",
+    benchmark:
+        "results/benchmarks/score/{task}/{model}.tsv"
+    conda:
+        "../../envs/scoring.yaml"
+    params:
+        judge=lambda wildcards: PLAN.judge(wildcards.task),
+        unit=config["tasks"]["diagnosis"]["unit"],
+        nltk_data="results/nltk_data",
+    script:
+        "../../scripts/score.py"
+
+
+rule score_rater:
+    input:
+        dataset=DATASET,
+    output:
+        scores="results/scores/localization/rater-{rater}.json",
+        per_image="results/scores/localization/rater-{rater}.images.csv",
+    log:
+        "results/logs/score/localization/rater-{rater}.log",
+    conda:
+        "../../envs/scoring.yaml"
+    script:
+        "../../scripts/score_rater.py"
