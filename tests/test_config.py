@@ -9,10 +9,11 @@ from pathlib import Path
 
 import pytest
 import yaml
-from novabench.config import check_config, describe_validation_error, rater_slug
-from novabench.errors import ConfigError
 from snakemake.exceptions import WorkflowError
 from snakemake.utils import validate
+
+from novabench.config import check_config, describe_validation_error, rater_slug
+from novabench.errors import ConfigError
 
 ROOT = Path(__file__).resolve().parents[1]
 SCHEMA = str(ROOT / "workflow" / "schemas" / "config.schema.yaml")
@@ -130,7 +131,8 @@ def test_rater_slugs_are_safe_file_names():
 def test_snakemake_stops_on_a_bad_config_with_the_one_line(tmp_path):
     bad = tmp_path / "bad.yaml"
     bad.write_text(
-        "dataset: {source: sample}\nmodels:\n  ../evil:\n    adapter: gold\n    tasks: [localization]\n"
+        "dataset: {source: sample}\n"
+        "models:\n  ../evil:\n    adapter: gold\n    tasks: [localization]\n"
     )
     result = subprocess.run(
         [sys.executable, "-m", "snakemake", "-n", "--configfile", str(bad), "-d", str(tmp_path)],

@@ -10,12 +10,13 @@ import numpy as np
 import pandas as pd
 import pyarrow.parquet as pq
 import pytest
+from PIL import Image
+
 from novabench.dataset import hub
 from novabench.dataset.build import build_dataset
 from novabench.dataset.read import decode_image, load_nova
 from novabench.errors import DatasetError, HubUnreachableError
 from novabench.provenance import sha256_file
-from PIL import Image
 from upstream import CASES, IMAGES, png_bytes, write_current, write_legacy
 
 
