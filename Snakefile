@@ -20,6 +20,10 @@ include: "workflow/rules/predict.smk"
 include: "workflow/rules/score.smk"
 
 
+onstart:
+    PLAN.check_environment()
+
+
 rule all:
     default_target: True
     input:

@@ -16,6 +16,7 @@ def main(smk):
         out=Path(smk.output.predictions),
         summary_out=Path(smk.output.summary),
         findings_predictions=Path(smk.input.findings) if hasattr(smk.input, "findings") else None,
+        cache_dir=Path(smk.params.cache_dir),
     )
     log.info("%s/%s: %s", smk.wildcards.task, smk.wildcards.model, summary["status_counts"])
 

@@ -117,6 +117,15 @@ class Plan:
 
         return self.resolve(str(predictions_path(model, cfg.get("settings", {}), task)))
 
+    def check_environment(self) -> None:
+        """Once per real run, before any job: every enabled model can reach its backend."""
+        from novabench.models.base import adapter_class
+
+        for name in self.enabled_models():
+            cfg = self.model(name)
+            if any(self.task_enabled(t) for t in cfg["tasks"]):
+                adapter_class(name, cfg).check_environment(name, cfg.get("settings", {}))
+
     def judge(self, task: str) -> dict[str, Any] | None:
         if task == "localization":
             return None

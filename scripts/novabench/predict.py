@@ -184,12 +184,13 @@ def run_predictions(
     out: Path,
     summary_out: Path,
     findings_predictions: Path | None = None,
+    cache_dir: Path | None = None,
 ) -> dict[str, Any]:
     """Run ``model_name`` on every image for ``task``; write the JSONL and its summary."""
     if task not in TASKS:
         raise ConfigError(f"unknown task {task!r}", f"use one of {', '.join(TASKS)}")
     started = time.perf_counter()
-    adapter = load_adapter(model_name, model_cfg)
+    adapter = load_adapter(model_name, model_cfg, cache_dir=cache_dir)
     if task not in adapter.supported_tasks:
         raise ConfigError(
             f"models.{model_name}: the {model_cfg['adapter']} adapter cannot run {task}",

@@ -15,5 +15,6 @@ rule predict:
         "../../envs/inference.yaml"
     params:
         model=lambda wildcards: PLAN.model(wildcards.model),
+        cache_dir="results/cache",
     script:
         "../../scripts/predict.py"

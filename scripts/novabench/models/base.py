@@ -18,6 +18,7 @@ import importlib.util
 from abc import ABC, abstractmethod
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, ClassVar
 
 from novabench.errors import ConfigError
@@ -61,16 +62,23 @@ class Adapter(ABC):
     #: Tasks this backend can run.
     supported_tasks: ClassVar[tuple[str, ...]] = ("localization", "captioning", "diagnosis")
 
-    def __init__(self, name: str, settings: dict[str, Any]):
+    def __init__(self, name: str, settings: dict[str, Any], *, cache_dir: Path | None = None):
         self.name = name
         self.settings = dict(settings)
+        # Where backends that call a service keep their persistent response cache.
+        self.cache_dir = cache_dir
+
+    @classmethod
+    def check_environment(cls, name: str, settings: dict[str, Any]) -> None:
+        """Checked once when a run starts (not on dry runs), before any job does work:
+        API keys present, endpoints reachable. Raise NovaError naming the fix."""
 
     def identity(self) -> dict[str, Any]:
         """Everything that determines this model's outputs (no secrets)."""
         return {"adapter": type(self).__module__.rsplit(".", 1)[-1], "settings": self.settings}
 
     def preflight(self, task: str) -> None:  # noqa: B027 - optional hook, empty by default
-        """Check keys, endpoints and weights before any work; raise NovaError if unusable."""
+        """Checked at the start of each job; raise NovaError if the model cannot run."""
 
     @abstractmethod
     def predict(self, samples: Sequence[Sample]) -> Iterator[Response]:
@@ -86,7 +94,7 @@ def adapter_exists(kind: str) -> bool:
     return importlib.util.find_spec(adapter_module_name(kind)) is not None
 
 
-def load_adapter(name: str, model_cfg: dict[str, Any]) -> Adapter:
+def adapter_class(name: str, model_cfg: dict[str, Any]) -> type[Adapter]:
     kind = model_cfg["adapter"]
     if not adapter_exists(kind):
         raise ConfigError(
@@ -97,4 +105,9 @@ def load_adapter(name: str, model_cfg: dict[str, Any]) -> Adapter:
     cls = getattr(module, "Adapter", None)
     if not (isinstance(cls, type) and issubclass(cls, Adapter)):
         raise ConfigError(f"module {module.__name__} does not define an Adapter subclass")
-    return cls(name, model_cfg.get("settings", {}))
+    return cls
+
+
+def load_adapter(name: str, model_cfg: dict[str, Any], cache_dir: Path | None = None) -> Adapter:
+    cls = adapter_class(name, model_cfg)
+    return cls(name, model_cfg.get("settings", {}), cache_dir=cache_dir)
