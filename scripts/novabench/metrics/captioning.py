@@ -1,0 +1,369 @@
+"""Task 2 (image captioning) metrics: BLEU-4, METEOR, Clinical/Modality F1, Binary F1.
+
+Unit: the image. Every metric is on a 0-100 scale.
+
+- Tokens: lower-cased text split by sacrebleu's ``13a`` tokenizer (the mteval-v13a rules,
+  no data files). It separates punctuation from words ("lesion." -> "lesion ."), which
+  nltk's Treebank tokenizer does only at the very end of a text, and captions are often
+  several sentences long. BLEU and METEOR see the same tokens.
+- BLEU-4: nltk ``corpus_bleu``, uniform weights, smoothing ``method3`` (NIST geometric
+  smoothing, the same as sacrebleu's default ``exp``). On the same tokens it equals
+  sacrebleu's corpus BLEU whenever every hypothesis has at least 4 tokens; for shorter
+  hypotheses nltk counts at least one n-gram per order (its ``max(1, count)``
+  denominator), sacrebleu counts none.
+- METEOR: nltk ``meteor_score`` (alpha 0.9, beta 3, gamma 0.5, Porter stemmer) with the
+  real WordNet 3.0 (see ``novabench.wordnet``); mean over images. nltk compares WordNet
+  synonyms of the *stemmed* hypothesis word with the *stemmed* reference word, so a
+  synonym pair only matches where Porter leaves the words intact (e.g. tumor/tumour).
+- Clinical F1 / Modality F1: per-image set F1 of judge keywords, averaged over images
+  (macro). An image where both sets are empty has no defined F1 and is left out of the
+  average (counted in ``*_n_both_empty``): scoring it 1.0 would reward saying nothing,
+  scoring it 0 would punish a correct silence. Secondary columns: ``*_global`` (F1 of the
+  union of all reference keywords against the union of all predicted keywords) and
+  ``*_micro`` (true/false positives and false negatives summed over images).
+- Binary F1: normal vs abnormal from the judge's labels, positive class = abnormal.
+
+Statuses of a prediction: ``ok`` (scored as is), ``parse_error`` (the model answered but
+no caption could be read: scored as an empty caption, so it counts against the model) and
+``error`` (no answer: the request failed). How many failed requests a run may have is
+decided when predicting (``max_error_rate``); here ``on_error`` says what to do with them:
+``"empty"`` (default; scored as an empty caption, as localization scores them as an image
+without boxes, so every image stays in the denominators), ``"exclude"`` (left out of the
+metrics) or ``"raise"``. Each status is counted and reported as a rate either way.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from collections.abc import Iterable, Mapping, Sequence
+from importlib.metadata import version
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal, Protocol
+
+import pandas as pd
+
+from novabench.errors import NovaError
+
+if TYPE_CHECKING:
+    from novabench.judges.keywords import KeywordSet
+
+# Keywords that make up Modality F1 (sequence and plane words); every other keyword is
+# clinical. The set is the benchmark's definition.
+MODALITY_KEYWORDS = frozenset(
+    {"flair", "axial", "sagittal", "t1", "t2", "coronal", "dwi", "t1w", "t2w", "weighted"}
+)
+
+TOKENIZER = "lowercase+sacrebleu-13a"
+BLEU_SMOOTHING = "nltk-method3 (NIST geometric; = sacrebleu smooth_method='exp')"
+BLEU_WEIGHTS = (0.25, 0.25, 0.25, 0.25)
+METEOR_PARAMS = {"alpha": 0.9, "beta": 3.0, "gamma": 0.5, "stemmer": "nltk PorterStemmer"}
+
+STATUSES = ("ok", "parse_error", "error")
+
+
+class CaptionJudge(Protocol):
+    """What scoring needs from a judge: keywords and labels from a caption, and a name."""
+
+    def extract(self, text: str) -> KeywordSet: ...
+
+    def identity(self) -> dict: ...
+
+
+@functools.cache
+def _tokenizer_13a():
+    from sacrebleu.tokenizers.tokenizer_13a import Tokenizer13a
+
+    return Tokenizer13a()
+
+
+def tokenize(text: str) -> list[str]:
+    """Lower-case ``text`` and split it with sacrebleu's 13a tokenizer."""
+    return _tokenizer_13a()(text.lower()).split()
+
+
+def _smoothing():
+    from nltk.translate.bleu_score import SmoothingFunction
+
+    return SmoothingFunction().method3
+
+
+def bleu4(references: Sequence[str], hypotheses: Sequence[str]) -> float:
+    """Corpus BLEU-4 x100 of ``hypotheses`` against one reference each."""
+    from nltk.translate.bleu_score import corpus_bleu
+
+    _check_lengths(references, hypotheses)
+    refs = [[tokenize(ref)] for ref in references]
+    hyps = [tokenize(hyp) for hyp in hypotheses]
+    score = corpus_bleu(refs, hyps, weights=BLEU_WEIGHTS, smoothing_function=_smoothing())
+    return 100.0 * float(score)
+
+
+def sentence_bleu4(reference: str, hypothesis: str) -> float:
+    """Sentence BLEU-4 x100 with the corpus settings (for inspecting single images only)."""
+    from nltk.translate.bleu_score import sentence_bleu
+
+    score = sentence_bleu(
+        [tokenize(reference)],
+        tokenize(hypothesis),
+        weights=BLEU_WEIGHTS,
+        smoothing_function=_smoothing(),
+    )
+    return 100.0 * float(score)
+
+
+def meteor(
+    references: Sequence[str], hypotheses: Sequence[str], nltk_data_dir: Path
+) -> tuple[float, list[float]]:
+    """Mean METEOR x100 and the per-image scores x100, with WordNet 3.0 from ``nltk_data_dir``."""
+    from nltk.stem.porter import PorterStemmer
+    from nltk.translate.meteor_score import meteor_score
+
+    from novabench.wordnet import ensure_wordnet, load_wordnet
+
+    _check_lengths(references, hypotheses)
+    if nltk_data_dir is None:
+        raise NovaError(
+            "METEOR needs WordNet 3.0 but no NLTK data folder was given",
+            "pass the folder where WordNet is (or is to be) installed as nltk_data_dir",
+        )
+    ensure_wordnet(Path(nltk_data_dir))
+    wordnet = load_wordnet(Path(nltk_data_dir))
+    stemmer = PorterStemmer()
+    scores = [
+        100.0
+        * meteor_score(
+            [tokenize(ref)],
+            tokenize(hyp),
+            stemmer=stemmer,
+            wordnet=wordnet,
+            alpha=METEOR_PARAMS["alpha"],
+            beta=METEOR_PARAMS["beta"],
+            gamma=METEOR_PARAMS["gamma"],
+        )
+        for ref, hyp in zip(references, hypotheses, strict=True)
+    ]
+    mean = math.fsum(scores) / len(scores) if scores else float("nan")
+    return mean, scores
+
+
+def set_f1(reference: frozenset[str] | set[str], predicted: frozenset[str] | set[str]):
+    """Set F1 x100 of one image; None when both sets are empty (undefined)."""
+    if not reference and not predicted:
+        return None
+    true_positives = len(set(reference) & set(predicted))
+    return 100.0 * 2 * true_positives / (len(reference) + len(predicted))
+
+
+def keyword_f1(
+    ref_sets: Sequence[Iterable[str]], pred_sets: Sequence[Iterable[str]]
+) -> dict[str, Any]:
+    """Keyword F1 x100: per-image macro average, global-set and micro variants.
+
+    Returns ``macro`` (mean per-image F1 over images where either set is non-empty, None if
+    there are none), ``n`` (images averaged), ``n_both_empty`` (images left out),
+    ``global``, ``micro`` and ``per_image`` (None where undefined).
+    """
+    _check_lengths(ref_sets, pred_sets)
+    refs = [frozenset(s) for s in ref_sets]
+    preds = [frozenset(s) for s in pred_sets]
+    per_image = [set_f1(r, p) for r, p in zip(refs, preds, strict=True)]
+    defined = [f for f in per_image if f is not None]
+    true_pos = sum(len(r & p) for r, p in zip(refs, preds, strict=True))
+    n_ref = sum(len(r) for r in refs)
+    n_pred = sum(len(p) for p in preds)
+    return {
+        "macro": math.fsum(defined) / len(defined) if defined else None,
+        "n": len(defined),
+        "n_both_empty": len(per_image) - len(defined),
+        "global": set_f1(frozenset().union(*refs), frozenset().union(*preds)),
+        "micro": 100.0 * 2 * true_pos / (n_ref + n_pred) if n_ref + n_pred else None,
+        "per_image": per_image,
+    }
+
+
+def binary_f1(ref_labels: Sequence[bool], pred_labels: Sequence[bool]) -> dict[str, Any]:
+    """Normal vs abnormal (positive = abnormal): F1 and accuracy x100 and the confusion counts.
+
+    F1 is None when neither side has a positive (undefined).
+    """
+    _check_lengths(ref_labels, pred_labels)
+    pairs = list(zip(map(bool, ref_labels), map(bool, pred_labels), strict=True))
+    tp = sum(r and p for r, p in pairs)
+    fp = sum(p and not r for r, p in pairs)
+    fn = sum(r and not p for r, p in pairs)
+    tn = sum(not r and not p for r, p in pairs)
+    return {
+        "f1": 100.0 * 2 * tp / (2 * tp + fp + fn) if tp + fp + fn else None,
+        "accuracy": 100.0 * (tp + tn) / len(pairs) if pairs else None,
+        "tp": tp,
+        "fp": fp,
+        "fn": fn,
+        "tn": tn,
+    }
+
+
+def _check_lengths(a: Sequence, b: Sequence) -> None:
+    if len(a) != len(b):
+        raise ValueError(f"{len(a)} references but {len(b)} predictions")
+
+
+def _records(records: Iterable[Mapping[str, Any]] | pd.DataFrame) -> list[dict[str, Any]]:
+    """Validate per-image records: filename, reference, prediction (str or None), status."""
+    rows = records.to_dict("records") if isinstance(records, pd.DataFrame) else list(records)
+    seen: set[str] = set()
+    out = []
+    for row in rows:
+        missing = {"filename", "reference", "prediction", "status"} - set(row)
+        if missing:
+            raise NovaError(
+                f"caption record {row.get('filename', row)!r} lacks {sorted(missing)}",
+                "give each record filename, reference, prediction and status",
+            )
+        filename, status, prediction = row["filename"], row["status"], row["prediction"]
+        if filename in seen:
+            raise NovaError(f"image {filename} appears twice in the captions to score")
+        seen.add(filename)
+        if status not in STATUSES:
+            raise NovaError(f"image {filename} has status {status!r}", f"use one of {STATUSES}")
+        if not isinstance(prediction, str):
+            prediction = None  # a DataFrame gives NaN for a missing caption
+        if status == "ok" and not isinstance(prediction, str):
+            raise NovaError(f"image {filename} has status ok but no caption text")
+        reference = row["reference"]
+        if not isinstance(reference, str) or not reference.strip():
+            raise NovaError(f"image {filename} has no reference caption")
+        out.append(
+            {
+                "filename": filename,
+                "reference": reference,
+                "prediction": prediction,
+                "status": status,
+            }
+        )
+    return out
+
+
+def _join(keywords: frozenset[str]) -> str:
+    return "; ".join(sorted(keywords))
+
+
+def score_captioning(
+    records: Iterable[Mapping[str, Any]] | pd.DataFrame,
+    judge: CaptionJudge,
+    nltk_data_dir: Path,
+    on_error: Literal["empty", "exclude", "raise"] = "empty",
+) -> tuple[dict[str, Any], pd.DataFrame]:
+    """Score captions: the summary (all metrics x100, counts, identities) and a per-image table.
+
+    ``records`` hold ``filename``, ``reference``, ``prediction`` (text or None) and
+    ``status``. ``on_error`` handles images whose request failed (see the module docstring).
+    """
+    if on_error not in ("empty", "exclude", "raise"):
+        raise ValueError(f"on_error must be empty, exclude or raise, not {on_error!r}")
+    rows = _records(records)
+    counts = {status: sum(r["status"] == status for r in rows) for status in STATUSES}
+    if counts["error"] and on_error == "raise":
+        raise NovaError(
+            f"{counts['error']} of {len(rows)} images have no caption because the request "
+            "failed (status error)",
+            "re-run predict to resume those images (received answers are cached)",
+        )
+    scored = [r for r in rows if on_error != "exclude" or r["status"] != "error"]
+    if not scored:
+        raise NovaError("no caption to score", "run captioning inference first")
+
+    refs = [r["reference"] for r in scored]
+    # parse_error (and error, unless excluded): no readable caption, scored as an empty one.
+    hyps = [r["prediction"] if r["status"] == "ok" else "" for r in scored]
+    ref_keys = [judge.extract(text) for text in refs]
+    pred_keys = [judge.extract(text) for text in hyps]
+
+    meteor_mean, meteor_per_image = meteor(refs, hyps, nltk_data_dir)
+    clinical = keyword_f1([k.clinical for k in ref_keys], [k.clinical for k in pred_keys])
+    modality = keyword_f1([k.modality for k in ref_keys], [k.modality for k in pred_keys])
+    binary = binary_f1([k.abnormal for k in ref_keys], [k.abnormal for k in pred_keys])
+
+    from novabench.wordnet import wordnet_identity
+
+    summary: dict[str, Any] = {
+        "BLEU-4": bleu4(refs, hyps),
+        "METEOR": meteor_mean,
+        "Clinical_F1": clinical["macro"],
+        "Modality_F1": modality["macro"],
+        "Clinical_F1_global": clinical["global"],
+        "Modality_F1_global": modality["global"],
+        "Clinical_F1_micro": clinical["micro"],
+        "Modality_F1_micro": modality["micro"],
+        "Binary_F1": binary["f1"],
+        "Binary_accuracy": binary["accuracy"],
+        "binary_tp": binary["tp"],
+        "binary_fp": binary["fp"],
+        "binary_fn": binary["fn"],
+        "binary_tn": binary["tn"],
+        "Clinical_F1_n": clinical["n"],
+        "Clinical_F1_n_both_empty": clinical["n_both_empty"],
+        "Modality_F1_n": modality["n"],
+        "Modality_F1_n_both_empty": modality["n_both_empty"],
+        "n_images": len(rows),
+        "n_scored": len(scored),
+        "n_ok": counts["ok"],
+        "n_parse_error": counts["parse_error"],
+        "n_error": counts["error"],
+        "parse_error_pct": 100.0 * counts["parse_error"] / len(rows),
+        "error_pct": 100.0 * counts["error"] / len(rows),
+        "on_error": on_error,
+        "tokenizer": TOKENIZER,
+        "bleu_smoothing": BLEU_SMOOTHING,
+        "bleu_implementation": f"nltk {version('nltk')} corpus_bleu",
+        "meteor_implementation": f"nltk {version('nltk')} meteor_score",
+        "meteor_params": dict(METEOR_PARAMS),
+        "tokenizer_implementation": f"sacrebleu {version('sacrebleu')} 13a",
+        "wordnet": wordnet_identity(Path(nltk_data_dir)),
+        "judge": judge.identity(),
+    }
+
+    per_image = []
+    scored_at = {r["filename"]: i for i, r in enumerate(scored)}
+    for row in rows:
+        i = scored_at.get(row["filename"])
+        if i is None:
+            per_image.append({"filename": row["filename"], "status": row["status"]})
+            continue
+        ref_k, pred_k = ref_keys[i], pred_keys[i]
+        per_image.append(
+            {
+                "filename": row["filename"],
+                "status": row["status"],
+                "bleu": sentence_bleu4(refs[i], hyps[i]),
+                "meteor": meteor_per_image[i],
+                "clinical_f1": clinical["per_image"][i],
+                "modality_f1": modality["per_image"][i],
+                "ref_abnormal": ref_k.abnormal,
+                "pred_abnormal": pred_k.abnormal,
+                "ref_clinical": _join(ref_k.clinical),
+                "pred_clinical": _join(pred_k.clinical),
+                "ref_modality": _join(ref_k.modality),
+                "pred_modality": _join(pred_k.modality),
+            }
+        )
+    columns = [
+        "filename",
+        "status",
+        "bleu",
+        "meteor",
+        "clinical_f1",
+        "modality_f1",
+        "ref_abnormal",
+        "pred_abnormal",
+        "ref_clinical",
+        "pred_clinical",
+        "ref_modality",
+        "pred_modality",
+    ]
+    table = pd.DataFrame(per_image, columns=columns)
+    for column in ("bleu", "meteor", "clinical_f1", "modality_f1"):
+        table[column] = table[column].astype("float64")
+    for column in ("ref_abnormal", "pred_abnormal"):
+        table[column] = table[column].astype("boolean")
+    return summary, table

@@ -1,0 +1,195 @@
+"""The offline keyword judge on hand-written captions."""
+
+import hashlib
+
+import pytest
+
+from novabench.errors import ConfigError
+from novabench.judges.keywords import DEFAULT_LEXICON, KeywordJudge, KeywordSet
+from novabench.metrics.captioning import MODALITY_KEYWORDS, keyword_f1
+
+
+@pytest.fixture(scope="module")
+def judge() -> KeywordJudge:
+    return KeywordJudge()
+
+
+def keywords(judge: KeywordJudge, text: str) -> frozenset[str]:
+    found = judge.extract(text)
+    return found.modality | found.clinical
+
+
+@pytest.mark.parametrize(
+    ("variants", "expected"),
+    [
+        (["T2-weighted", "T2 weighted", "T2w", "T2WI", "T2"], "t2"),
+        (["T1-weighted", "T1W", "MPRAGE"], "t1"),
+        (["FLAIR", "fluid-attenuated inversion recovery", "T2-FLAIR"], "flair"),
+        (["DWI", "diffusion-weighted imaging"], "dwi"),
+        (["transverse", "axial", "transaxial"], "axial"),
+        (["high signal", "hyperintense", "hyperintensities", "bright"], "hyperintense"),
+        (["infarction", "infarct", "infarcts", "stroke"], "infarct"),
+        (["oedema", "edema", "vasogenic oedema"], "edema"),
+        (["haemorrhage", "hemorrhage", "hemorrhagic", "bleeding"], "hemorrhage"),
+        (["tumour", "tumor", "neoplasm"], "tumor"),
+        (["lesions", "lesion"], "lesion"),
+        (["metastases", "metastatic", "metastasis"], "metastasis"),
+        (["ring-enhancing", "rim enhancement", "ring enhancement"], "ring enhancement"),
+        (["diffusion restriction", "restricts diffusion"], "restricted diffusion"),
+        (["GBM", "glioblastoma multiforme"], "glioblastoma"),
+    ],
+)  # fmt: skip
+def test_synonyms_become_one_keyword(judge, variants, expected):
+    for variant in variants:
+        assert keywords(judge, variant) == {expected}, variant
+
+
+@pytest.mark.parametrize("text", ["T1+C", "T1-Gd", "T1 post-contrast", "contrast-enhanced T1WI"])
+def test_post_contrast_abbreviations(judge, text):
+    found = judge.extract(text)
+    assert found.modality == {"t1"}
+    assert found.clinical == {"post-contrast"}
+    assert not found.abnormal  # naming a sequence is not a finding
+
+
+def test_case_sensitive_abbreviation(judge):
+    assert "multiple sclerosis" in keywords(judge, "Periventricular MS plaques.")
+    assert "multiple sclerosis" not in keywords(judge, "TE 90 ms")
+
+
+def test_modality_split_is_the_benchmark_set(judge):
+    found = judge.extract("Axial T2 and coronal FLAIR, DWI and ADC map, SWI.")
+    assert found.modality == {"axial", "t2", "coronal", "flair", "dwi"}
+    assert found.clinical == {"adc", "swi"}
+    assert found.modality <= MODALITY_KEYWORDS
+
+
+def test_laterality_is_its_own_keyword(judge):
+    assert keywords(judge, "left frontal lobe") == {"left", "frontal lobe"}
+    assert keywords(judge, "right frontal lobe") == {"right", "frontal lobe"}
+    assert keywords(judge, "bilateral thalamic lesions") == {"bilateral", "thalamus", "lesion"}
+    assert keywords(judge, "bithalamic") == {"bilateral", "thalamus"}
+
+
+def test_longest_match_avoids_false_planes_and_findings(judge):
+    assert keywords(judge, "transverse sinus") == {"venous sinus"}
+    assert keywords(judge, "superior sagittal sinus thrombosis") == {"venous sinus", "thrombosis"}
+    assert keywords(judge, "intra-axial") == {"intra-axial"}
+    assert keywords(judge, "mass effect") == {"mass effect"}
+    # Panel labels like "(c)" are not the "+C" of a contrast sequence.
+    assert keywords(judge, "Axial T1 (c)") == {"axial", "t1"}
+
+
+@pytest.mark.parametrize(
+    ("text", "expected", "abnormal"),
+    [
+        ("No hemorrhage.", {"neg:hemorrhage"}, False),
+        ("Lesion without mass effect.", {"lesion", "neg:mass effect"}, True),
+        ("No evidence of restricted diffusion.", {"neg:restricted diffusion"}, False),
+        ("No hemorrhage or edema.", {"neg:hemorrhage", "neg:edema"}, False),
+        # Scope ends at "but" and at sentence punctuation.
+        ("No edema but ring enhancement.", {"neg:edema", "ring enhancement"}, True),
+        ("No hemorrhage. Edema in the pons.", {"neg:hemorrhage", "edema", "pons"}, True),
+        ("No hemorrhage, calcification present.", {"neg:hemorrhage", "calcification"}, True),
+        # Negation after the finding.
+        ("Hemorrhage is not seen.", {"neg:hemorrhage"}, False),
+        ("Restricted diffusion was excluded.", {"neg:restricted diffusion"}, False),
+        # A negated concept in one word.
+        ("Non-enhancing cystic lesion.", {"neg:enhancement", "cyst", "lesion"}, True),
+        # Anatomy in the scope stays plain.
+        ("No enhancement in the left thalamus.", {"neg:enhancement", "left", "thalamus"}, False),
+        # The location of a negated finding is not negated.
+        (
+            "No restricted diffusion within the lesion.",
+            {"neg:restricted diffusion", "lesion"},
+            True,
+        ),
+        ("Findings argue against abscess.", {"neg:abscess"}, False),
+    ],
+)
+def test_negation(judge, text, expected, abnormal):
+    found = judge.extract(text)
+    assert found.modality | found.clinical == expected
+    assert found.abnormal is abnormal
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "Axial FLAIR image of the brain.",
+        "Normal MRI, no abnormality.",
+        "Unremarkable study.",
+        "",
+    ],
+)
+def test_true_negatives(judge, text):
+    found = judge.extract(text)
+    assert found.clinical == frozenset()
+    assert found.abnormal is False
+
+
+def test_abnormal_caption(judge):
+    found = judge.extract(
+        "Axial T2-weighted image shows a high signal lesion in the left frontal lobe with "
+        "surrounding oedema and mass effect (arrow)."
+    )
+    assert found.modality == {"axial", "t2"}
+    assert found.clinical == {
+        "hyperintense", "lesion", "left", "frontal lobe", "edema", "mass effect",
+    }  # fmt: skip
+    assert found.abnormal is True
+
+
+def test_gold_against_gold_is_100(judge):
+    captions = [
+        "Axial FLAIR: hyperintense lesion in the right temporal lobe, no hemorrhage.",
+        "Coronal T1+C: ring-enhancing mass with central necrosis and surrounding oedema.",
+        "Sagittal T2: cystic lesion in the posterior fossa with hydrocephalus.",
+    ]
+    extracted = [judge.extract(c) for c in captions]
+    for part in ("clinical", "modality"):
+        sets = [getattr(k, part) for k in extracted]
+        assert keyword_f1(sets, sets)["macro"] == 100.0
+
+
+def test_identity_names_the_lexicon(judge):
+    identity = judge.identity()
+    assert identity["name"] == "keyword-lexicon"
+    assert identity["version"]
+    assert identity["lexicon_sha256"] == hashlib.sha256(DEFAULT_LEXICON.read_bytes()).hexdigest()
+
+
+MINIMAL = """
+name: test
+version: "0.1"
+negation: {before: ["no"], after: ["absent"], scope_enders: ["but"]}
+groups:
+  plane: {abnormal: false, negatable: false, concepts: {axial: [axial]}}
+  finding: {abnormal: true, negatable: true, concepts: {cyst: [cyst, cystic]}}
+"""
+
+
+def test_a_custom_lexicon_drives_the_judge(tmp_path):
+    path = tmp_path / "lexicon.yaml"
+    path.write_text(MINIMAL)
+    judge = KeywordJudge(path)
+    assert judge.extract("Axial: cystic, no cyst") == KeywordSet(
+        frozenset({"axial"}), frozenset({"cyst", "neg:cyst"}), True
+    )
+    assert judge.extract("hemorrhage") == KeywordSet(frozenset(), frozenset(), False)
+    assert judge.identity()["version"] == "0.1"
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        (("cystic]", "cystic, axial]"), "two meanings"),
+        (('before: ["no"]', "before: [no]"), "quote it"),
+        (("scope_enders", "x: 1}\ncompounds: {both: [axial, cyst, nodule]}\n#"), "unknown concept"),
+    ],
+)
+def test_lexicon_mistakes_are_config_errors(tmp_path, change, message):
+    path = tmp_path / "lexicon.yaml"
+    path.write_text(MINIMAL.replace(*change))
+    with pytest.raises(ConfigError, match=message):
+        KeywordJudge(path)
