@@ -1,0 +1,116 @@
+"""The whole workflow on the embedded sample, as a user runs it."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+SNAKEMAKE = [sys.executable, "-m", "snakemake"]
+
+pytestmark = pytest.mark.slow
+
+
+def snakemake(workdir: Path, *args: str) -> subprocess.CompletedProcess:
+    result = subprocess.run(
+        [*SNAKEMAKE, "-d", str(workdir), *args],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=1200,
+    )
+    return result
+
+
+def scores(workdir: Path, task: str, model: str) -> dict:
+    return json.loads((workdir / "results" / "scores" / task / f"{model}.json").read_text())
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory):
+    """One full run on the default config (the embedded sample)."""
+    workdir = tmp_path_factory.mktemp("run")
+    result = snakemake(workdir, "--cores", "2")
+    assert result.returncode == 0, result.stderr[-5000:]
+    return workdir
+
+
+def test_every_configured_job_left_its_outputs(run):
+    results = run / "results"
+    manifest = json.loads((results / "dataset" / "manifest.json").read_text())
+    assert manifest["source"] == "sample" and manifest["layout"] == "current"
+    assert manifest["n_cases"] >= 10 and manifest["n_images"] >= 20
+    for task, model in [
+        ("localization", "gold"),
+        ("localization", "random"),
+        ("localization", "classical"),
+    ]:
+        predictions = results / "predictions" / task / f"{model}.jsonl"
+        lines = predictions.read_text().splitlines()
+        assert len(lines) == manifest["n_images"]
+        per_image = pd.read_csv(results / "scores" / task / f"{model}.images.csv")
+        assert len(per_image) == manifest["n_images"]
+        assert (results / "logs" / "predict" / task / f"{model}.log").exists()
+        assert (results / "benchmarks" / "predict" / task / f"{model}.tsv").exists()
+    for rater in manifest["raters"]:
+        rater_scores = json.loads(
+            (results / "scores" / "localization" / f"rater-{rater}.json").read_text()
+        )
+        # raters are perturbed gold: good but not perfect
+        assert 30 < rater_scores["metrics"]["Hit@30"] <= 100
+
+
+def test_gold_brackets_from_above_and_random_from_below(run):
+    gold = scores(run, "localization", "gold")["metrics"]
+    for key in ("mAP@30", "mAP@50", "mAP@[50:95]", "Hit@30", "Hit@50"):
+        assert gold[key] == pytest.approx(100.0), key
+    assert gold["FP30"] == 0 and gold["FN30"] == 0
+    random = scores(run, "localization", "random")["metrics"]
+    classical = scores(run, "localization", "classical")["metrics"]
+    assert random["Hit@30"] < 50
+    # the classical detector must clearly beat random boxes
+    assert classical["Hit@30"] > random["Hit@30"] + 15
+    assert classical["mAP@30"] > random["mAP@30"]
+
+
+def test_a_rerun_does_nothing(run):
+    result = snakemake(run, "--cores", "2", "--dry-run")
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "Nothing to be done" in result.stdout + result.stderr
+
+
+def test_a_changed_prompt_reruns_only_its_jobs(run, tmp_path):
+    prompt = tmp_path / "localization-v2.txt"
+    shutil.copy(ROOT / "config" / "prompts" / "localization-v1.txt", prompt)
+    config = tmp_path / "changed.yaml"
+    config.write_text(
+        "dataset: {source: sample}\n"
+        f"tasks: {{localization: {{prompt: {prompt}}}}}\n"
+        "models:\n"
+        "  gold: {adapter: gold, tasks: [localization, captioning, diagnosis]}\n"
+        "  random: {adapter: random, tasks: [localization], settings: {seed: 0, max_boxes: 3}}\n"
+        "  classical: {adapter: classical, tasks: [localization], settings: {max_boxes: 3}}\n"
+    )
+    result = snakemake(run, "--cores", "2", "--dry-run", "--configfile", str(config))
+    assert result.returncode == 0, result.stderr[-3000:]
+    jobs = job_counts(result.stdout + result.stderr)
+    # the three localization models re-predict and re-score; nothing else moves
+    assert jobs == {"predict": 3, "score": 3, "all": 1, "total": 7}, jobs
+
+
+def job_counts(output: str) -> dict[str, int]:
+    """Parse Snakemake's 'Job stats' table."""
+    lines = output.split("Job stats:")[1].splitlines()[3:]
+    counts = {}
+    for line in lines:
+        parts = line.split()
+        if len(parts) != 2 or not parts[1].isdigit():
+            break
+        counts[parts[0]] = int(parts[1])
+    return counts
