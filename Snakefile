@@ -6,12 +6,15 @@
 # Rules live in workflow/rules/ by stage; the logic they call lives in the Python
 # package scripts/novabench/.
 
+from pathlib import Path
+
 from snakemake.utils import min_version
 
 min_version("9.0")
 
 
-configfile: "config/config.yaml"
+# Relative to the workflow, so `snakemake -d WORKDIR` finds it from anywhere.
+configfile: Path(workflow.basedir) / "config" / "config.yaml"
 
 
 include: "workflow/rules/common.smk"

@@ -33,3 +33,7 @@ def run(snakemake: Any, body: Callable[[Any], Any]) -> None:
     except NovaError as exc:
         log.error("%s", exc)
         sys.exit(1)
+    except Exception:
+        # A bug, not a user error: keep the traceback, in the log too.
+        log.exception("unexpected failure")
+        sys.exit(1)
