@@ -138,7 +138,7 @@ def score_predictions(
                     "filename": r.filename,
                     "case_id": r.case_id,
                     "reference": r.final_diagnosis,
-                    "ranked": (rec.get("parsed") or {}).get("ranked", []),
+                    "predictions": (rec.get("parsed") or {}).get("ranked", []),
                     "status": rec["status"],
                 }
             )

@@ -1,0 +1,187 @@
+"""Task 3 (diagnostic reasoning) scores: Top-1, Top-5, Coverage, Entropy.
+
+Definitions (NOVA paper, with this project's documented choices):
+
+* **Top-1 / Top-5** (percent): share of units whose most likely diagnosis / any of the
+  five ranked diagnoses matches the reference, as decided by the judge. Every image
+  counts: parse failures and errors (rate limits, timeouts) are wrong answers and are
+  also reported separately (``parse_failure_rate``, ``error_rate``, percent of images).
+* **Case level**: ``Top-1_case`` is the mean over cases of the per-case image accuracy,
+  so a case with 17 images weighs as much as a case with one. ``unit="case"`` makes the
+  case-level numbers the headline ``Top-1``/``Top-5``; both levels are always reported.
+* **Coverage** = min(1, distinct predicted top-1 labels / distinct reference labels) x100.
+* **Entropy**: Shannon entropy in bits of the predicted top-1 label distribution, and
+  ``Entropy_reference`` of the reference labels. Labels are counted after the judge's
+  ``canonical_label`` (synonyms and spelling variants collapse: "GBM" and "glioblastoma
+  multiforme" are one label); a judge without it gets case- and space-folded strings.
+  Only images with a prediction enter the predicted distribution. With ``unit="case"``
+  each image weighs 1 / (images in its case), so every case weighs 1.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any, Protocol
+
+import pandas as pd
+from scipy.stats import entropy
+
+from novabench.errors import ConfigError, NovaError
+
+STATUSES = ("ok", "parse_error", "error")
+UNITS = ("image", "case")
+_REQUIRED = ("filename", "case_id", "reference", "predictions", "status")
+COLUMNS = (
+    "filename",
+    "case_id",
+    "reference",
+    "top1_prediction",
+    "predictions",
+    "top1_correct",
+    "top5_correct",
+    "status",
+)
+
+
+class DiagnosisJudge(Protocol):
+    """What the scorer needs from a judge."""
+
+    def match_ranked(self, ranked: Sequence[str], reference: str) -> tuple[bool, bool]: ...
+
+    def identity(self) -> dict[str, Any]: ...
+
+
+def _predictions(value: Any) -> list[str]:
+    if value is None or (pd.api.types.is_scalar(value) and pd.isna(value)):
+        return []
+    if isinstance(value, str):  # the " | "-joined form this module writes
+        value = value.split(" | ") if value else []
+    return [str(item) for item in value if str(item).strip()]
+
+
+def _records_frame(records: Iterable[Mapping[str, Any]] | pd.DataFrame) -> pd.DataFrame:
+    frame = records.copy() if isinstance(records, pd.DataFrame) else pd.DataFrame(list(records))
+    missing = [column for column in _REQUIRED if column not in frame.columns]
+    if frame.empty:
+        raise NovaError("no diagnosis records to score", "run Task 3 inference first")
+    if missing:
+        raise NovaError(
+            f"diagnosis records lack the field(s) {', '.join(missing)}",
+            f"give every record {', '.join(_REQUIRED)}",
+        )
+    bad = sorted(set(frame["status"]) - set(STATUSES), key=str)
+    if bad:
+        raise NovaError(
+            f"unknown diagnosis record status {bad}", f"use one of {', '.join(STATUSES)}"
+        )
+    no_reference = frame["reference"].isna() | (frame["reference"].astype(str).str.strip() == "")
+    if no_reference.any():
+        first = frame.loc[no_reference, "filename"].iloc[0]
+        raise NovaError(
+            f"{int(no_reference.sum())} diagnosis record(s) have no reference diagnosis "
+            f"(first: {first})",
+            "check the final_diagnosis field of the dataset",
+        )
+    if frame["filename"].duplicated().any():
+        raise NovaError(
+            "diagnosis records repeat a filename", "give one record per image (filename)"
+        )
+    return frame
+
+
+def _label_distribution(labels: Sequence[str], weights: Sequence[float]) -> Counter[str]:
+    counts: Counter[str] = Counter()
+    for label, weight in zip(labels, weights, strict=True):
+        counts[label] += weight
+    return counts
+
+
+def _entropy_bits(counts: Counter[str]) -> float:
+    return float(entropy(list(counts.values()), base=2)) if counts else 0.0
+
+
+def _default_label(text: str) -> str:
+    return " ".join(text.casefold().split())
+
+
+def score_diagnosis(
+    records: Iterable[Mapping[str, Any]] | pd.DataFrame,
+    judge: DiagnosisJudge,
+    unit: str = "image",
+) -> tuple[dict[str, Any], pd.DataFrame]:
+    """Score ranked diagnoses against references; return (summary, per-image table).
+
+    ``records``: one per image with ``filename``, ``case_id``, ``reference`` (the final
+    diagnosis), ``predictions`` (ranked list, most likely first; empty when none) and
+    ``status`` (``ok``, ``parse_error`` or ``error``).
+    """
+    if unit not in UNITS:
+        raise ConfigError(f"unknown diagnosis scoring unit {unit!r}", f"use one of {UNITS}")
+    frame = _records_frame(records)
+
+    rows = []
+    for record in frame.to_dict("records"):
+        ranked = _predictions(record["predictions"])[:5] if record["status"] == "ok" else []
+        top1, top5 = judge.match_ranked(ranked, str(record["reference"])) if ranked else (0, 0)
+        rows.append(
+            {
+                "filename": record["filename"],
+                "case_id": record["case_id"],
+                "reference": record["reference"],
+                "top1_prediction": ranked[0] if ranked else "",
+                "predictions": " | ".join(ranked),
+                "top1_correct": bool(top1),
+                "top5_correct": bool(top5),
+                "status": record["status"],
+            }
+        )
+    table = pd.DataFrame(rows, columns=list(COLUMNS))
+
+    per_case = table.groupby("case_id", sort=True)[["top1_correct", "top5_correct"]].mean()
+    image_top1 = 100.0 * table["top1_correct"].mean()
+    image_top5 = 100.0 * table["top5_correct"].mean()
+    case_top1 = 100.0 * per_case["top1_correct"].mean()
+    case_top5 = 100.0 * per_case["top5_correct"].mean()
+
+    label: Callable[[str], str] = getattr(judge, "canonical_label", _default_label)
+    case_size = table["case_id"].map(table["case_id"].value_counts())
+    weights = (1.0 / case_size) if unit == "case" else pd.Series(1.0, index=table.index)
+    predicted = table["top1_prediction"] != ""
+    predicted_counts = _label_distribution(
+        [label(text) for text in table.loc[predicted, "top1_prediction"]],
+        list(weights[predicted]),
+    )
+    reference_counts = _label_distribution(
+        [label(str(text)) for text in table["reference"]], list(weights)
+    )
+    coverage = 100.0 * min(1.0, len(predicted_counts) / len(reference_counts))
+
+    n_images = len(table)
+    status_counts = table["status"].value_counts()
+    summary: dict[str, Any] = {
+        "unit": unit,
+        "Top-1": float(case_top1 if unit == "case" else image_top1),
+        "Top-5": float(case_top5 if unit == "case" else image_top5),
+        "Top-1_image": float(image_top1),
+        "Top-5_image": float(image_top5),
+        "Top-1_case": float(case_top1),
+        "Top-5_case": float(case_top5),
+        "Coverage": coverage,
+        "Entropy": _entropy_bits(predicted_counts),
+        "Entropy_reference": _entropy_bits(reference_counts),
+        "n_images": n_images,
+        "n_cases": len(per_case),
+        "n_ok": int(status_counts.get("ok", 0)),
+        "n_parse_error": int(status_counts.get("parse_error", 0)),
+        "n_error": int(status_counts.get("error", 0)),
+        "parse_failure_rate": float(100.0 * status_counts.get("parse_error", 0) / n_images),
+        "error_rate": float(100.0 * status_counts.get("error", 0) / n_images),
+        "n_distinct_predicted_labels": len(predicted_counts),
+        "n_distinct_reference_labels": len(reference_counts),
+        "label_normalization": (
+            "judge.canonical_label" if hasattr(judge, "canonical_label") else "casefold"
+        ),
+        "judge": judge.identity(),
+    }
+    return summary, table
