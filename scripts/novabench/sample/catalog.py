@@ -1,0 +1,528 @@
+"""Diagnoses of the sample cases: who gets them, how they present, how they look.
+
+Each diagnosis belongs to one lesion kind (see ``lesions.KINDS``) and may adjust how its
+lesions are drawn (``lesion``: LesionKind fields to replace). Symptoms may name the side
+opposite the lesion with ``{contra}`` ("left" for a right-hemisphere lesion).
+Kept as Python data (not YAML) so it ships with the package without package-data rules.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from novabench.sample.lesions import (
+    CYST,
+    EXTRA_AXIAL,
+    INFARCT,
+    MASS,
+    METASTASES,
+    NORMAL,
+    RING,
+    WHITE_MATTER,
+)
+
+
+@dataclass(frozen=True)
+class Diagnosis:
+    """One final diagnosis and its clinical picture."""
+
+    name: str
+    kind: str
+    ages: tuple[int, int]
+    female: float  # probability that the patient is female
+    symptoms: tuple[str, ...]
+    background: tuple[str, ...] = ()
+    lesion: dict[str, Any] = field(default_factory=dict)
+    onset: str | None = None  # acute | subacute | chronic; default by lesion kind
+
+
+DIAGNOSES: tuple[Diagnosis, ...] = (
+    # Solid or infiltrative masses with edema.
+    Diagnosis(
+        "Primary central nervous system lymphoma",
+        MASS,
+        (50, 82),
+        0.45,
+        ("progressive confusion", "personality change", "memory decline", "{contra} arm weakness"),
+        ("kidney transplant on immunosuppression", "no relevant past history"),
+        {"variants": ((1.0, "lymphoma", None),), "edema_ratio": (1.2, 1.6)},
+    ),
+    Diagnosis(
+        "Anaplastic astrocytoma, IDH-mutant",
+        MASS,
+        (28, 60),
+        0.4,
+        ("new-onset focal seizures", "progressive headaches", "word-finding difficulty"),
+    ),
+    Diagnosis(
+        "Oligodendroglioma, IDH-mutant and 1p/19q-codeleted",
+        MASS,
+        (30, 58),
+        0.4,
+        ("a first generalized seizure", "focal seizures with {contra} hand twitching"),
+        (),
+        {"sites": ("cortex",), "edema_ratio": None, "radius_mm": (10, 18)},
+    ),
+    Diagnosis(
+        "Pleomorphic xanthoastrocytoma",
+        MASS,
+        (8, 30),
+        0.5,
+        ("longstanding focal seizures", "headaches and a recent seizure"),
+        (),
+        {"sites": ("cortex",), "variants": ((1.0, "enhancing", None),), "radius_mm": (9, 16)},
+    ),
+    Diagnosis(
+        "Atypical teratoid/rhabdoid tumor",
+        MASS,
+        (1, 4),
+        0.45,
+        ("vomiting and irritability", "unsteady gait and head tilt", "developmental regression"),
+        (),
+        {"sites": ("cerebellum",), "radius_mm": (12, 20)},
+    ),
+    Diagnosis(
+        "Parenchymal neurosarcoidosis",
+        MASS,
+        (25, 55),
+        0.55,
+        ("headache and facial numbness", "fatigue and a new seizure"),
+        ("bilateral hilar lymphadenopathy", "uveitis treated last year"),
+        {"variants": ((1.0, "enhancing", None),), "radius_mm": (6, 12)},
+    ),
+    # Ring-enhancing lesions.
+    Diagnosis(
+        "Glioblastoma, IDH-wildtype",
+        RING,
+        (50, 82),
+        0.4,
+        ("progressive {contra}-sided weakness", "headache worse in the morning", "a new seizure"),
+        ("no relevant past history",),
+        {"radius_mm": (14, 24), "core_irregularity": 0.3},
+    ),
+    Diagnosis(
+        "Pyogenic brain abscess",
+        RING,
+        (18, 70),
+        0.35,
+        ("fever, headache and drowsiness", "headache and vomiting", "{contra} facial weakness"),
+        ("a recent dental extraction", "chronic sinusitis", "congenital cyanotic heart disease"),
+        {
+            "variants": ((1.0, "rim", "pus"),),
+            "core_ratio": (0.78, 0.86),
+            "core_irregularity": 0.03,
+            "irregularity": 0.05,
+        },
+    ),
+    Diagnosis(
+        "Cerebral toxoplasmosis",
+        RING,
+        (25, 55),
+        0.3,
+        ("fever and confusion", "headache and {contra}-sided weakness"),
+        ("HIV infection with a CD4 count of 40 cells per microliter", "untreated HIV infection"),
+        {"count": (1, 3), "radius_mm": (6, 12)},
+    ),
+    Diagnosis(
+        "Nocardia brain abscess",
+        RING,
+        (40, 75),
+        0.35,
+        ("fever and {contra} hemiparesis", "headache and a cough"),
+        ("renal transplant on immunosuppression", "long-term corticosteroid therapy"),
+        {"variants": ((1.0, "rim", "pus"),), "core_ratio": (0.72, 0.82)},
+    ),
+    Diagnosis(
+        "Radiation necrosis",
+        RING,
+        (35, 72),
+        0.5,
+        ("worsening headaches", "new {contra}-sided clumsiness"),
+        ("radiotherapy for a brain tumor two years earlier",),
+        {"core_irregularity": 0.3},
+    ),
+    Diagnosis(
+        "Gliosarcoma",
+        RING,
+        (45, 78),
+        0.35,
+        ("progressive {contra} hemiparesis", "confusion and headaches"),
+    ),
+    Diagnosis(
+        "Tumefactive demyelinating lesion",
+        RING,
+        (18, 45),
+        0.65,
+        ("subacute {contra}-sided numbness", "blurred vision and unsteadiness"),
+        ("an episode of optic neuritis three years ago", "no relevant past history"),
+        {
+            "variants": ((1.0, "rim", "plaque"),),
+            "edema_ratio": (1.2, 1.5),
+            "core_ratio": (0.7, 0.8),
+        },
+    ),
+    Diagnosis(
+        "Cerebral tuberculoma",
+        RING,
+        (15, 50),
+        0.45,
+        ("seizures", "chronic headache and low-grade fever"),
+        ("pulmonary tuberculosis", "recent arrival from a region where tuberculosis is endemic"),
+        {"count": (1, 2), "radius_mm": (6, 12)},
+    ),
+    # Infarcts.
+    Diagnosis(
+        "Acute ischemic stroke",
+        INFARCT,
+        (55, 88),
+        0.45,
+        ("sudden {contra} hemiparesis", "acute onset of slurred speech", "sudden visual loss"),
+        ("hypertension and diabetes", "atrial fibrillation, not anticoagulated"),
+    ),
+    Diagnosis(
+        "Vertebral artery dissection with cerebellar infarction",
+        INFARCT,
+        (30, 55),
+        0.45,
+        ("neck pain followed by vertigo and ataxia", "sudden vomiting and unsteadiness"),
+        ("chiropractic neck manipulation last week", "a recent minor sports injury"),
+        {"sites": ("cerebellum",), "confine": "brain"},
+    ),
+    Diagnosis(
+        "MELAS (mitochondrial encephalomyopathy with stroke-like episodes)",
+        INFARCT,
+        (10, 35),
+        0.5,
+        ("episodic headaches with vomiting and visual disturbance", "a stroke-like episode"),
+        ("short stature and sensorineural hearing loss", "a maternal history of diabetes"),
+    ),
+    Diagnosis(
+        "Primary angiitis of the central nervous system",
+        INFARCT,
+        (30, 60),
+        0.45,
+        (
+            "recurrent headaches and stepwise focal deficits",
+            "confusion and {contra}-sided weakness",
+        ),
+        (),
+        {"count": (1, 3), "radius_mm": (5, 10)},
+    ),
+    Diagnosis(
+        "Paradoxical embolism through a patent foramen ovale",
+        INFARCT,
+        (22, 50),
+        0.5,
+        ("sudden {contra} arm weakness after a long-haul flight",),
+        ("deep vein thrombosis of the calf",),
+    ),
+    Diagnosis(
+        "Fabry disease",
+        INFARCT,
+        (25, 50),
+        0.35,
+        ("sudden {contra} facial droop", "transient dizziness and diplopia"),
+        ("burning pain in the hands since childhood and proteinuria",),
+        {"radius_mm": (5, 10)},
+    ),
+    Diagnosis(
+        "Cerebral infarction in sickle cell disease",
+        INFARCT,
+        (5, 25),
+        0.5,
+        ("acute {contra} hemiparesis", "sudden difficulty speaking"),
+        ("sickle cell anemia",),
+    ),
+    Diagnosis(
+        "Cerebral venous sinus thrombosis with venous infarction",
+        INFARCT,
+        (20, 50),
+        0.75,
+        ("severe headache and a seizure", "worsening headache and drowsiness"),
+        ("oral contraceptive use", "delivery two weeks earlier"),
+    ),
+    # Multiple white matter lesions.
+    Diagnosis(
+        "Multiple sclerosis",
+        WHITE_MATTER,
+        (18, 48),
+        0.72,
+        ("painful visual loss in one eye", "numbness ascending from the feet", "double vision"),
+        ("a similar episode of leg numbness two years ago", "no relevant past history"),
+    ),
+    Diagnosis(
+        "Neuromyelitis optica spectrum disorder",
+        WHITE_MATTER,
+        (25, 58),
+        0.85,
+        ("intractable hiccups and vomiting", "bilateral visual loss", "leg weakness"),
+        ("aquaporin-4 antibodies detected in serum",),
+        {"count": (4, 9)},
+    ),
+    Diagnosis(
+        "MOG antibody-associated disease",
+        WHITE_MATTER,
+        (5, 40),
+        0.55,
+        ("bilateral optic neuritis", "encephalopathy and a seizure"),
+        (),
+        {"count": (4, 10), "radius_mm": (5, 10)},
+    ),
+    Diagnosis(
+        "Acute disseminated encephalomyelitis",
+        WHITE_MATTER,
+        (3, 15),
+        0.45,
+        ("fever, drowsiness and ataxia", "irritability and leg weakness"),
+        ("an upper respiratory infection two weeks earlier", "a recent vaccination"),
+        {"count": (5, 12), "radius_mm": (6, 12), "aspect": (0.6, 0.9), "radial": False},
+        onset="acute",
+    ),
+    Diagnosis(
+        "Susac syndrome",
+        WHITE_MATTER,
+        (20, 42),
+        0.75,
+        ("headache, hearing loss and confusion", "visual field defects and memory problems"),
+        (),
+        {"count": (5, 10), "radius_mm": (3.5, 6.0), "sites": ("callosal", "periventricular")},
+    ),
+    Diagnosis(
+        "CADASIL",
+        WHITE_MATTER,
+        (35, 62),
+        0.5,
+        ("migraine with aura and recurrent small strokes", "mood changes and slowed thinking"),
+        ("family history of early strokes and dementia",),
+        {"variants": ((1.0, "plaque", None),), "sites": ("white_matter",), "radial": False},
+        onset="chronic",
+    ),
+    Diagnosis(
+        "Progressive multifocal leukoencephalopathy",
+        WHITE_MATTER,
+        (30, 65),
+        0.5,
+        (
+            "progressive cognitive decline and {contra}-sided weakness",
+            "visual field loss and ataxia",
+        ),
+        ("multiple sclerosis treated with natalizumab", "HIV infection"),
+        {
+            "count": (1, 3),
+            "radius_mm": (12, 20),
+            "aspect": (0.6, 0.9),
+            "irregularity": 0.3,
+            "variants": ((1.0, "plaque", None),),
+            "sites": ("white_matter",),
+            "radial": False,
+        },
+    ),
+    # Multiple enhancing lesions.
+    Diagnosis(
+        "Brain metastases from non-small cell lung cancer",
+        METASTASES,
+        (48, 82),
+        0.4,
+        ("headache and unsteadiness", "a new seizure", "confusion"),
+        ("a 40 pack-year smoking history", "known lung adenocarcinoma"),
+    ),
+    Diagnosis(
+        "Metastatic melanoma",
+        METASTASES,
+        (35, 78),
+        0.45,
+        ("headaches and nausea", "{contra} hand clumsiness"),
+        ("a melanoma excised from the back three years earlier",),
+        {"variants": ((1.0, "melanoma", None),)},
+    ),
+    Diagnosis(
+        "Brain metastases from breast cancer",
+        METASTASES,
+        (35, 72),
+        0.99,
+        ("headaches and blurred vision", "balance problems"),
+        ("treated HER2-positive breast cancer",),
+    ),
+    Diagnosis(
+        "Septic emboli from infective endocarditis",
+        METASTASES,
+        (20, 60),
+        0.35,
+        ("fever and confusion", "fever and {contra}-sided weakness"),
+        ("intravenous drug use", "a prosthetic aortic valve"),
+        {"variants": ((1.0, "rim", "pus"),), "radius_mm": (3.5, 7.0), "core_ratio": (0.6, 0.7)},
+        onset="acute",
+    ),
+    Diagnosis(
+        "Renal cell carcinoma metastases",
+        METASTASES,
+        (50, 78),
+        0.35,
+        ("headache and confusion", "a first seizure"),
+        ("nephrectomy for renal cell carcinoma",),
+    ),
+    Diagnosis(
+        "Disseminated neurocysticercosis",
+        METASTASES,
+        (12, 45),
+        0.45,
+        ("new-onset seizures", "chronic headaches"),
+        ("raised on a pig farm", "travel to an endemic region"),
+        {
+            "variants": ((1.0, "rim", "fluid"),),
+            "radius_mm": (3.5, 6.0),
+            "core_ratio": (0.65, 0.8),
+            "edema_ratio": (1.2, 1.8),
+            "count": (4, 9),
+        },
+    ),
+    # Cysts.
+    Diagnosis(
+        "Arachnoid cyst",
+        CYST,
+        (5, 60),
+        0.4,
+        ("chronic headaches", "an incidental finding during work-up for dizziness"),
+    ),
+    Diagnosis(
+        "Epidermoid cyst",
+        CYST,
+        (20, 50),
+        0.5,
+        ("trigeminal neuralgia", "headaches and hearing loss"),
+        (),
+        {"variants": ((1.0, "epidermoid", None),), "irregularity": 0.2},
+    ),
+    Diagnosis(
+        "Neuroglial cyst",
+        CYST,
+        (20, 60),
+        0.5,
+        ("headaches", "an episode of {contra} arm numbness"),
+        (),
+        {"sites": ("hemisphere",), "confine": "brain", "radius_mm": (8, 15)},
+    ),
+    Diagnosis(
+        "Porencephalic cyst",
+        CYST,
+        (5, 40),
+        0.5,
+        ("longstanding {contra} hemiparesis and seizures",),
+        ("preterm birth with perinatal stroke",),
+        {"sites": ("hemisphere",), "confine": "brain", "irregularity": 0.2},
+    ),
+    Diagnosis(
+        "Cerebral hydatid cyst",
+        CYST,
+        (5, 30),
+        0.45,
+        ("headache and vomiting", "{contra}-sided weakness and papilledema"),
+        ("lives on a sheep farm",),
+        {"sites": ("hemisphere",), "confine": "brain", "radius_mm": (18, 26), "aspect": (0.9, 1)},
+    ),
+    # Extra-axial masses.
+    Diagnosis(
+        "Meningioma (WHO grade 1)",
+        EXTRA_AXIAL,
+        (40, 82),
+        0.75,
+        ("progressive headaches", "a new-onset seizure", "personality change"),
+        ("no relevant past history",),
+    ),
+    Diagnosis(
+        "Atypical meningioma (WHO grade 2)",
+        EXTRA_AXIAL,
+        (40, 75),
+        0.6,
+        ("headaches and {contra} leg weakness", "seizures"),
+        (),
+        {"edema_ratio": (1.3, 1.8), "irregularity": 0.15},
+    ),
+    Diagnosis(
+        "Solitary fibrous tumor of the dura",
+        EXTRA_AXIAL,
+        (30, 65),
+        0.5,
+        ("headaches and blurred vision", "a seizure"),
+        (),
+        {"irregularity": 0.15},
+    ),
+    Diagnosis(
+        "Rosai-Dorfman disease with dural involvement",
+        EXTRA_AXIAL,
+        (20, 50),
+        0.4,
+        ("headache and a seizure",),
+        ("painless cervical lymphadenopathy",),
+    ),
+    Diagnosis(
+        "Dural metastasis from prostate cancer",
+        EXTRA_AXIAL,
+        (60, 86),
+        0.0,
+        ("headache and confusion", "{contra} arm weakness"),
+        ("metastatic prostate cancer",),
+    ),
+    Diagnosis(
+        "Dural plasmacytoma",
+        EXTRA_AXIAL,
+        (50, 78),
+        0.4,
+        ("headache and a scalp swelling", "a seizure"),
+        ("multiple myeloma",),
+    ),
+    # Normal MRI.
+    Diagnosis(
+        "Transient global amnesia",
+        NORMAL,
+        (50, 75),
+        0.5,
+        ("sudden anterograde amnesia with repetitive questioning lasting several hours",),
+        onset="acute",
+    ),
+    Diagnosis(
+        "Idiopathic intracranial hypertension",
+        NORMAL,
+        (18, 40),
+        0.9,
+        ("daily headaches and transient visual obscurations", "pulsatile tinnitus"),
+        ("recent weight gain",),
+    ),
+    Diagnosis(
+        "Migraine with aura",
+        NORMAL,
+        (18, 45),
+        0.7,
+        ("recurrent headaches preceded by a scintillating scotoma",),
+    ),
+    Diagnosis(
+        "Functional neurological disorder",
+        NORMAL,
+        (18, 50),
+        0.7,
+        ("fluctuating limb weakness that is inconsistent on examination",),
+        onset="subacute",
+    ),
+    Diagnosis(
+        "Anti-NMDA receptor encephalitis",
+        NORMAL,
+        (15, 35),
+        0.8,
+        ("psychiatric symptoms, seizures and orofacial dyskinesias",),
+        ("an ovarian teratoma found on pelvic imaging",),
+        onset="subacute",
+    ),
+    Diagnosis(
+        "Classical trigeminal neuralgia",
+        NORMAL,
+        (45, 75),
+        0.6,
+        ("paroxysmal electric shock-like facial pain",),
+    ),
+)
+
+
+def diagnoses_of_kind(kind: str) -> tuple[Diagnosis, ...]:
+    """All diagnoses drawn with one lesion kind."""
+    return tuple(d for d in DIAGNOSES if d.kind == kind)
