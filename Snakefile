@@ -17,10 +17,14 @@ min_version("9.0")
 configfile: Path(workflow.basedir) / "config" / "config.yaml"
 
 
+report: "workflow/report/workflow.rst"
+
+
 include: "workflow/rules/common.smk"
 include: "workflow/rules/dataset.smk"
 include: "workflow/rules/predict.smk"
 include: "workflow/rules/score.smk"
+include: "workflow/rules/report.smk"
 
 
 onstart:
@@ -32,3 +36,4 @@ rule all:
     input:
         all_targets,
         human_reference_targets,
+        report_targets,

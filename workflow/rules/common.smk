@@ -22,6 +22,10 @@ except WorkflowError as exc:
 
 PLAN = check_config(config, Path(workflow.basedir))
 
+from novabench.report.inputs import check_reporting  # noqa: E402
+
+check_reporting(config)
+
 DATASET = "results/dataset/nova.parquet"
 MANIFEST = "results/dataset/manifest.json"
 
@@ -77,3 +81,167 @@ def human_reference_targets(wildcards):
     if not PLAN.task_enabled("localization"):
         return []
     return rater_score_files(wildcards)
+
+
+# --- Stage 4: statistics, tables, figures, provenance (workflow/rules/report.smk) -------
+
+
+def task_models(task):
+    """Models that run ``task``, in config order."""
+    return [model for job_task, model in PLAN.jobs() if job_task == task]
+
+
+REPORT_TASKS = [
+    t for t in ("localization", "captioning", "diagnosis") if task_models(t)
+]
+# Only what the report reads of each model (its adapter decides control or model), so
+# that editing a model's settings does not re-run the report.
+REPORT_MODELS = {
+    name: {"adapter": m["adapter"]} for name, m in config["models"].items()
+}
+TASK_TITLES = {
+    "localization": "Localization",
+    "captioning": "Captioning",
+    "diagnosis": "Diagnosis",
+}
+
+
+# Tasks whose predictions further judges re-judge (reporting.agreement_judges), and
+# per task its own judge first, then those.
+AGREEMENT_JUDGES = {
+    task: [PLAN.judge(task)]
+    + [{"name": name, **config["judges"][name]} for name in names]
+    for task, names in config["reporting"]["agreement_judges"].items()
+    if names and task in REPORT_TASKS
+}
+
+
+def _git_state():
+    from novabench.report.manifest import git_state
+
+    return git_state(Path(workflow.basedir))
+
+
+# A parameter of the manifest rule, so that a new commit re-writes the manifest.
+GIT_STATE = _git_state()
+
+
+def report_code(*names):
+    """The code behind a report job, as inputs: editing it re-runs those jobs only."""
+    scripts = Path(workflow.basedir) / "scripts"
+    return [
+        str(
+            scripts / name
+            if name.startswith("make_")
+            else scripts / "novabench" / "report" / name
+        )
+        for name in names
+    ]
+
+
+def report_category(wildcards):
+    return TASK_TITLES[wildcards.task]
+
+
+def task_score_files(wildcards, task):
+    """Score files of a task: its models in config order, then the human raters."""
+    files = [f"results/scores/{task}/{model}.json" for model in task_models(task)]
+    if task == "localization":
+        files += rater_score_files(wildcards)
+    return files
+
+
+def task_report_inputs(wildcards, task=None):
+    task = task or wildcards.task
+    scores = task_score_files(wildcards, task)
+    return {
+        "dataset": DATASET,
+        "scores": scores,
+        "per_image": [s.removesuffix(".json") + ".images.csv" for s in scores],
+        "predictions": [
+            f"results/predictions/{task}/{model}.jsonl" for model in task_models(task)
+        ],
+    }
+
+
+def localization_report_inputs(wildcards):
+    return task_report_inputs(wildcards, "localization")
+
+
+def diagnosis_report_inputs(wildcards):
+    return task_report_inputs(wildcards, "diagnosis")
+
+
+def tables_inputs(wildcards):
+    return {
+        "statistics": [f"results/statistics/{task}.csv" for task in REPORT_TASKS],
+        "scores": [
+            f for task in REPORT_TASKS for f in task_score_files(wildcards, task)
+        ],
+        "paper_reference": PLAN.resolve(config["reporting"]["paper_reference"]),
+    }
+
+
+def report_tables():
+    """Per task: the CSV (shown in the HTML report), the LaTeX and Markdown versions."""
+    # Imported under another name: Snakemake reads a line starting with `report(` as
+    # its `report:` directive.
+    from snakemake.io import report as report_flag
+
+    outputs = []
+    for task in REPORT_TASKS:
+        outputs.append(
+            report_flag(
+                f"results/tables/{task}.csv",
+                caption="../report/tables.rst",
+                category=TASK_TITLES[task],
+                subcategory="Tables",
+                labels={"table": f"{task} (paper layout)", "models": "all"},
+            )
+        )
+        outputs += [f"results/tables/{task}.tex", f"results/tables/{task}.md"]
+    return outputs
+
+
+def agreement_inputs(wildcards):
+    return {
+        "dataset": DATASET,
+        "predictions": [
+            f"results/predictions/{task}/{model}.jsonl"
+            for task in AGREEMENT_JUDGES
+            for model in task_models(task)
+        ],
+    }
+
+
+def manifest_inputs(wildcards):
+    jobs = PLAN.jobs()
+    scores = [f for task in REPORT_TASKS for f in task_score_files(wildcards, task)]
+    return {
+        "dataset_manifest": MANIFEST,
+        "predictions": [f"results/predictions/{t}/{m}.summary.json" for t, m in jobs],
+        "scores": scores,
+        "prompts": sorted({PLAN.prompt(t, m) for t, m in jobs}),
+    }
+
+
+def report_targets(wildcards):
+    """Tables, figures and the provenance manifest of every task that has models."""
+    if not REPORT_TASKS:
+        return []
+    targets = ["results/tables/summary.md", "results/manifest.json"]
+    for task in REPORT_TASKS:
+        targets += [
+            f"results/figures/{task}_metrics.png",
+            f"results/figures/{task}_breakdown.png",
+        ]
+    if "localization" in REPORT_TASKS:
+        targets += [
+            f"results/figures/localization_{family}.png"
+            for family in ("iou", "lesion_size", "examples")
+        ]
+    if "diagnosis" in REPORT_TASKS:
+        targets.append("results/figures/diagnosis_labels.png")
+    if AGREEMENT_JUDGES:
+        targets.append("results/figures/judge_agreement.png")
+    return targets

@@ -35,6 +35,7 @@ import contextlib
 import io
 import math
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -355,3 +356,74 @@ def score_rater(
         for filename, boxes in rater_boxes.items()
     }
     return score_localization(gold, predictions)
+
+
+# The IoU thresholds of one COCO evaluation here: 0.3, then 0.50:0.05:0.95.
+COCO_IOU_THRESHOLDS = _COCO_IOU_THRESHOLDS
+
+
+@dataclass(frozen=True)
+class DetectionMatches:
+    """COCO's per-detection matches of one model, in COCO's order.
+
+    One entry per detection COCO evaluates (per image: descending score, ties in the
+    model's order, the first ``maxDets`` kept), images in sorted-filename order.
+    """
+
+    filenames: list[str]  # sorted; ``image`` indexes into it
+    image: np.ndarray  # (n_detections,) int
+    score: np.ndarray  # (n_detections,) float
+    tp: np.ndarray  # (n_detections, len(COCO_IOU_THRESHOLDS)) bool: matched a gold box
+    n_gold: np.ndarray  # (n_images,) int: gold boxes per image
+
+
+def coco_detection_matches(
+    gold: Mapping[str, Sequence[Sequence[float]]],
+    predictions: Mapping[str, Sequence[Mapping]],
+) -> DetectionMatches:
+    """Per-detection COCO matches, for recomputing AP on reweighted images (the bootstrap).
+
+    The matching is pycocotools' ``evaluateImg`` for one category with nothing ignored (its
+    IoU function, its greedy rule: each detection in score order takes the free gold box
+    of highest IoU >= threshold, ties to the later box), so AP computed from these matches
+    equals :func:`score_localization`'s.
+    """
+    from pycocotools import mask as mask_utils
+
+    _check_filenames(gold, predictions, "predictions")
+    filenames = sorted(gold)
+    n_gold = np.zeros(len(filenames), dtype=np.int64)
+    n_thresholds = len(COCO_IOU_THRESHOLDS)
+    images, scores, flags = [], [], []
+    for index, filename in enumerate(filenames):
+        gold_array = _box_array(gold[filename], f"gold box of {filename}")
+        boxes, box_scores = _prediction_arrays(filename, predictions.get(filename) or ())
+        n_gold[index] = len(gold_array)
+        order = np.argsort(-box_scores, kind="mergesort")[:_MAX_DETS]
+        boxes, box_scores = boxes[order], box_scores[order]
+        tp = np.zeros((len(boxes), n_thresholds), dtype=bool)
+        if len(boxes) and len(gold_array):
+            ious = np.asarray(
+                mask_utils.iou(boxes.tolist(), gold_array.tolist(), [0] * len(gold_array))
+            )
+            for t_index, threshold in enumerate(COCO_IOU_THRESHOLDS):
+                taken = np.zeros(len(gold_array), dtype=bool)
+                for d_index in range(len(boxes)):
+                    best, best_iou = -1, min(threshold, 1 - 1e-10)
+                    for g_index in range(len(gold_array)):
+                        if taken[g_index] or ious[d_index, g_index] < best_iou:
+                            continue
+                        best, best_iou = g_index, ious[d_index, g_index]
+                    if best >= 0:
+                        taken[best] = True
+                        tp[d_index, t_index] = True
+        images.append(np.full(len(boxes), index, dtype=np.int64))
+        scores.append(box_scores)
+        flags.append(tp)
+    return DetectionMatches(
+        filenames=filenames,
+        image=np.concatenate([np.zeros(0, dtype=np.int64), *images]),
+        score=np.concatenate([np.zeros(0), *scores]),
+        tp=np.concatenate([np.zeros((0, n_thresholds), dtype=bool), *flags]),
+        n_gold=n_gold,
+    )

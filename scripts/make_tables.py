@@ -1,0 +1,24 @@
+"""Rule `tables`: the paper's tables (LaTeX, CSV, Markdown), reproduced vs reported, summary."""
+
+from pathlib import Path
+
+from novabench.report.tables import write_all_tables
+from novabench.rules import log, run
+
+
+def main(smk):
+    statistics = {Path(p).stem: Path(p) for p in smk.input.statistics}
+    scores: dict[str, list[Path]] = {}
+    for path in smk.input.scores:
+        scores.setdefault(Path(path).parent.name, []).append(Path(path))
+    tables = write_all_tables(
+        statistics=statistics,
+        scores=scores,
+        paper_reference=Path(smk.input.paper_reference),
+        out_dir=Path(smk.output.summary).parent,
+        agreement=smk.params.agreement,
+    )
+    log.info("tables written for %s", ", ".join(tables) or "no task")
+
+
+run(snakemake, main)

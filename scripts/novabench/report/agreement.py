@@ -1,0 +1,143 @@
+"""Judge agreement: the same predictions judged by several judges, Cohen's kappa per label.
+
+A task is scored by one judge (``tasks.<task>.judge``). Judges listed under
+``reporting.agreement_judges.<task>`` re-judge the same prediction files here, and every
+pair of judges is compared on the per-image labels the metrics are built from:
+
+- captioning: the abnormal/normal label of the predicted caption (Binary F1's input);
+- diagnosis: Top-1 and Top-5 correctness of the ranked answer.
+
+Nothing is re-scored: the metrics remain the configured judge's.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+LABELS = {"captioning": ("abnormal",), "diagnosis": ("top1_correct", "top5_correct")}
+
+
+def cohen_kappa(a: Sequence[Any], b: Sequence[Any]) -> float:
+    """Cohen's kappa of two raters' labels of the same items.
+
+    Written out (a few lines) rather than taken from scikit-learn, which the pipeline does
+    not otherwise need. NaN without items; 1.0 when both raters give every item the same
+    single label (perfect agreement, no chance term to correct).
+    """
+    a, b = np.asarray(a), np.asarray(b)
+    if len(a) != len(b):
+        raise ValueError(f"{len(a)} labels against {len(b)}")
+    if not len(a):
+        return math.nan
+    categories = np.union1d(a, b)
+    observed = float(np.mean(a == b))
+    expected = float(sum(np.mean(a == c) * np.mean(b == c) for c in categories))
+    if expected == 1.0:
+        return 1.0
+    return (observed - expected) / (1.0 - expected)
+
+
+def judge_labels(task: str, judge: Any, dataset: pd.DataFrame, predictions: Path) -> pd.DataFrame:
+    """One judge's per-image labels of one prediction file, as the scorer would give them."""
+    from novabench.predict import read_predictions
+
+    records = {r["filename"]: r for r in read_predictions(predictions)}
+    rows = []
+    for row in dataset.itertuples(index=False):
+        record = records.get(row.filename, {"status": "error", "parsed": None})
+        parsed = record.get("parsed") or {}
+        if task == "captioning":
+            caption = parsed.get("caption") if record["status"] == "ok" else ""
+            rows.append({"abnormal": bool(judge.extract(caption or "").abnormal)})
+        else:
+            ranked = list(parsed.get("ranked") or [])[:5] if record["status"] == "ok" else []
+            top1, top5 = judge.match_ranked(ranked, str(row.final_diagnosis)) if ranked else (0, 0)
+            rows.append({"top1_correct": bool(top1), "top5_correct": bool(top5)})
+    return pd.DataFrame(rows, index=list(dataset["filename"]))
+
+
+def agreement_table(
+    task: str,
+    labels: Mapping[str, Mapping[str, pd.DataFrame]],
+) -> pd.DataFrame:
+    """Kappa and raw agreement for every model, label and pair of judges.
+
+    ``labels[model][judge]`` is :func:`judge_labels` of that model's predictions.
+    """
+    rows = []
+    for model, by_judge in labels.items():
+        for first, second in itertools.combinations(by_judge, 2):
+            for label in LABELS[task]:
+                a, b = by_judge[first][label], by_judge[second][label]
+                rows.append(
+                    {
+                        "task": task,
+                        "model": model,
+                        "label": label,
+                        "judge_a": first,
+                        "judge_b": second,
+                        "kappa": cohen_kappa(a, b),
+                        "agreement": float(np.mean(a.to_numpy() == b.to_numpy())),
+                        "n_images": len(a),
+                        "positive_a": int(a.sum()),
+                        "positive_b": int(b.sum()),
+                    }
+                )
+    return pd.DataFrame(
+        rows,
+        columns=[
+            "task", "model", "label", "judge_a", "judge_b", "kappa", "agreement",
+            "n_images", "positive_a", "positive_b",
+        ],
+    )  # fmt: skip
+
+
+def write_agreement(
+    *,
+    dataset_path: Path,
+    predictions: Mapping[str, Sequence[Path]],
+    judges: Mapping[str, Sequence[Mapping[str, Any]]],
+    out_csv: Path,
+    out_md: Path,
+) -> pd.DataFrame:
+    """Rule `judge_agreement`: re-judge every prediction file of each task with each judge."""
+    from novabench.dataset.read import load_nova
+    from novabench.score import make_judge
+
+    dataset = load_nova(Path(dataset_path), columns=["filename", "final_diagnosis"])
+    tables = []
+    for task, paths in predictions.items():
+        built = {cfg["name"]: make_judge(dict(cfg)) for cfg in judges[task]}
+        labels = {
+            Path(path).stem: {
+                name: judge_labels(task, judge, dataset, Path(path))
+                for name, judge in built.items()
+            }
+            for path in paths
+        }
+        tables.append(agreement_table(task, labels))
+    table = pd.concat(tables, ignore_index=True) if tables else agreement_table("diagnosis", {})
+    Path(out_csv).parent.mkdir(parents=True, exist_ok=True)
+    table.to_csv(out_csv, index=False)
+    lines = [
+        "## Judge agreement",
+        "",
+        "Cohen's kappa between judges on the same predictions (per-image labels).",
+        "",
+        "| Task | Model | Label | Judges | Kappa | Agreement | Images |",
+        "| --- | --- | --- | --- | ---: | ---: | ---: |",
+    ]
+    for row in table.itertuples(index=False):
+        lines.append(
+            f"| {row.task} | {row.model} | {row.label} | {row.judge_a} vs {row.judge_b} | "
+            f"{row.kappa:.2f} | {100 * row.agreement:.1f}% | {row.n_images} |"
+        )
+    Path(out_md).write_text("\n".join([*lines, ""]))
+    return table

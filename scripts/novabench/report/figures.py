@@ -1,0 +1,749 @@
+"""Figures of the report, one function per figure family, PNG and PDF.
+
+One style for all: sized for a paper column (3.5 in) or the full text width (7.2 in),
+7-pt text, the Okabe-Ito colour-blind-safe palette for models, greys for controls and
+black for human raters, so an entry has the same colour in every figure. Files are
+written without timestamps so that re-running a figure does not change its bytes.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import matplotlib
+
+matplotlib.use("Agg")  # files only; never a display
+
+import itertools
+
+import matplotlib.pyplot as plt
+import numpy as np
+import pandas as pd
+
+from novabench.report.inputs import (
+    GROUP_CONTROL,
+    GROUP_HUMAN,
+    GROUP_MODEL,
+)
+
+COLUMN_WIDTH_IN = 3.5
+TEXT_WIDTH_IN = 7.2
+# Okabe & Ito (2008), in an order that keeps neighbours distinguishable; yellow last
+# (weak on white).
+OKABE_ITO = ("#0072B2", "#D55E00", "#009E73", "#CC79A7", "#56B4E9", "#E69F00", "#F0E442")
+CONTROL_GREYS = ("#7F7F7F", "#B3B3B3", "#595959", "#CCCCCC")
+HUMAN_COLOURS = ("#000000", "#3B3B3B", "#1F1F1F", "#4D4D4D")
+BOX_COLOURS = {"gold": "#009E73", "rater": "#56B4E9", "predicted": "#E69F00"}
+LINE_STYLES = {GROUP_MODEL: "-", GROUP_CONTROL: "--", GROUP_HUMAN: ":"}
+STYLE = {
+    "font.size": 7,
+    "axes.titlesize": 7,
+    "axes.labelsize": 7,
+    "xtick.labelsize": 6.5,
+    "ytick.labelsize": 6.5,
+    "legend.fontsize": 6,
+    "legend.frameon": False,
+    "axes.spines.top": False,
+    "axes.spines.right": False,
+    "axes.linewidth": 0.6,
+    "xtick.major.width": 0.6,
+    "ytick.major.width": 0.6,
+    "lines.linewidth": 1.2,
+    "lines.markersize": 3.5,
+    "errorbar.capsize": 1.5,
+    "savefig.dpi": 300,
+    "savefig.bbox": "tight",
+    "savefig.pad_inches": 0.02,
+    "pdf.fonttype": 42,  # embedded TrueType: editable text in the PDF
+    "svg.hashsalt": "novabench",
+}
+
+
+def apply_style() -> None:
+    plt.rcParams.update(STYLE)
+    # fontTools reports every PDF font subset at INFO; the rule logs are for our messages.
+    logging.getLogger("fontTools").setLevel(logging.WARNING)
+
+
+GROUP_ORDER = (GROUP_MODEL, GROUP_CONTROL, GROUP_HUMAN)
+
+
+def by_group(names: Sequence[str], groups: Mapping[str, str]) -> list[str]:
+    """Models first, then controls, then raters; config order within a group."""
+    return sorted(names, key=lambda n: GROUP_ORDER.index(groups.get(n, GROUP_MODEL)))
+
+
+def _errorbar(ax, x, y, xerr=None, yerr=None) -> None:
+    """Black error bars with a white halo: visible on black, grey and coloured bars."""
+    import matplotlib.patheffects as path_effects
+
+    container = ax.errorbar(
+        x,
+        y,
+        xerr=xerr,
+        yerr=yerr,
+        fmt="none",
+        ecolor="black",
+        elinewidth=0.6,
+        capsize=1.2,
+        capthick=0.6,
+    )
+    halo = [path_effects.withStroke(linewidth=1.4, foreground="white")]
+    for artist in (*container.lines[1], *container.lines[2]):
+        artist.set_path_effects(halo)
+
+
+def _legend_below(fig: plt.Figure, ax: plt.Axes, n: int) -> None:
+    """One legend under the plot (below the x label), out of the data's way."""
+    fig.tight_layout()
+    handles, labels = ax.get_legend_handles_labels()
+    fig.legend(
+        handles,
+        labels,
+        loc="upper center",
+        bbox_to_anchor=(0.5, 0.0),
+        ncols=min(n, 3),
+        handlelength=2.2,
+    )
+
+
+def entry_colours(names: Sequence[str], groups: Mapping[str, str]) -> dict[str, str]:
+    """A fixed colour per entry: models from the palette in order, controls grey, raters black."""
+    counters = {GROUP_MODEL: 0, GROUP_CONTROL: 0, GROUP_HUMAN: 0}
+    palettes = {GROUP_MODEL: OKABE_ITO, GROUP_CONTROL: CONTROL_GREYS, GROUP_HUMAN: HUMAN_COLOURS}
+    colours = {}
+    for name in names:
+        group = groups.get(name, GROUP_MODEL)
+        palette = palettes[group]
+        colours[name] = palette[counters[group] % len(palette)]
+        counters[group] += 1
+    return colours
+
+
+def save(fig: plt.Figure, png: Path, pdf: Path, dpi: int | None = None) -> None:
+    for path in (png, pdf):
+        Path(path).parent.mkdir(parents=True, exist_ok=True)
+    options = {"dpi": dpi} if dpi else {}
+    fig.savefig(png, metadata={"Software": None}, **options)
+    fig.savefig(pdf, metadata={"Creator": None, "Producer": None, "CreationDate": None}, **options)
+    plt.close(fig)
+
+
+def _placeholder(message: str, png: Path, pdf: Path) -> None:
+    """A figure that says why there is nothing to plot (the rule's outputs must exist)."""
+    fig, ax = plt.subplots(figsize=(COLUMN_WIDTH_IN, 0.8))
+    ax.axis("off")
+    ax.text(0.5, 0.5, message, ha="center", va="center", wrap=True)
+    save(fig, png, pdf)
+
+
+# --- per task: metrics with CIs ----------------------------------------------------------------
+
+
+def plot_metric_bars(task: str, statistics: pd.DataFrame, png: Path, pdf: Path) -> None:
+    """One panel per table metric (counts left out: other scale): a bar per entry, 95% CI."""
+    from novabench.report.tables import COLUMNS
+
+    apply_style()
+    columns = [c for c in COLUMNS[task] if c.decimals != 0]
+    names = list(dict.fromkeys(statistics["model"]))
+    if not names:
+        _placeholder(f"No {task} scores.", png, pdf)
+        return
+    groups = statistics.drop_duplicates("model").set_index("model")["group"].to_dict()
+    order = by_group(names, groups)
+    colours = entry_colours(order, groups)
+    n_cols = 2
+    n_rows = math.ceil(len(columns) / n_cols)
+    height = n_rows * (0.45 + 0.12 * len(order)) + 0.1
+    fig, axes = plt.subplots(
+        n_rows, n_cols, figsize=(COLUMN_WIDTH_IN, height), sharey=True, squeeze=False
+    )
+    y = np.arange(len(order))
+    for ax, column in zip(axes.ravel(), columns, strict=False):
+        rows = statistics[statistics["metric"] == column.key].set_index("model").reindex(order)
+        values = rows["estimate"].to_numpy(dtype=float)
+        low = rows["ci_low"].to_numpy(dtype=float)
+        high = rows["ci_high"].to_numpy(dtype=float)
+        ax.barh(y, np.nan_to_num(values), color=[colours[n] for n in order], height=0.7)
+        err = np.clip(np.vstack([values - low, high - values]), 0, None)
+        ok = ~np.isnan(err).any(axis=0)
+        if ok.any():
+            _errorbar(ax, values[ok], y[ok], xerr=err[:, ok])
+        for yi, value in zip(y, values, strict=True):
+            if np.isnan(value):
+                ax.text(0, yi, " n/a", va="center", fontsize=5.5, color="#555555")
+        ax.set_title(f"{column.label} {column.arrow}".strip(), pad=2)
+        top = np.nanmax(np.r_[high, values, 1e-9])
+        if column.key == "Entropy":  # read against the reference labels' entropy
+            reference = statistics.loc[statistics["metric"] == "Entropy_reference", "estimate"]
+            if len(reference):
+                ax.axvline(reference.iloc[0], color="#000000", linestyle="--", linewidth=0.8)
+                ax.text(reference.iloc[0], -0.6, " reference", fontsize=5.5, va="bottom")
+                top = max(top, float(reference.iloc[0]))
+        ax.set_xlim(0, top * 1.08 if np.isfinite(top) else 1)
+        ax.grid(axis="x", linewidth=0.3, color="#DDDDDD")
+        ax.set_axisbelow(True)
+    for ax in axes.ravel()[len(columns) :]:
+        ax.axis("off")
+    axes[0, 0].set_yticks(y, order)
+    axes[0, 0].invert_yaxis()
+    fig.tight_layout(h_pad=0.6, w_pad=0.8)
+    save(fig, png, pdf)
+
+
+# --- localization --------------------------------------------------------------------------
+
+
+def plot_iou_distribution(
+    entries: Sequence[tuple[str, str, pd.DataFrame]], png: Path, pdf: Path
+) -> None:
+    """Share of images (with a gold box) whose best IoU is at least tau, per entry."""
+    apply_style()
+    groups = {name: group for name, group, _ in entries}
+    names = by_group([name for name, _, _ in entries], groups)
+    colours = entry_colours(names, groups)
+    fig, ax = plt.subplots(figsize=(COLUMN_WIDTH_IN, 2.1))
+    tau = np.linspace(0, 1, 201)
+    frames = {name: per_image for name, _, per_image in entries}
+    for name in names:
+        group, per_image = groups[name], frames[name]
+        best = per_image.loc[per_image["n_gold"] > 0, "best_iou"].to_numpy(dtype=float)
+        if not len(best):
+            continue
+        share = 100 * (best[None, :] >= tau[:, None]).mean(axis=1)
+        ax.plot(tau, share, color=colours[name], linestyle=LINE_STYLES[group], label=name)
+    for threshold in (0.3, 0.5):
+        ax.axvline(threshold, color="#999999", linewidth=0.5, zorder=0)
+        ax.text(
+            threshold,
+            101,
+            f"Hit@{round(threshold * 100)}",
+            ha="center",
+            va="bottom",
+            fontsize=5.5,
+            color="#555555",
+        )
+    ax.set_xlabel(r"IoU threshold $\tau$")
+    ax.set_ylabel(r"images with best IoU $\geq \tau$ (%)")
+    ax.set_xlim(0, 1)
+    ax.set_ylim(0, 100)
+    _legend_below(fig, ax, len(names))
+    save(fig, png, pdf)
+
+
+LESION_SIZE_EDGES = (0, 16, 32, 64, 128, math.inf)  # sqrt(box area) in pixels
+
+
+def lesion_hits(
+    gold: Mapping[str, Sequence[Sequence[float]]],
+    predicted: Mapping[str, Sequence[Mapping[str, float]]],
+    threshold: float = 0.3,
+) -> pd.DataFrame:
+    """One row per gold box: its size (sqrt of area, px) and whether some predicted box of
+    the image overlaps it with IoU >= ``threshold`` (lesion-level hit)."""
+    from novabench.metrics.localization import iou_matrix
+
+    rows = []
+    for filename, boxes in gold.items():
+        preds = [[p["x"], p["y"], p["width"], p["height"]] for p in predicted.get(filename, [])]
+        ious = iou_matrix(preds, boxes) if boxes else np.zeros((0, 0))
+        for index, box in enumerate(boxes):
+            best = float(ious[:, index].max()) if len(preds) else 0.0
+            rows.append(
+                {
+                    "filename": filename,
+                    "size": math.sqrt(box[2] * box[3]),
+                    "hit": best >= threshold,
+                }
+            )
+    return pd.DataFrame(rows, columns=["filename", "size", "hit"])
+
+
+def plot_hit_by_lesion_size(
+    gold: Mapping[str, Sequence[Sequence[float]]],
+    predicted: Mapping[str, Mapping[str, Sequence[Mapping[str, float]]]],
+    groups: Mapping[str, str],
+    png: Path,
+    pdf: Path,
+) -> None:
+    """Lesion-level hit rate at IoU 0.3 per size bin of the gold box, per entry."""
+    apply_style()
+    names = by_group(list(predicted), groups)
+    colours = entry_colours(names, groups)
+    edges = np.array(LESION_SIZE_EDGES)
+    labels = [
+        f"<{int(hi)}" if lo == 0 else (f"≥{int(lo)}" if math.isinf(hi) else f"{int(lo)}–{int(hi)}")
+        for lo, hi in itertools.pairwise(edges)
+    ]
+    fig, ax = plt.subplots(figsize=(COLUMN_WIDTH_IN, 2.1))
+    sizes = lesion_hits(gold, {})["size"]
+    counts = np.bincount(np.digitize(sizes, edges[1:-1]), minlength=len(labels))
+    shown = np.flatnonzero(counts)  # bins without a lesion are left out
+    for name in names:
+        hits = lesion_hits(gold, predicted[name])
+        if hits.empty:
+            continue
+        bins = np.digitize(hits["size"], edges[1:-1])
+        frame = hits.assign(bin=bins).groupby("bin")["hit"].mean().reindex(shown)
+        ax.plot(
+            np.arange(len(shown)),
+            100 * frame.to_numpy(dtype=float),
+            marker="o",
+            color=colours[name],
+            linestyle=LINE_STYLES[groups.get(name, GROUP_MODEL)],
+            label=name,
+        )
+    if not len(shown):
+        plt.close(fig)
+        _placeholder("No gold boxes: no lesion sizes.", png, pdf)
+        return
+    ax.set_xticks(np.arange(len(shown)), [f"{labels[i]}\n(n={counts[i]})" for i in shown])
+    ax.set_xlabel(r"lesion size: $\sqrt{\mathrm{gold\ box\ area}}$ (pixels)")
+    ax.set_ylabel("lesions hit at IoU ≥ 0.3 (%)")
+    ax.set_ylim(-2, 102)
+    _legend_below(fig, ax, len(names))
+    save(fig, png, pdf)
+
+
+def pick_examples(frame: pd.DataFrame, n: int, seed: int) -> list[str]:
+    """``n`` images with a gold box, from ``n`` different cases where possible, seeded."""
+    with_gold = frame[frame["gold_boxes"].map(len) > 0]
+    if with_gold.empty or n <= 0:
+        return []
+    rng = np.random.default_rng(seed)
+    cases = sorted(with_gold["case_id"].unique())
+    chosen = rng.choice(len(cases), size=min(n, len(cases)), replace=False)
+    picks = []
+    for index in sorted(chosen):
+        options = sorted(with_gold.loc[with_gold["case_id"] == cases[index], "filename"])
+        picks.append(options[int(rng.integers(len(options)))])
+    return sorted(picks)
+
+
+EXAMPLE_PIXELS = 320  # longest side of a shown image: enough at 1.8 in, keeps the PDF small
+
+
+def _downsample(image: np.ndarray) -> np.ndarray:
+    """Shrink an image (boxes stay in original pixels: the caller sets the extent)."""
+    from PIL import Image
+
+    height, width = image.shape[:2]
+    scale = EXAMPLE_PIXELS / max(height, width)
+    if scale >= 1:
+        return image
+    size = (max(1, round(width * scale)), max(1, round(height * scale)))
+    return np.asarray(Image.fromarray(image).resize(size, Image.Resampling.LANCZOS))
+
+
+def _draw_boxes(ax, boxes, colour: str, style: str = "-") -> None:
+    from matplotlib.patches import Rectangle
+
+    for box in boxes:
+        ax.add_patch(
+            Rectangle(
+                (box[0], box[1]),
+                box[2],
+                box[3],
+                fill=False,
+                edgecolor=colour,
+                linewidth=0.9,
+                linestyle=style,
+            )
+        )
+
+
+def plot_examples(
+    images: Mapping[str, np.ndarray],
+    gold: Mapping[str, Sequence[Sequence[float]]],
+    raters: Mapping[str, Sequence[Sequence[float]]],
+    predicted: Mapping[str, Mapping[str, Sequence[Mapping[str, float]]]],
+    png: Path,
+    pdf: Path,
+) -> None:
+    """Rows: example images; columns: reference (gold solid, raters dashed), then one
+    column per entry with its predicted boxes over the gold boxes."""
+    from matplotlib.lines import Line2D
+
+    apply_style()
+    filenames = list(images)
+    if not filenames:
+        _placeholder("No image with a gold box to show.", png, pdf)
+        return
+    columns = ["reference", *predicted]
+    size = TEXT_WIDTH_IN / max(len(columns), 4)
+    fig, axes = plt.subplots(
+        len(filenames),
+        len(columns),
+        figsize=(size * len(columns), size * len(filenames) + 0.3),
+        squeeze=False,
+    )
+    for r, filename in enumerate(filenames):
+        for c, column in enumerate(columns):
+            ax = axes[r, c]
+            image = images[filename]
+            ax.imshow(
+                _downsample(image),
+                cmap="gray",
+                vmin=0,
+                vmax=255,
+                interpolation="antialiased",
+                extent=(0, image.shape[1], image.shape[0], 0),
+            )
+            ax.set_xticks([])
+            ax.set_yticks([])
+            for spine in ax.spines.values():
+                spine.set_visible(False)
+            _draw_boxes(ax, gold.get(filename, []), BOX_COLOURS["gold"])
+            if column == "reference":
+                _draw_boxes(ax, raters.get(filename, []), BOX_COLOURS["rater"], "--")
+            else:
+                boxes = [
+                    [p["x"], p["y"], p["width"], p["height"]]
+                    for p in predicted[column].get(filename, [])
+                ]
+                _draw_boxes(ax, boxes, BOX_COLOURS["predicted"])
+            if r == 0:
+                ax.set_title(column, pad=2)
+            if c == 0:
+                ax.set_ylabel(filename.rsplit(".", 1)[0], fontsize=5.5)
+    handles = [
+        Line2D([], [], color=BOX_COLOURS["gold"], label="gold"),
+        Line2D([], [], color=BOX_COLOURS["rater"], linestyle="--", label="raters"),
+        Line2D([], [], color=BOX_COLOURS["predicted"], label="predicted"),
+    ]
+    fig.legend(handles=handles, loc="lower center", ncols=3, bbox_to_anchor=(0.5, -0.01))
+    fig.tight_layout(rect=(0, 0.03, 1, 1), pad=0.2, h_pad=0.2, w_pad=0.2)
+    save(fig, png, pdf, dpi=200)
+
+
+# --- breakdowns by sequence and plane ------------------------------------------------------
+
+# The per-image headline metric of each task, and how to read it from the per-image table.
+BREAKDOWN_METRIC = {
+    "localization": ("Hit@30 (%)", "hit30"),
+    "captioning": ("Clinical F1", "clinical_f1"),
+    "diagnosis": ("Top-1 (%)", "top1_correct"),
+}
+
+
+def per_image_values(task: str, per_image: pd.DataFrame) -> np.ndarray:
+    """The breakdown metric per image, NaN where it is undefined (x100 for rates)."""
+    column = BREAKDOWN_METRIC[task][1]
+    if task == "localization":
+        hit = per_image[column].astype("boolean").astype("Float64")
+        hit = hit.to_numpy(dtype=float, na_value=np.nan)
+        return np.where(per_image["n_gold"].to_numpy() > 0, 100 * hit, np.nan)
+    if task == "diagnosis":
+        values = per_image[column].astype("boolean").astype("Float64")
+        return 100 * values.to_numpy(dtype=float, na_value=np.nan)
+    return per_image[column].to_numpy(dtype=float)
+
+
+def breakdown_table(
+    task: str,
+    categories: pd.Series,
+    entries: Sequence[tuple[str, str, pd.DataFrame]],
+    weights: np.ndarray,
+    confidence: float,
+) -> pd.DataFrame:
+    """Per entry and category: mean of the task's per-image metric, its case-bootstrap CI,
+    the number of images it is defined on."""
+    from novabench.report.bootstrap import percentile_interval, weighted_mean
+
+    rows = []
+    for name, group, per_image in entries:
+        values = per_image_values(task, per_image)
+        for category in pd.unique(categories):
+            mask = (categories == category).to_numpy()
+            selected = np.where(mask, values, np.nan)
+            n = int((~np.isnan(selected)).sum())
+            if not n:
+                continue
+            low, high, _ = percentile_interval(weighted_mean(weights, selected), confidence)
+            rows.append(
+                {
+                    "model": name,
+                    "group": group,
+                    "category": category,
+                    "value": float(np.nanmean(selected)),
+                    "ci_low": low,
+                    "ci_high": high,
+                    "n_images": n,
+                }
+            )
+    return pd.DataFrame(
+        rows, columns=["model", "group", "category", "value", "ci_low", "ci_high", "n_images"]
+    )
+
+
+def plot_breakdown(
+    task: str,
+    panels: Sequence[tuple[str, pd.DataFrame, Sequence[str]]],
+    groups: Mapping[str, str],
+    png: Path,
+    pdf: Path,
+) -> None:
+    """Grouped bars: the task's per-image metric per category (sequence, plane), per entry."""
+    apply_style()
+    label = BREAKDOWN_METRIC[task][0]
+    names = by_group(list(dict.fromkeys(n for _, t, _ in panels for n in t["model"])), groups)
+    if not names:
+        _placeholder(f"No {task} scores to break down.", png, pdf)
+        return
+    colours = entry_colours(names, groups)
+    # Past five entries the bars get too thin for a column: use the full text width.
+    width_in = COLUMN_WIDTH_IN if len(names) <= 5 else TEXT_WIDTH_IN
+    fig, axes = plt.subplots(len(panels), 1, figsize=(width_in, 1.8 * len(panels)))
+    axes = np.atleast_1d(axes)
+    width = 0.8 / len(names)
+    for ax, (title, table, order) in zip(axes, panels, strict=True):
+        present = [c for c in order if c in set(table["category"])]
+        x = np.arange(len(present))
+        for i, name in enumerate(names):
+            rows = table[table["model"] == name].set_index("category").reindex(present)
+            values = rows["value"].to_numpy(dtype=float)
+            err = np.vstack([values - rows["ci_low"], rows["ci_high"] - values]).astype(float)
+            err = np.clip(err, 0, None)
+            centres = x - 0.4 + width * (i + 0.5)
+            ax.bar(centres, np.nan_to_num(values), width, color=colours[name], label=name)
+            ok = ~np.isnan(err).any(axis=0) & ~np.isnan(values)
+            if ok.any():
+                _errorbar(ax, centres[ok], values[ok], yerr=err[:, ok])
+        counts = table.groupby("category")["n_images"].max()
+        ticks = [f"{c.replace(' ', chr(10))}\n(n={int(counts.get(c, 0))})" for c in present]
+        ax.set_xticks(x, ticks)
+        ax.set_ylabel(label)
+        ax.set_title(title, pad=2)
+        ax.set_ylim(0, 105)
+        ax.grid(axis="y", linewidth=0.3, color="#DDDDDD")
+        ax.set_axisbelow(True)
+    _legend_below(fig, axes[-1], len(names))
+    save(fig, png, pdf)
+
+
+# --- diagnosis -----------------------------------------------------------------------------
+
+
+def plot_diagnosis_labels(
+    entries: Sequence[tuple[str, str, list[str | None]]],
+    reference: Sequence[str],
+    png: Path,
+    pdf: Path,
+) -> None:
+    """Rank-frequency of the predicted top-1 labels per entry against the reference labels
+    (long tail), with each distribution's coverage and entropy in the legend."""
+    from collections import Counter
+
+    apply_style()
+    groups = {name: group for name, group, _ in entries}
+    names = by_group([name for name, _, _ in entries], groups)
+    labels = {name: lab for name, _, lab in entries}
+    colours = entry_colours(names, groups)
+    reference_counts = Counter(reference)
+    if not reference_counts:
+        _placeholder("No diagnosis scores.", png, pdf)
+        return
+
+    def entropy_bits(counts: Counter) -> float:
+        values = np.array(list(counts.values()), dtype=float)
+        p = values / values.sum() if values.sum() else values
+        return float(-(p[p > 0] * np.log2(p[p > 0])).sum())
+
+    fig, ax = plt.subplots(figsize=(COLUMN_WIDTH_IN, 2.3))
+    n_images = len(reference)
+
+    def draw(counts: Counter, **style) -> None:
+        shares = 100 * np.sort(np.array(list(counts.values()), dtype=float))[::-1] / n_images
+        ranks = np.arange(1, len(shares) + 1)
+        ax.plot(ranks, shares, marker="o", markersize=2.2, **style)
+
+    n_reference, h_reference = len(reference_counts), entropy_bits(reference_counts)
+    draw(
+        reference_counts,
+        color="#000000",
+        linewidth=1.6,
+        label=f"reference ({n_reference} labels, H = {h_reference:.2f} bits)",
+    )
+    for name in names:
+        counts = Counter(label for label in labels[name] if label is not None)
+        if not counts:
+            continue
+        coverage = 100 * min(1.0, len(counts) / len(reference_counts))
+        draw(
+            counts,
+            color=colours[name],
+            linestyle=LINE_STYLES[groups[name]],
+            label=f"{name} (coverage {coverage:.0f}%, H = {entropy_bits(counts):.2f} bits)",
+        )
+    from matplotlib.ticker import FuncFormatter, NullFormatter
+
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    for axis in (ax.xaxis, ax.yaxis):
+        axis.set_major_formatter(FuncFormatter(lambda value, _: f"{value:g}"))
+        axis.set_minor_formatter(NullFormatter())
+    ax.set_xlabel("label rank (most frequent first)")
+    ax.set_ylabel("images with this top-1 label (%)")
+    fig.tight_layout()
+    handles, texts = ax.get_legend_handles_labels()
+    fig.legend(handles, texts, loc="upper center", bbox_to_anchor=(0.5, 0.0), ncols=1)
+    save(fig, png, pdf)
+
+
+# --- judge agreement ---------------------------------------------------------------------
+
+
+def plot_judge_agreement(table: pd.DataFrame, png: Path, pdf: Path) -> None:
+    """Cohen's kappa per model and label, one marker per pair of judges."""
+    apply_style()
+    if table.empty:
+        _placeholder("No second judge: no agreement to show.", png, pdf)
+        return
+    table = table.assign(
+        row=table["task"] + ": " + table["model"] + " · " + table["label"].str.replace("_", " "),
+        pair=table["judge_a"] + " vs " + table["judge_b"],
+    )
+    rows = list(dict.fromkeys(table["row"]))
+    pairs = list(dict.fromkeys(table["pair"]))
+    markers = "osD^v<>"
+    fig, ax = plt.subplots(figsize=(COLUMN_WIDTH_IN, 0.5 + 0.18 * len(rows)))
+    for i, pair in enumerate(pairs):
+        part = table[table["pair"] == pair]
+        ax.scatter(
+            part["kappa"], [rows.index(r) for r in part["row"]],
+            color=OKABE_ITO[i % len(OKABE_ITO)], marker=markers[i % len(markers)], s=14,
+            label=pair, zorder=3,
+        )  # fmt: skip
+    ax.set_yticks(range(len(rows)), rows)
+    ax.invert_yaxis()
+    ax.axvline(0, color="#999999", linewidth=0.5)
+    ax.set_xlim(min(-0.1, float(table["kappa"].min()) - 0.05), 1.02)
+    ax.set_xlabel("Cohen's kappa")
+    ax.grid(axis="x", linewidth=0.3, color="#DDDDDD")
+    _legend_below(fig, ax, len(pairs))
+    save(fig, png, pdf)
+
+
+# --- rule `figure` ---------------------------------------------------------------------------
+
+FAMILIES = (
+    "metrics",
+    "breakdown",
+    "iou",
+    "lesion_size",
+    "examples",
+    "diagnosis_labels",
+    "judge_agreement",
+)
+
+
+def make_figure(
+    family: str,
+    *,
+    png: Path,
+    pdf: Path,
+    task: str | None = None,
+    statistics: Path | None = None,
+    dataset: Path | None = None,
+    scores: Sequence[Path] = (),
+    predictions: Mapping[str, Path] | None = None,
+    models: Mapping[str, Any] | None = None,
+    reporting: Mapping[str, Any] | None = None,
+    table: Path | None = None,
+    judge: Mapping[str, Any] | None = None,
+) -> None:
+    """Draw one figure family from the files the scoring and statistics stages wrote.
+
+    ``table`` is an output (the breakdown's numbers) or, for ``judge_agreement``, the
+    agreement table to draw.
+    """
+    from novabench.report import inputs
+
+    reporting = reporting or {}
+    controls = reporting.get("controls")
+    if family == "metrics":
+        plot_metric_bars(task, pd.read_csv(statistics), png, pdf)
+        return
+    if family == "judge_agreement":
+        plot_judge_agreement(pd.read_csv(table), png, pdf)
+        return
+    frame = inputs.load_dataset(dataset)
+    if family == "examples":
+        from novabench.dataset.read import decode_image, load_nova
+
+        frame = load_nova(Path(dataset), columns=[*inputs.DATASET_COLUMNS, "image"])
+    entries = inputs.load_entries(task, scores, frame, models or {}, controls, predictions)
+    groups = {e.name: e.group for e in entries}
+    if family == "iou":
+        plot_iou_distribution([(e.name, e.group, e.per_image) for e in entries], png, pdf)
+    elif family == "lesion_size":
+        boxes = {e.name: inputs.predicted_boxes(frame, e.name, e.predictions) for e in entries}
+        plot_hit_by_lesion_size(inputs.gold_boxes(frame), boxes, groups, png, pdf)
+    elif family == "examples":
+        picks = pick_examples(frame, int(reporting.get("examples", 6)), _seed(reporting))
+        chosen = frame.set_index("filename").loc[picks]
+        images = {f: decode_image(row["image"]["bytes"], f) for f, row in chosen.iterrows()}
+        gold = {f: _xywh(row["gold_boxes"]) for f, row in chosen.iterrows()}
+        raters = {f: _xywh(row["rater_boxes"]) for f, row in chosen.iterrows()}
+        shown = [e for e in entries if e.group == GROUP_MODEL]
+        shown += [e for e in entries if e.group == GROUP_CONTROL]
+        predicted = {
+            e.name: inputs.predicted_boxes(frame, e.name, e.predictions)
+            for e in shown[:MAX_EXAMPLE_COLUMNS]
+        }
+        plot_examples(images, gold, raters, predicted, png, pdf)
+    elif family == "breakdown":
+        from novabench.report.bootstrap import draw_cases
+        from novabench.report.imaging import (
+            MULTIPLE,
+            PLANES,
+            SEQUENCES,
+            UNSPECIFIED,
+            parse_plane,
+            parse_sequence,
+        )
+
+        boot = reporting.get("bootstrap", {})
+        case_ids = list(frame["case_id"])
+        weights = draw_cases(case_ids, int(boot.get("resamples", 1000)), _seed(reporting)).weights(
+            case_ids
+        )
+        confidence = float(boot.get("confidence", 0.95))
+        payload = [(e.name, e.group, e.per_image) for e in entries]
+        panels, tables = [], []
+        for title, parser, order in (
+            ("By sequence", parse_sequence, SEQUENCES),
+            ("By plane", parse_plane, PLANES),
+        ):
+            categories = frame["caption"].map(parser)
+            part = breakdown_table(task, categories, payload, weights, confidence)
+            panels.append((title, part, [*order, MULTIPLE, UNSPECIFIED]))
+            tables.append(part.assign(breakdown=title.removeprefix("By ")))
+        plot_breakdown(task, panels, groups, png, pdf)
+        if table is not None:
+            pd.concat(tables).to_csv(table, index=False, float_format="%.6g")
+    elif family == "diagnosis_labels":
+        from novabench.report.statistics import diagnosis_labeler, diagnosis_labels
+
+        labeler = diagnosis_labeler(judge)
+        labelled = [(e.name, e.group, *diagnosis_labels(e.per_image, labeler)) for e in entries]
+        reference = labelled[0][3] if labelled else []
+        plot_diagnosis_labels([(n, g, p) for n, g, p, _ in labelled], reference, png, pdf)
+    else:
+        raise ValueError(f"unknown figure family {family!r}; one of {FAMILIES}")
+
+
+MAX_EXAMPLE_COLUMNS = 5  # entries shown beside the reference in the qualitative grid
+
+
+def _xywh(boxes: Sequence[Mapping[str, float]]) -> list[list[float]]:
+    return [[b["x"], b["y"], b["width"], b["height"]] for b in boxes]
+
+
+def _seed(reporting: Mapping[str, Any]) -> int:
+    return int(reporting.get("bootstrap", {}).get("seed", 0))

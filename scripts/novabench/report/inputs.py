@@ -1,0 +1,241 @@
+"""Reading what the scoring stage wrote, for the report: score files, per-image tables,
+and the per-detection or per-image quantities the bootstrap needs.
+
+Models and raters are both "entries" of a task's report: an entry is a score file
+``results/scores/{task}/{name}.json`` with its per-image table beside it; a model entry
+also has its prediction file, a rater entry (``rater-<slug>``) takes its boxes from the
+dataset.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from novabench.errors import NovaError
+
+GROUP_MODEL, GROUP_CONTROL, GROUP_HUMAN = "model", "control", "human"
+GROUPS = (GROUP_MODEL, GROUP_CONTROL, GROUP_HUMAN)
+GROUP_TITLES = {GROUP_MODEL: "Models", GROUP_CONTROL: "Controls", GROUP_HUMAN: "Human reference"}
+# Adapters whose answers are controls rather than models under test (config/README.md).
+CONTROL_ADAPTERS = frozenset({"gold", "random"})
+RATER_PREFIX = "rater-"
+DATASET_COLUMNS = ["filename", "case_id", "caption", "final_diagnosis", "gold_boxes", "rater_boxes"]
+
+
+@dataclass
+class Entry:
+    """One scored model or rater of a task."""
+
+    name: str
+    group: str
+    scores: dict[str, Any]
+    per_image: pd.DataFrame
+    predictions: Path | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def metrics(self) -> dict[str, float]:
+        """Numeric metrics of the score file; undefined (null) ones as NaN."""
+        out = {}
+        for key, value in self.scores["metrics"].items():
+            if value is None:
+                out[key] = math.nan
+            elif isinstance(value, int | float) and not isinstance(value, bool):
+                out[key] = float(value)
+        return out
+
+
+def model_group(name: str, models: Mapping[str, Any], controls: Sequence[str] | None) -> str:
+    """``human`` for raters, ``control`` for controls, else ``model``.
+
+    Controls are the models named in ``reporting.controls`` or, when that is null, the
+    models whose adapter is ``gold`` or ``random`` (positive and negative controls).
+    """
+    if name.startswith(RATER_PREFIX):
+        return GROUP_HUMAN
+    if controls is not None:
+        return GROUP_CONTROL if name in controls else GROUP_MODEL
+    adapter = (models.get(name) or {}).get("adapter")
+    return GROUP_CONTROL if adapter in CONTROL_ADAPTERS else GROUP_MODEL
+
+
+def reference_model(
+    task: str, names: Sequence[str], groups: Mapping[str, str], configured: str | None
+) -> str | None:
+    """The model every other model of ``task`` is tested against.
+
+    The configured ``reporting.reference_model`` where it ran the task, else the first
+    model (not a control, not a rater) of the task in config order, else None.
+    """
+    if configured is not None and configured in names:
+        return configured
+    return next((n for n in names if groups.get(n) == GROUP_MODEL), None)
+
+
+def read_scores(path: Path) -> dict[str, Any]:
+    path = Path(path)
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError) as exc:
+        raise NovaError(
+            f"cannot read score file {path} ({exc})", f"delete {path} and re-run `score`"
+        ) from exc
+
+
+def per_image_path(score_path: Path) -> Path:
+    """``x.json`` -> ``x.images.csv`` (written beside every score file)."""
+    score_path = Path(score_path)
+    return score_path.with_name(score_path.name.removesuffix(".json") + ".images.csv")
+
+
+def read_per_image(path: Path, filenames: Sequence[str]) -> pd.DataFrame:
+    """The per-image table, in the order of ``filenames`` (every dataset image exactly once)."""
+    path = Path(path)
+    try:
+        frame = pd.read_csv(path, keep_default_na=True)
+    except (OSError, pd.errors.ParserError) as exc:
+        raise NovaError(f"cannot read {path} ({exc})", f"delete {path} and re-run `score`") from exc
+    if sorted(frame["filename"]) != sorted(filenames):
+        raise NovaError(
+            f"{path} does not cover the dataset's images exactly once",
+            "re-run `score` against the current dataset",
+        )
+    return frame.set_index("filename").loc[list(filenames)].reset_index()
+
+
+def gold_boxes(frame: pd.DataFrame) -> dict[str, list[list[float]]]:
+    return {
+        r.filename: [[b["x"], b["y"], b["width"], b["height"]] for b in r.gold_boxes]
+        for r in frame.itertuples(index=False)
+    }
+
+
+def predicted_boxes(
+    frame: pd.DataFrame, name: str, predictions: Path | None
+) -> dict[str, list[dict[str, Any]]]:
+    """Boxes per image of a model (from its prediction file) or a rater (from the dataset),
+    exactly as the scorer reads them."""
+    if name.startswith(RATER_PREFIX):
+        from novabench.config import rater_slug
+
+        slug = name.removeprefix(RATER_PREFIX)
+        return {
+            r.filename: [
+                {k: b[k] for k in ("x", "y", "width", "height")}
+                for b in r.rater_boxes
+                if rater_slug(b["rater"]) == slug
+            ]
+            for r in frame.itertuples(index=False)
+        }
+    from novabench.predict import read_predictions
+
+    if predictions is None:
+        raise NovaError(f"no prediction file for {name}", "run `predict` for this model")
+    by_name = {r["filename"]: r for r in read_predictions(predictions)}
+    return {
+        filename: list((by_name.get(filename, {}).get("parsed") or {}).get("boxes", []))
+        for filename in frame["filename"]
+    }
+
+
+def captions(frame: pd.DataFrame, predictions: Path) -> list[str]:
+    """Each image's hypothesis as the scorer reads it: the caption if ``ok``, else ""."""
+    from novabench.predict import read_predictions
+
+    by_name = {r["filename"]: r for r in read_predictions(predictions)}
+    out = []
+    for filename in frame["filename"]:
+        record = by_name.get(filename, {"status": "error"})
+        caption = (record.get("parsed") or {}).get("caption")
+        out.append(caption if record["status"] == "ok" and caption else "")
+    return out
+
+
+def load_dataset(path: Path) -> pd.DataFrame:
+    from novabench.dataset.read import load_nova
+
+    return load_nova(Path(path), columns=DATASET_COLUMNS)
+
+
+def load_entries(
+    task: str,
+    score_paths: Sequence[Path],
+    dataset: pd.DataFrame,
+    models: Mapping[str, Any],
+    controls: Sequence[str] | None,
+    predictions: Mapping[str, Path] | None = None,
+) -> list[Entry]:
+    """Score files of one task as entries, in the given order."""
+    filenames = list(dataset["filename"])
+    entries = []
+    for path in score_paths:
+        path = Path(path)
+        scores = read_scores(path)
+        if scores.get("task") != task:
+            raise NovaError(f"{path} holds {scores.get('task')!r} scores, not {task!r}")
+        name = path.name.removesuffix(".json")
+        entries.append(
+            Entry(
+                name=name,
+                group=model_group(name, models, controls),
+                scores=scores,
+                per_image=read_per_image(per_image_path(path), filenames),
+                predictions=Path(predictions[name]) if name in (predictions or {}) else None,
+            )
+        )
+    return entries
+
+
+def bleu_inputs(dataset: pd.DataFrame, entry: Entry) -> np.ndarray | None:
+    """Per-image BLEU statistics of a captioning entry (None without a prediction file)."""
+    from novabench.report.bootstrap import bleu_statistics
+
+    if entry.predictions is None:
+        return None
+    hypotheses = captions(dataset, entry.predictions)
+    return bleu_statistics(list(dataset["caption"]), hypotheses)
+
+
+def check_reporting(config: Mapping[str, Any]) -> None:
+    """What the schema cannot check in ``reporting:``: the models and judges it names exist
+    and the agreement judges can judge their task."""
+    from novabench.errors import ConfigError
+
+    reporting = config.get("reporting") or {}
+    models = config.get("models") or {}
+    named = [("reporting.reference_model", reporting.get("reference_model"))]
+    named += [("reporting.controls", name) for name in reporting.get("controls") or []]
+    for key, name in named:
+        if name is not None and name not in models:
+            raise ConfigError(
+                f"{key} names {name!r}, which is not under models:",
+                "name a configured model (or null for the default)",
+            )
+    judges = config.get("judges") or {}
+    for task, names in (reporting.get("agreement_judges") or {}).items():
+        key = f"reporting.agreement_judges.{task}"
+        for name in names:
+            if name not in judges:
+                raise ConfigError(f"{key} names {name!r}, which is not under judges:", "add it")
+            if judges[name]["kind"] != AGREEMENT_KINDS[task]:
+                raise ConfigError(
+                    f"{key}: judge {name!r} is a {judges[name]['kind']} judge",
+                    f"list {AGREEMENT_KINDS[task]} judges for {task}",
+                )
+            if name == (config.get("tasks") or {}).get(task, {}).get("judge"):
+                raise ConfigError(
+                    f"{key} lists {name!r}, the task's own judge",
+                    "list only the judges to compare it with",
+                )
+
+
+# The judge kinds that can re-judge a task's predictions offline.
+AGREEMENT_KINDS = {"captioning": "keyword-lexicon", "diagnosis": "diagnosis-matcher"}

@@ -1,0 +1,175 @@
+"""Figures: the caption parser, the numbers behind the figures, and that every family
+writes a PNG and a PDF of paper-column size."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+from PIL import Image
+
+from novabench.report import figures
+from novabench.report.bootstrap import draw_cases
+from novabench.report.imaging import MULTIPLE, UNSPECIFIED, parse_plane, parse_sequence
+from novabench.sample.text import SEQUENCE_NAMES
+
+
+@pytest.mark.parametrize("sequence", sorted(SEQUENCE_NAMES))
+def test_parser_reads_back_every_way_the_sample_names_a_sequence(sequence):
+    for name in SEQUENCE_NAMES[sequence]:
+        caption = f"(2b) Coronal {name} image shows a mass in the left frontal lobe."
+        assert parse_sequence(caption) == sequence, caption
+        assert parse_plane(caption) == "coronal"
+
+
+@pytest.mark.parametrize(
+    ("caption", "sequence", "plane"),
+    [
+        ("Axial T2 and FLAIR images show edema.", MULTIPLE, "axial"),
+        ("Axial T2* GRE shows blooming.", "SWI/GRE", "axial"),
+        ("Sagittal T1+C image shows enhancement.", "T1 post-contrast", "sagittal"),
+        ("Apparent diffusion coefficient map.", "DWI", UNSPECIFIED),
+        ("Axial image of an extra-axial mass.", UNSPECIFIED, "axial"),
+        ("An intra-axial lesion with restricted diffusion.", UNSPECIFIED, UNSPECIFIED),
+        ("Coronal and axial FLAIR images.", "FLAIR", MULTIPLE),
+        ("T2-weighted image without contrast enhancement.", "T2", UNSPECIFIED),
+    ],
+)
+def test_parser_edge_cases(caption, sequence, plane):
+    assert (parse_sequence(caption), parse_plane(caption)) == (sequence, plane)
+
+
+def test_lesion_hits_by_hand():
+    gold = {"a.png": [[0, 0, 10, 10], [100, 100, 40, 40]], "b.png": []}
+    predicted = {"a.png": [{"x": 0, "y": 0, "width": 10, "height": 20}]}  # IoU 0.5 with 1st
+    hits = figures.lesion_hits(gold, predicted)
+    assert hits["size"].tolist() == [10.0, 40.0]
+    assert hits["hit"].tolist() == [True, False]
+
+
+def test_breakdown_table_means_and_counts():
+    per_image = pd.DataFrame(
+        {"clinical_f1": [100.0, 50.0, np.nan, 0.0], "case_id": ["c1", "c1", "c2", "c3"]}
+    )
+    categories = pd.Series(["FLAIR", "FLAIR", "T1", "T1"])
+    weights = draw_cases(list(per_image["case_id"]), 200, seed=0).weights(
+        list(per_image["case_id"])
+    )
+    table = figures.breakdown_table(
+        "captioning", categories, [("m", "model", per_image)], weights, 0.95
+    ).set_index("category")
+    assert table.loc["FLAIR", "value"] == 75.0 and table.loc["FLAIR", "n_images"] == 2
+    # T1: only the defined image counts
+    assert table.loc["T1", "value"] == 0.0 and table.loc["T1", "n_images"] == 1
+    # both FLAIR images belong to one case: a case resample keeps them together
+    assert table.loc["FLAIR", "ci_low"] == table.loc["FLAIR", "ci_high"] == 75.0
+
+
+def test_pick_examples_is_seeded_and_spreads_over_cases():
+    frame = pd.DataFrame(
+        {
+            "filename": [f"c{c}_{i}.png" for c in range(6) for i in range(3)],
+            "case_id": [f"c{c}" for c in range(6) for _ in range(3)],
+            "gold_boxes": [[{"x": 1}] if (c + i) % 2 else [] for c in range(6) for i in range(3)],
+        }
+    )
+    picks = figures.pick_examples(frame, 4, seed=3)
+    assert picks == figures.pick_examples(frame, 4, seed=3)
+    assert len({p.split("_")[0] for p in picks}) == 4
+    with_gold = set(frame.loc[frame["gold_boxes"].map(len) > 0, "filename"])
+    assert set(picks) <= with_gold
+
+
+def test_colours_are_colour_blind_safe_and_grouped():
+    groups = {"a": "model", "b": "model", "gold": "control", "rater-1": "human"}
+    colours = figures.entry_colours(list(groups), groups)
+    assert colours["a"] in figures.OKABE_ITO and colours["b"] in figures.OKABE_ITO
+    assert colours["a"] != colours["b"]
+    assert colours["gold"] in figures.CONTROL_GREYS
+    assert colours["rater-1"] in figures.HUMAN_COLOURS
+
+
+def _per_image(rng, n):
+    best = rng.uniform(0, 1, n)
+    return pd.DataFrame({"n_gold": rng.integers(0, 3, n), "best_iou": best, "hit30": best >= 0.3})
+
+
+def test_every_family_writes_column_sized_png_and_pdf(tmp_path):
+    rng = np.random.default_rng(0)
+    stats = pd.DataFrame(
+        [
+            {
+                "model": m,
+                "group": g,
+                "metric": c.key,
+                "estimate": v,
+                "ci_low": v - 5,
+                "ci_high": v + 5,
+            }
+            for m, g, v in [
+                ("m1", "model", 40.0),
+                ("gold", "control", 100.0),
+                ("rater-a", "human", 70.0),
+            ]
+            for c in figures_columns("localization")
+        ]
+    )
+    outputs = {}
+    outputs["metrics"] = _draw(tmp_path, "metrics", figures.plot_metric_bars, "localization", stats)
+    entries = [("m1", "model", _per_image(rng, 30)), ("gold", "control", _per_image(rng, 30))]
+    outputs["iou"] = _draw(tmp_path, "iou", figures.plot_iou_distribution, entries)
+    gold = {f"i{i}.png": [[10.0 * i, 10.0, 8.0 + 10 * i, 12.0]] for i in range(12)}
+    predicted = {
+        "m1": {
+            f"i{i}.png": [{"x": 10.0 * i, "y": 10.0, "width": 9.0 + 10 * i, "height": 12.0}]
+            for i in range(0, 12, 2)
+        }
+    }
+    outputs["lesion_size"] = _draw(
+        tmp_path, "lesion_size", figures.plot_hit_by_lesion_size, gold, predicted, {"m1": "model"}
+    )
+    labels = [("m1", "model", ["a", "a", "b", None]), ("m2", "model", ["c", "c", "c", "c"])]
+    outputs["labels"] = _draw(
+        tmp_path, "labels", figures.plot_diagnosis_labels, labels, ["a", "b", "b", "d"]
+    )
+    for name, (png, pdf) in outputs.items():
+        with Image.open(png) as image:
+            width = image.size[0]
+        # 3.5 in at 300 dpi, give or take the tight bounding box
+        assert 800 <= width <= 1200, (name, width)
+        assert pdf.read_bytes().startswith(b"%PDF")
+    # no timestamps: drawing again gives the same bytes
+    png, _ = outputs["metrics"]
+    again = _draw(tmp_path / "again", "metrics", figures.plot_metric_bars, "localization", stats)
+    assert again[0].read_bytes() == png.read_bytes()
+
+
+def test_examples_grid(tmp_path):
+    image = np.zeros((480, 480), dtype=np.uint8)
+    image[100:200, 100:200] = 200
+    png, pdf = _draw(
+        tmp_path,
+        "examples",
+        figures.plot_examples,
+        {"a.png": image},
+        {"a.png": [[100, 100, 100, 100]]},
+        {"a.png": [[95, 95, 100, 100]]},
+        {"m1": {"a.png": [{"x": 90, "y": 90, "width": 120, "height": 120}]}},
+    )
+    with Image.open(png) as shown:
+        # two panels (reference, one model) of a quarter text width each, at 200 dpi
+        assert 650 <= shown.size[0] <= 800
+    assert pdf.stat().st_size < 2_000_000
+
+
+def figures_columns(task):
+    from novabench.report.tables import COLUMNS
+
+    return COLUMNS[task]
+
+
+def _draw(directory, name, function, *args):
+    directory.mkdir(parents=True, exist_ok=True)
+    png, pdf = directory / f"{name}.png", directory / f"{name}.pdf"
+    function(*args, png, pdf)
+    return png, pdf

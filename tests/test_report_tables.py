@@ -1,0 +1,357 @@
+"""Tables: their numbers are the score files', CIs come from the bootstrap, best is bold
+only among models, the LaTeX compiles (pdflatex) and parses strictly, and the
+reproduced-vs-reported comparison says whether the paper's value is inside our CI."""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+import yaml
+
+from novabench.metrics.localization import score_localization
+from novabench.report.inputs import load_entries
+from novabench.report.statistics import task_statistics
+from novabench.report.tables import (
+    COLUMNS,
+    latex_escape,
+    load_paper_reference,
+    task_table,
+    write_all_tables,
+)
+from novabench.score import write_scores
+
+ROOT = Path(__file__).resolve().parents[1]
+MODELS = {
+    "model_a": {"adapter": "openai_compatible"},
+    "model-b": {"adapter": "openai_compatible"},
+    "gold": {"adapter": "gold"},
+}
+
+
+def synthetic_dataset(seed: int = 0, n_cases: int = 10):
+    """Images with gold and one rater's boxes, and three models' answers: a good model,
+    a weaker one, and the gold control."""
+    rng = np.random.default_rng(seed)
+    rows, answers = [], {name: {} for name in MODELS}
+    for case in range(n_cases):
+        for image in range(int(rng.integers(1, 4))):
+            name = f"case{case:03d}_{image:03d}.png"
+            gold = [
+                {"x": float(x), "y": float(y), "width": 40.0, "height": 30.0}
+                for x, y in rng.uniform(0, 400, (int(rng.integers(0, 3)), 2))
+            ]
+            jitter = lambda b, s: {  # noqa: E731
+                **b,
+                "x": b["x"] + float(rng.normal(0, s)),
+                "y": b["y"] + float(rng.normal(0, s)),
+            }
+            rows.append(
+                {
+                    "filename": name,
+                    "case_id": f"case{case:03d}",
+                    "caption": "Axial FLAIR image.",
+                    "gold_boxes": gold,
+                    "rater_boxes": [{"rater": "r1", **jitter(b, 4)} for b in gold],
+                }
+            )
+            answers["gold"][name] = gold
+            answers["model_a"][name] = [jitter(b, 8) for b in gold if rng.random() < 0.8]
+            answers["model-b"][name] = [jitter(b, 20) for b in gold if rng.random() < 0.5]
+    return pd.DataFrame(rows), answers
+
+
+@pytest.fixture(scope="module")
+def results(tmp_path_factory):
+    """Score files written by the real scorer, statistics by the real bootstrap, tables."""
+    root = tmp_path_factory.mktemp("results")
+    frame, answers = synthetic_dataset()
+    gold = {
+        r.filename: [[b[k] for k in ("x", "y", "width", "height")] for b in r.gold_boxes]
+        for r in frame.itertuples()
+    }
+    score_paths, predictions = [], {}
+    for name, boxes in answers.items():
+        pred_path = root / "predictions" / f"{name}.jsonl"
+        pred_path.parent.mkdir(parents=True, exist_ok=True)
+        with open(pred_path, "w") as handle:
+            for filename in sorted(boxes):
+                status = "ok" if boxes[filename] else "no_finding"
+                record = {
+                    "filename": filename,
+                    "status": status,
+                    "parsed": {"boxes": boxes[filename]},
+                }
+                handle.write(json.dumps(record) + "\n")
+        predictions[name] = pred_path
+        statuses = {f: ("ok" if b else "no_finding") for f, b in boxes.items()}
+        metrics, per_image = score_localization(gold, boxes, statuses)
+        path = root / "scores" / "localization" / f"{name}.json"
+        payload = {"task": "localization", "model": name, "metrics": metrics, "judge": None}
+        write_scores(payload, per_image, path, path.with_name(f"{name}.images.csv"))
+        score_paths.append(path)
+    rater = {
+        r.filename: [{k: b[k] for k in ("x", "y", "width", "height")} for b in r.rater_boxes]
+        for r in frame.itertuples()
+    }
+    metrics, per_image = score_localization(gold, rater)
+    path = root / "scores" / "localization" / "rater-r1.json"
+    write_scores(
+        {"task": "localization", "model": "rater-r1", "metrics": metrics},
+        per_image,
+        path,
+        path.with_name("rater-r1.images.csv"),
+    )
+    score_paths.append(path)
+
+    entries = load_entries("localization", score_paths, frame, MODELS, None, predictions)
+    stats = task_statistics(
+        "localization",
+        entries,
+        frame,
+        n_resamples=200,
+        seed=1,
+        confidence=0.95,
+        reference="model_a",
+    )
+    stats_path = root / "statistics" / "localization.csv"
+    stats_path.parent.mkdir(parents=True)
+    stats.to_csv(stats_path, index=False)
+
+    table = stats.set_index(["model", "metric"])
+    a30 = table.loc[("model_a", "mAP@30")]
+    reference = {
+        "sources": {"paper": "the paper"},
+        "models": {"Paper Model A": "model_a", "Unconfigured": "not-here"},
+        "reported": [
+            # inside our CI by construction, then outside
+            {
+                "model": "Paper Model A",
+                "task": "localization",
+                "metric": "mAP@30",
+                "value": round(float(a30.ci_low + a30.ci_high) / 2, 2),
+                "source": "paper",
+            },
+            {
+                "model": "Paper Model A",
+                "task": "localization",
+                "metric": "Hit@30",
+                "value": -5.0,
+                "source": "paper",
+            },
+            {
+                "model": "Unconfigured",
+                "task": "localization",
+                "metric": "mAP@50",
+                "value": 10.0,
+                "source": "paper",
+            },
+            {
+                "model": "Paper Model A",
+                "task": "diagnosis",
+                "metric": "Top-1",
+                "value": 10.0,
+                "source": "paper",
+            },
+        ],
+    }
+    reference_path = root / "paper_reference.yaml"
+    reference_path.write_text(yaml.safe_dump(reference))
+    out = root / "tables"
+    write_all_tables(
+        statistics={"localization": stats_path},
+        scores={"localization": score_paths},
+        paper_reference=reference_path,
+        out_dir=out,
+    )
+    return {"root": root, "out": out, "scores": score_paths, "stats": stats}
+
+
+def score_metrics(path: Path) -> dict:
+    return json.loads(path.read_text())["metrics"]
+
+
+def test_table_numbers_are_the_score_files(results):
+    table = pd.read_csv(results["out"] / "localization.csv").set_index("model")
+    assert list(table.index) == ["model_a", "model-b", "gold", "rater-r1"]
+    assert list(table["group"]) == ["model", "model", "control", "human"]
+    for path in results["scores"]:
+        metrics = score_metrics(path)
+        name = path.name.removesuffix(".json")
+        for column in COLUMNS["localization"]:
+            assert table.loc[name, column.key] == metrics[column.key], (name, column.key)
+
+
+def test_cis_and_p_values_come_from_the_bootstrap(results):
+    table = pd.read_csv(results["out"] / "localization.csv").set_index("model")
+    stats = results["stats"].set_index(["model", "metric"])
+    for name in table.index:
+        for column in COLUMNS["localization"]:
+            row = stats.loc[(name, column.key)]
+            assert table.loc[name, f"{column.key}_ci_low"] == row["ci_low"]
+            assert table.loc[name, f"{column.key}_ci_high"] == row["ci_high"]
+            p = table.loc[name, f"{column.key}_p_value"]
+            assert (np.isnan(p) and name == "model_a") or p == row["p_value"]
+    # the point estimate lies in its CI for a model with variation
+    assert table.loc["model_a", "Hit@30_ci_low"] <= table.loc["model_a", "Hit@30"]
+    assert table.loc["model_a", "Hit@30"] <= table.loc["model_a", "Hit@30_ci_high"]
+
+
+def test_best_is_bold_among_models_only(results):
+    table = pd.read_csv(results["out"] / "localization.csv").set_index("model")
+    a, b = score_metrics(results["scores"][0]), score_metrics(results["scores"][1])
+    assert a["Hit@30"] > b["Hit@30"] and a["FNR"] < b["FNR"]  # model_a is the better one
+    assert table.loc["model_a", "Hit@30_best"] and not table.loc["model-b", "Hit@30_best"]
+    assert table.loc["model_a", "FNR_best"]  # lower is better
+    assert not table.loc["gold", "Hit@30_best"] and not table.loc["rater-r1", "Hit@30_best"]
+    tex = (results["out"] / "localization.tex").read_text()
+    row_a = next(line for line in tex.splitlines() if line.startswith("model\\_a &"))
+    hit30 = row_a.split(" & ")[8]
+    assert f"\\textbf{{{a['Hit@30']:.1f}}}\\\\{{\\scriptsize [" in hit30  # CI under it
+    row_gold = next(line for line in tex.splitlines() if line.startswith("gold &"))
+    assert "\\textbf" not in row_gold
+
+
+def test_markdown_has_the_same_numbers(results):
+    md = (results["out"] / "localization.md").read_text()
+    metrics = score_metrics(results["scores"][1])
+    line = next(line for line in md.splitlines() if line.startswith("| Models | model-b |"))
+    cells = [c.strip() for c in line.strip("|").split("|")]
+    assert cells[2].split(" [")[0].strip("*") == f"{metrics['mAP@30']:.1f}"
+    assert cells[6].split(" [")[0].strip("*") == f"{metrics['TP30']:d}"
+    summary = (results["out"] / "summary.md").read_text()
+    assert "| rater-r1 | Human reference |" in summary
+
+
+def test_reproduced_vs_reported(results):
+    compared = pd.read_csv(results["out"] / "reproduced_vs_reported.csv")
+    # the unconfigured model and the unscored task are simply absent
+    assert list(compared["metric"]) == ["mAP@30", "Hit@30"]
+    inside, outside = compared.iloc[0], compared.iloc[1]
+    ours = score_metrics(results["scores"][0])
+    assert inside["ours"] == ours["mAP@30"]
+    assert inside["difference"] == pytest.approx(ours["mAP@30"] - inside["reported"])
+    assert bool(inside["reported_in_ci"]) and not bool(outside["reported_in_ci"])
+    tex = (results["out"] / "reproduced_vs_reported.tex").read_text()
+    assert "Paper Model A & localization & Hit@30 & -5 &" in tex
+
+
+def test_shipped_paper_reference_is_valid():
+    reference = load_paper_reference(ROOT / "config" / "paper_reference.yaml")
+    values = {(r["model"], r["metric"]): r["value"] for r in reference["reported"]}
+    assert values[("Qwen2.5-VL-72B", "mAP@50")] == 24.5
+    assert values[("Gemini 2.0 Flash", "Clinical_F1")] == 19.8
+    assert values[("GPT-4o", "Top-1")] == 24.2
+    assert values[("Qwen3-VL-235B", "Hit@50")] == 20.1
+    # the config names are those of config/paper.yaml where that model is configured
+    paper = yaml.safe_load((ROOT / "config" / "paper.yaml").read_text())
+    assert {"gpt-4o", "gemini-2.0-flash", "qwen2.5-vl-72b"} <= set(paper["models"])
+    assert set(reference["models"].values()) - set(paper["models"]) <= {"qwen3-vl-235b"}
+
+
+# --- LaTeX -----------------------------------------------------------------------------------
+
+
+def synthetic_task_tables() -> dict[str, str]:
+    """A LaTeX table per task from made-up numbers, with awkward names and missing values."""
+    from novabench.report.tables import latex_table
+
+    out = {}
+    for task, columns in COLUMNS.items():
+        rows, estimates = [], {}
+        for i, (name, group) in enumerate(
+            [
+                ("gpt_4o & co", "model"),
+                ("50%-model #2", "model"),
+                ("gold", "control"),
+                ("rater-x~1", "human"),
+            ]
+        ):
+            estimates[name] = {}
+            for j, column in enumerate(columns):
+                value = math.nan if (i, j) == (1, 0) else 10.0 * (i + 1) + j
+                estimates[name][column.key] = value
+                rows.append(
+                    {
+                        "model": name,
+                        "group": group,
+                        "metric": column.key,
+                        "ci_low": value - 1,
+                        "ci_high": value + 1,
+                        "p_value": 0.5,
+                        "reference": "gpt_4o & co",
+                    }
+                )
+        table = task_table(task, pd.DataFrame(rows), estimates)
+        out[task] = latex_table(task, table, f"{task} 95\\% CI", f"tab:{task}", columns)
+    return out
+
+
+def strict_parse(tex: str) -> None:
+    """Balanced braces and environments; every tabular row has one cell per column."""
+    depth = 0
+    # drop line breaks first, then escaped characters (backslash-brace is a literal brace)
+    for char in re.sub(r"\\[{}%&_#$]", "", tex.replace("\\\\", " ")):
+        depth += {"{": 1, "}": -1}.get(char, 0)
+        assert depth >= 0
+    assert depth == 0
+    stack = []
+    for kind, name in re.findall(r"\\(begin|end)\{(\w+\*?)\}", tex):
+        if kind == "begin":
+            stack.append(name)
+        else:
+            assert stack.pop() == name
+    assert not stack
+    spec = re.search(r"\\begin\{tabular\}\{([lcr]+)\}", tex).group(1)
+    body = tex.split("\\toprule", 1)[1].split("\\bottomrule", 1)[0]
+    for line in body.splitlines():
+        line = line.strip()
+        if not line or line.startswith("\\midrule") or line.startswith("\\multicolumn"):
+            continue
+        assert line.endswith("\\\\"), line
+        assert len(re.split(r"(?<!\\)&", line)) == len(spec), line
+    for command in ("\\toprule", "\\midrule", "\\bottomrule"):
+        assert command in tex
+
+
+def test_latex_tables_parse_strictly(results):
+    tables = synthetic_task_tables()
+    tables["written"] = (results["out"] / "localization.tex").read_text()
+    tables["reproduced"] = (results["out"] / "reproduced_vs_reported.tex").read_text()
+    for tex in tables.values():
+        strict_parse(tex)
+    assert latex_escape("a_b & 50% #1 {x} ~^\\") == (
+        "a\\_b \\& 50\\% \\#1 \\{x\\} \\textasciitilde{}\\textasciicircum{}\\textbackslash{}"
+    )
+
+
+@pytest.mark.skipif(shutil.which("pdflatex") is None, reason="needs texlive-latex-recommended")
+def test_latex_tables_compile(results, tmp_path):
+    tables = synthetic_task_tables()
+    for name in ("localization.tex", "reproduced_vs_reported.tex"):
+        tables[name] = (results["out"] / name).read_text()
+    inputs = []
+    for index, tex in enumerate(tables.values()):
+        (tmp_path / f"t{index}.tex").write_text(tex)
+        inputs.append(f"\\input{{t{index}.tex}}\n\\clearpage")
+    (tmp_path / "doc.tex").write_text(
+        "\\documentclass{article}\n\\usepackage[T1]{fontenc}\n\\usepackage{booktabs,graphicx}\n"
+        "\\begin{document}\n" + "\n".join(inputs) + "\n\\end{document}\n"
+    )
+    run = subprocess.run(
+        ["pdflatex", "-interaction=nonstopmode", "-halt-on-error", "doc.tex"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert run.returncode == 0, run.stdout[-3000:]
+    assert (tmp_path / "doc.pdf").stat().st_size > 1000
+    assert "Undefined control sequence" not in run.stdout

@@ -1,0 +1,254 @@
+# Stage 4: statistics, tables, figures and provenance, from the score files.
+#
+# Plotting is separate from scoring and statistics: no rule here writes a score, and each
+# rule lists the code it runs (its entry script and the report modules it imports) as
+# inputs, so that editing e.g. scripts/novabench/report/figures.py re-runs only the
+# figure jobs. One job per figure family, never one per image.
+
+
+rule statistics:
+    input:
+        unpack(task_report_inputs),
+        code=report_code(
+            "make_statistics.py", "bootstrap.py", "statistics.py", "inputs.py"
+        ),
+    output:
+        statistics=report(
+            "results/statistics/{task}.csv",
+            caption="../report/statistics.rst",
+            category=report_category,
+            subcategory="Statistics",
+            labels=lambda wildcards: {"table": f"{wildcards.task} statistics"},
+        ),
+    log:
+        "results/logs/report/statistics/{task}.log",
+    benchmark:
+        "results/benchmarks/report/statistics/{task}.tsv"
+    conda:
+        "../../envs/reporting.yaml"
+    params:
+        models=REPORT_MODELS,
+        reporting=config["reporting"],
+        judge=lambda wildcards: PLAN.judge(wildcards.task),
+    script:
+        "../../scripts/make_statistics.py"
+
+
+rule tables:
+    input:
+        unpack(tables_inputs),
+        code=report_code("make_tables.py", "tables.py", "inputs.py"),
+    output:
+        tables=report_tables(),
+        summary="results/tables/summary.md",
+        reproduced=report(
+            "results/tables/reproduced_vs_reported.csv",
+            caption="../report/reproduced.rst",
+            category="Reproduced vs reported",
+            labels={"table": "reproduced vs reported"},
+        ),
+        reproduced_tex="results/tables/reproduced_vs_reported.tex",
+    log:
+        "results/logs/report/tables.log",
+    benchmark:
+        "results/benchmarks/report/tables.tsv"
+    conda:
+        "../../envs/reporting.yaml"
+    params:
+        agreement=bool(AGREEMENT_JUDGES),
+    script:
+        "../../scripts/make_tables.py"
+
+
+rule figure_metrics:
+    input:
+        statistics="results/statistics/{task}.csv",
+        code=report_code("make_figures.py", "figures.py", "inputs.py", "tables.py"),
+    output:
+        png=report(
+            "results/figures/{task}_metrics.png",
+            caption="../report/metrics.rst",
+            category=report_category,
+            subcategory="Figures",
+            labels={"figure": "metrics with 95% CIs", "models": "all"},
+        ),
+        pdf="results/figures/{task}_metrics.pdf",
+    log:
+        "results/logs/report/figure_metrics/{task}.log",
+    benchmark:
+        "results/benchmarks/report/figure_metrics/{task}.tsv"
+    conda:
+        "../../envs/reporting.yaml"
+    params:
+        family="metrics",
+        task=lambda wildcards: wildcards.task,
+        models=REPORT_MODELS,
+        reporting=config["reporting"],
+    script:
+        "../../scripts/make_figures.py"
+
+
+rule figure_breakdown:
+    input:
+        unpack(task_report_inputs),
+        code=report_code(
+            "make_figures.py", "figures.py", "inputs.py", "imaging.py", "bootstrap.py"
+        ),
+    output:
+        png=report(
+            "results/figures/{task}_breakdown.png",
+            caption="../report/breakdown.rst",
+            category=report_category,
+            subcategory="Figures",
+            labels={"figure": "by sequence and plane", "models": "all"},
+        ),
+        pdf="results/figures/{task}_breakdown.pdf",
+        table="results/figures/{task}_breakdown.csv",
+    log:
+        "results/logs/report/figure_breakdown/{task}.log",
+    benchmark:
+        "results/benchmarks/report/figure_breakdown/{task}.tsv"
+    conda:
+        "../../envs/reporting.yaml"
+    params:
+        family="breakdown",
+        task=lambda wildcards: wildcards.task,
+        models=REPORT_MODELS,
+        reporting=config["reporting"],
+    script:
+        "../../scripts/make_figures.py"
+
+
+rule figure_localization:
+    input:
+        unpack(localization_report_inputs),
+        code=report_code("make_figures.py", "figures.py", "inputs.py"),
+    output:
+        png=report(
+            "results/figures/localization_{family}.png",
+            caption="../report/localization.rst",
+            category="Localization",
+            subcategory="Figures",
+            labels=lambda wildcards: {
+                "figure": wildcards.family.replace("_", " "),
+                "models": "all",
+            },
+        ),
+        pdf="results/figures/localization_{family}.pdf",
+    log:
+        "results/logs/report/figure_localization/{family}.log",
+    benchmark:
+        "results/benchmarks/report/figure_localization/{family}.tsv"
+    wildcard_constraints:
+        family="iou|lesion_size|examples",
+    conda:
+        "../../envs/reporting.yaml"
+    params:
+        family=lambda wildcards: wildcards.family,
+        task="localization",
+        models=REPORT_MODELS,
+        reporting=config["reporting"],
+    script:
+        "../../scripts/make_figures.py"
+
+
+rule figure_diagnosis_labels:
+    input:
+        unpack(diagnosis_report_inputs),
+        code=report_code("make_figures.py", "figures.py", "inputs.py"),
+    output:
+        png=report(
+            "results/figures/diagnosis_labels.png",
+            caption="../report/diagnosis_labels.rst",
+            category="Diagnosis",
+            subcategory="Figures",
+            labels={"figure": "label distributions", "models": "all"},
+        ),
+        pdf="results/figures/diagnosis_labels.pdf",
+    log:
+        "results/logs/report/figure_diagnosis_labels.log",
+    benchmark:
+        "results/benchmarks/report/figure_diagnosis_labels.tsv"
+    conda:
+        "../../envs/reporting.yaml"
+    params:
+        family="diagnosis_labels",
+        task="diagnosis",
+        models=REPORT_MODELS,
+        reporting=config["reporting"],
+        judge=PLAN.judge("diagnosis") if "diagnosis" in REPORT_TASKS else None,
+    script:
+        "../../scripts/make_figures.py"
+
+
+rule manifest:
+    input:
+        unpack(manifest_inputs),
+        code=report_code("make_manifest.py", "manifest.py"),
+    output:
+        manifest=report(
+            "results/manifest.json",
+            caption="../report/manifest.rst",
+            category="Provenance",
+            labels={"file": "manifest"},
+        ),
+    log:
+        "results/logs/report/manifest.log",
+    conda:
+        "../../envs/reporting.yaml"
+    params:
+        config=config,
+        git=GIT_STATE,
+    script:
+        "../../scripts/make_manifest.py"
+
+
+rule judge_agreement:
+    input:
+        unpack(agreement_inputs),
+        code=report_code("make_agreement.py", "agreement.py"),
+    output:
+        table=report(
+            "results/tables/judge_agreement.csv",
+            caption="../report/judge_agreement.rst",
+            category="Judge agreement",
+            labels={"table": "Cohen's kappa", "models": "all"},
+        ),
+        md="results/tables/judge_agreement.md",
+    log:
+        "results/logs/report/judge_agreement.log",
+    benchmark:
+        "results/benchmarks/report/judge_agreement.tsv"
+    conda:
+        "../../envs/reporting.yaml"
+    params:
+        judges=AGREEMENT_JUDGES,
+    script:
+        "../../scripts/make_agreement.py"
+
+
+rule figure_judge_agreement:
+    input:
+        table="results/tables/judge_agreement.csv",
+        code=report_code("make_figures.py", "figures.py", "inputs.py"),
+    output:
+        png=report(
+            "results/figures/judge_agreement.png",
+            caption="../report/judge_agreement.rst",
+            category="Judge agreement",
+            labels={"figure": "Cohen's kappa", "models": "all"},
+        ),
+        pdf="results/figures/judge_agreement.pdf",
+    log:
+        "results/logs/report/figure_judge_agreement.log",
+    benchmark:
+        "results/benchmarks/report/figure_judge_agreement.tsv"
+    conda:
+        "../../envs/reporting.yaml"
+    params:
+        family="judge_agreement",
+        task=None,
+        models=REPORT_MODELS,
+        reporting=config["reporting"],
+    script:
+        "../../scripts/make_figures.py"
