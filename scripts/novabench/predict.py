@@ -111,13 +111,25 @@ def build_samples(
 
 
 def parse_answer(
-    task: str, raw: str | None, box_format: str | None, width: int, height: int
+    task: str,
+    raw: str | None,
+    box_format: str | None,
+    width: int,
+    height: int,
+    frame_size: tuple[int, int] | None = None,
 ) -> tuple[str, dict[str, Any] | None, str | None]:
-    """Turn raw model text into (status, parsed, error) for a task."""
+    """Turn raw model text into (status, parsed, error) for a task.
+
+    ``frame_size`` is the (width, height) the adapter resized the image to; it is used
+    where the box convention is in pixels of that frame (``qwen25_bbox_2d``).
+    """
     if task == "localization":
         from novabench import boxes
 
-        parsed = boxes.parse_boxes(raw or "", box_format, image_size=(width, height))
+        resized = frame_size if box_format == "qwen25_bbox_2d" else None
+        parsed = boxes.parse_boxes(
+            raw or "", box_format, image_size=(width, height), resized_size=resized
+        )
         return parsed.status, boxes.to_dict(parsed), parsed.error
     if task == "captioning":
         caption = " ".join((raw or "").split())
@@ -224,9 +236,35 @@ def run_predictions(
         "request": request,
         **summarize(records, time.perf_counter() - started),
     }
+    cost = getattr(adapter, "cost", None)
+    if cost is not None:
+        summary["cost_usd"] = cost(summary["usage"])
+    check_error_rate(model_name, model_cfg, adapter, records)
     write_jsonl(records, out)
     Path(summary_out).write_text(json.dumps(summary, indent=2, sort_keys=True) + "\n")
     return summary
+
+
+def check_error_rate(
+    model_name: str, model_cfg: dict[str, Any], adapter: Adapter, records: Sequence[dict[str, Any]]
+) -> None:
+    """Fail the job when more than ``max_error_rate`` percent of the requests failed.
+
+    Only adapters that call a service set a default; answers that did arrive are in their
+    cache, so a re-run sends only the failed requests again.
+    """
+    limit = model_cfg.get("max_error_rate", getattr(adapter, "max_error_rate", None))
+    errors = [r for r in records if r["status"] == "error"]
+    if limit is None or not records or 100 * len(errors) / len(records) <= limit:
+        return
+    reasons = Counter(r["error"] for r in errors).most_common(3)
+    raise NovaError(
+        f"models.{model_name}: {len(errors)} of {len(records)} requests failed "
+        f"({100 * len(errors) / len(records):.1f}% > max_error_rate {limit}%); most common: "
+        + "; ".join(f"{n}x {reason}" for reason, n in reasons),
+        "fix the cause and re-run (answers already received are cached and not re-sent), "
+        f"or raise models.{model_name}.max_error_rate",
+    )
 
 
 def _record(
@@ -236,7 +274,12 @@ def _record(
         status, parsed, error = "error", None, response.error or "no answer"
     else:
         status, parsed, error = parse_answer(
-            sample.task, response.raw, box_format, sample.width, sample.height
+            sample.task,
+            response.raw,
+            box_format,
+            sample.width,
+            sample.height,
+            frame_size=response.frame_size,
         )
     return {
         "filename": sample.filename,

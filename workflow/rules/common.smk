@@ -57,6 +57,38 @@ def predict_inputs(wildcards):
     return inputs
 
 
+def predict_env(wildcards):
+    """Local transformers models (hf_local) need torch; the rest run in the light env."""
+    if PLAN.model(wildcards.model)["adapter"] == "hf_local":
+        return "../../envs/local-vlm.yaml"
+    return "../../envs/inference.yaml"
+
+
+def predict_gpus(wildcards):
+    from novabench.models.hf_local import job_gpus
+
+    return job_gpus(PLAN.model(wildcards.model))
+
+
+def api_resources():
+    """`api_<provider>: 1` per job on a chat-completions endpoint, so that e.g.
+    `--resources api_openai=2` caps the jobs sending to one provider at the same time.
+    """
+    from novabench.models.openai_compatible import api_resource
+
+    providers = {}
+    for name in PLAN.enabled_models():
+        cfg = PLAN.model(name)
+        if cfg["adapter"] == "openai_compatible":
+            providers.setdefault(api_resource(cfg.get("settings", {})), set()).add(name)
+    return {
+        resource: lambda wildcards, names=frozenset(names): int(
+            wildcards.model in names
+        )
+        for resource, names in providers.items()
+    }
+
+
 def rater_score_files(wildcards):
     """One human-reference score file per rater named in the dataset manifest."""
     import json

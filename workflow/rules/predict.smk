@@ -12,7 +12,12 @@ rule predict:
     benchmark:
         "results/benchmarks/predict/{task}/{model}.tsv"
     conda:
-        "../../envs/inference.yaml"
+        predict_env
+    resources:
+        **api_resources(),
+        # GPUs for local VLMs (0 for other models): the SLURM executor asks for --gpus=N;
+        # `--resources gpu=1` on a workstation runs one such job at a time.
+        gpu=predict_gpus,
     params:
         model=lambda wildcards: PLAN.model(wildcards.model),
         cache_dir="results/cache",

@@ -51,6 +51,10 @@ class Response:
     latency_s: float | None = None
     usage: dict[str, int] | None = None
     cached: bool = False
+    # (width, height) of the frame the model saw, for adapters that resize the image
+    # themselves; ``qwen25_bbox_2d`` boxes are in pixels of it. None: the convention's
+    # default frame (smart_resize of the original size).
+    frame_size: tuple[int, int] | None = None
 
 
 class Adapter(ABC):
@@ -68,7 +72,7 @@ class Adapter(ABC):
         # Where backends that call a service keep their persistent response cache.
         self.cache_dir = cache_dir
 
-    @classmethod
+    @classmethod  # noqa: B027 - optional hook, empty by default
     def check_environment(cls, name: str, settings: dict[str, Any]) -> None:
         """Checked once when a run starts (not on dry runs), before any job does work:
         API keys present, endpoints reachable. Raise NovaError naming the fix."""

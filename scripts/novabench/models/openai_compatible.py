@@ -1,0 +1,562 @@
+"""Any model served behind the chat-completions protocol: OpenAI, Gemini, vLLM, Ollama.
+
+One adapter for every endpoint that speaks ``POST {base_url}/chat/completions`` (OpenAI's
+API, Gemini's OpenAI-compatible endpoint, ``vllm serve``, Ollama), built on the official
+``openai`` client (async). It is also the backend of LLM judges: :meth:`Adapter.complete`
+and :meth:`Adapter.complete_many` answer free prompts outside a prediction job.
+
+Robust enough to run overnight against a paid API:
+
+- every successful answer goes into a content-addressed cache (:mod:`novabench.cache`)
+  before anything else happens, so a killed job resumes without re-sending a request that
+  already succeeded; failures are never cached;
+- 429, 408/409, 5xx, timeouts and connection errors are retried with exponential backoff and
+  full jitter, honouring ``Retry-After``, up to ``max_attempts`` sends (the client's own
+  retries are off so the count is ours); a request that still fails becomes a Response with
+  ``error`` (record status ``error``), and the job carries on;
+- ``concurrency`` requests in flight per job (an asyncio semaphore); Snakemake's
+  ``api_<provider>`` resource caps jobs per provider across the whole run;
+- the API key is read from the environment variable named by ``api_key_env`` and never
+  written anywhere: not in settings, logs, errors, the cache or the predictions.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import concurrent.futures
+import email.utils
+import hashlib
+import logging
+import os
+import random
+import re
+import socket
+import sys
+import time
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, ClassVar
+from urllib.parse import urlsplit
+
+from novabench.cache import ResponseCache, request_key
+from novabench.errors import ConfigError, NovaError
+from novabench.models.base import Adapter as BaseAdapter
+from novabench.models.base import Response, Sample
+
+log = logging.getLogger(__name__)
+
+# The key sent to servers that take none (a local vLLM or Ollama): the client needs one.
+DUMMY_KEY = "EMPTY"
+# Statuses worth another try: rate limit, request timeout, conflict, server errors.
+RETRY_STATUSES = frozenset({408, 409, 429})
+# A Retry-After longer than this is not waited for in full (the attempt budget still applies).
+MAX_RETRY_AFTER_S = 600.0
+
+DEFAULTS: dict[str, Any] = {
+    "temperature": 0.1,  # the paper's generation settings
+    "max_tokens": 2048,
+    "seed": None,
+    "extra_body": {},
+    "system_prompt": None,
+    "concurrency": 8,
+    "timeout_s": 120.0,
+    "connect_timeout_s": 5.0,
+    "max_attempts": 6,
+    "backoff_base_s": 1.0,
+    "backoff_max_s": 60.0,
+    "price_per_million_input": None,
+    "price_per_million_output": None,
+    "provider": None,
+}
+# Settings that change what the model answers; everything else is operational.
+GENERATION_KEYS = ("temperature", "max_tokens", "seed", "extra_body")
+
+_NUMBER = {"type": "number", "minimum": 0}
+_POSITIVE = {"type": "number", "exclusiveMinimum": 0}
+SETTINGS_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "additionalProperties": False,
+    "required": ["base_url", "model", "api_key_env"],
+    "properties": {
+        "base_url": {"type": "string", "pattern": "^https?://[^/]+"},
+        "model": {"type": "string", "minLength": 1},
+        "api_key_env": {"type": ["string", "null"], "pattern": "^[A-Za-z_][A-Za-z0-9_]*$"},
+        "temperature": {"type": ["number", "null"], "minimum": 0},
+        "max_tokens": {"type": ["integer", "null"], "minimum": 1},
+        "seed": {"type": ["integer", "null"]},
+        "extra_body": {"type": "object"},
+        "system_prompt": {"type": ["string", "null"]},
+        "concurrency": {"type": "integer", "minimum": 1, "maximum": 1024},
+        "timeout_s": _POSITIVE,
+        "connect_timeout_s": _POSITIVE,
+        "max_attempts": {"type": "integer", "minimum": 1, "maximum": 100},
+        "backoff_base_s": _NUMBER,
+        "backoff_max_s": _NUMBER,
+        "price_per_million_input": {"type": ["number", "null"], "minimum": 0},
+        "price_per_million_output": {"type": ["number", "null"], "minimum": 0},
+        "provider": {"type": ["string", "null"], "pattern": "^[A-Za-z0-9_]+$"},
+    },
+}
+
+
+def resolve_settings(name: str, settings: dict[str, Any]) -> dict[str, Any]:
+    """Check a model's settings and fill in the defaults; ConfigError names the key."""
+    import jsonschema
+
+    try:
+        jsonschema.validate(settings, SETTINGS_SCHEMA)
+    except jsonschema.ValidationError as exc:
+        where = ".".join(str(p) for p in exc.absolute_path)
+        if exc.validator == "additionalProperties":
+            extra = sorted(set(exc.instance) - set(SETTINGS_SCHEMA["properties"]))
+            problem = f"unknown setting {extra[0] if extra else '?'}"
+        elif exc.validator == "required":
+            missing = [k for k in exc.validator_value if k not in exc.instance]
+            problem = f"missing setting {missing[0] if missing else '?'}"
+        else:
+            problem = f"invalid value of {where}: {' '.join(exc.message.split())[:200]}"
+        raise ConfigError(
+            f"models.{name}.settings: {problem}",
+            "see the openai_compatible adapter in config/README.md",
+        ) from None
+    resolved = {**DEFAULTS, **settings}
+    resolved["base_url"] = resolved["base_url"].rstrip("/")
+    return resolved
+
+
+def api_resource(settings: dict[str, Any]) -> str:
+    """The Snakemake resource that caps jobs per provider: ``api_<provider>``.
+
+    ``provider`` defaults to the endpoint's host (and port), so two models on one server
+    share a cap unless told otherwise.
+    """
+    provider = settings.get("provider")
+    if not provider:
+        parts = urlsplit(str(settings.get("base_url", "")))
+        host = re.sub(r"^(api|www)\.", "", (parts.hostname or "unknown").lower())
+        provider = host + (f"_{parts.port}" if parts.port else "")
+    return "api_" + re.sub(r"[^A-Za-z0-9]+", "_", provider).strip("_").lower()
+
+
+def endpoint_address(base_url: str) -> tuple[str, int]:
+    parts = urlsplit(base_url)
+    return parts.hostname or "", parts.port or (443 if parts.scheme == "https" else 80)
+
+
+@dataclass(frozen=True)
+class ChatRequest:
+    """One chat-completions request, before it is sent."""
+
+    label: str  # names the request in logs and errors (file name, or "prompt")
+    prompt: str
+    system_prompt: str | None
+    image_png: bytes | None
+
+    def messages(self) -> list[dict[str, Any]]:
+        messages: list[dict[str, Any]] = []
+        if self.system_prompt:
+            messages.append({"role": "system", "content": self.system_prompt})
+        if self.image_png is None:
+            messages.append({"role": "user", "content": self.prompt})
+        else:
+            url = "data:image/png;base64," + base64.b64encode(self.image_png).decode("ascii")
+            messages.append(
+                {
+                    "role": "user",
+                    # Image first, then the question: the order VLM chat templates expect.
+                    "content": [
+                        {"type": "image_url", "image_url": {"url": url}},
+                        {"type": "text", "text": self.prompt},
+                    ],
+                }
+            )
+        return messages
+
+    def describe(self) -> str:
+        """The request for a log line: no image bytes (their size and hash instead)."""
+        image = (
+            "none"
+            if self.image_png is None
+            else f"png {len(self.image_png)} bytes sha256={_sha256(self.image_png)[:16]}"
+        )
+        system = "none" if not self.system_prompt else f"{len(self.system_prompt)} chars"
+        return f"{self.label}: image {image}, system prompt {system}, prompt {self.prompt!r}"
+
+
+class Adapter(BaseAdapter):
+    """A chat-completions endpoint; settings are documented in config/README.md."""
+
+    #: Percent of failed requests above which a prediction job fails (models.<name>.max_error_rate
+    #: overrides it). The answers that did arrive are cached, so a re-run resends only failures.
+    max_error_rate: ClassVar[float] = 10.0
+
+    def __init__(self, name: str, settings: dict[str, Any], *, cache_dir: Path | None = None):
+        super().__init__(name, settings, cache_dir=cache_dir)
+        self.config = resolve_settings(name, settings)
+        self.cache = None if cache_dir is None else ResponseCache(Path(cache_dir) / name)
+        self._request_logged = False
+
+    # -- checks -------------------------------------------------------------------------
+
+    @classmethod
+    def check_environment(cls, name: str, settings: dict[str, Any]) -> None:
+        """Before any job: the key's variable is set and the endpoint accepts connections."""
+        config = resolve_settings(name, settings)
+        _api_key(name, config)
+        host, port = endpoint_address(config["base_url"])
+        try:
+            with socket.create_connection((host, port), timeout=config["connect_timeout_s"]):
+                pass
+        except OSError as exc:
+            raise NovaError(
+                f"models.{name}: cannot reach {config['base_url']} ({exc.strerror or exc})",
+                "start the server or fix models."
+                f"{name}.settings.base_url, and check the network (or set enabled: false)",
+            ) from None
+
+    def preflight(self, task: str) -> None:
+        _api_key(self.name, self.config)
+
+    def identity(self) -> dict[str, Any]:
+        """What determines the answers; not the key's variable, limits or prices."""
+        keep = ("base_url", "model", "system_prompt", *GENERATION_KEYS)
+        return {
+            "adapter": "openai_compatible",
+            "settings": {k: self.config[k] for k in keep},
+        }
+
+    def cost(self, usage: dict[str, int]) -> float | None:
+        """US dollars for this token usage, when both prices are configured."""
+        price_in = self.config["price_per_million_input"]
+        price_out = self.config["price_per_million_output"]
+        if price_in is None or price_out is None:
+            return None
+        dollars = (
+            usage.get("prompt_tokens", 0) * price_in + usage.get("completion_tokens", 0) * price_out
+        ) / 1e6
+        return round(dollars, 6)
+
+    # -- answering ----------------------------------------------------------------------
+
+    def predict(self, samples: Sequence[Sample]) -> Iterator[Response]:
+        requests = [
+            ChatRequest(s.filename, s.prompt, self.config["system_prompt"], s.image_png)
+            for s in samples
+        ]
+        yield from _run_sync(self.run_requests(requests, progress=f"{self.name}"))
+
+    def complete(
+        self, prompt: str, system_prompt: str | None = None, image_png: bytes | None = None
+    ) -> Response:
+        """One free prompt (e.g. for an LLM judge), cached and retried like predictions."""
+        return self.complete_many([prompt], system_prompt, [image_png])[0]
+
+    def complete_many(
+        self,
+        prompts: Sequence[str],
+        system_prompt: str | None = None,
+        images_png: Sequence[bytes | None] | None = None,
+    ) -> list[Response]:
+        """Several free prompts answered concurrently; Responses in prompt order."""
+        system = system_prompt if system_prompt is not None else self.config["system_prompt"]
+        images = list(images_png) if images_png is not None else [None] * len(prompts)
+        requests = [
+            ChatRequest(f"prompt {i}", p, system, img)
+            for i, (p, img) in enumerate(zip(prompts, images, strict=True))
+        ]
+        return _run_sync(self.run_requests(requests, progress=None))
+
+    def request_identity(self, request: ChatRequest) -> dict[str, Any]:
+        """The cache key's content: everything that determines the answer, no secrets."""
+        return {
+            "model": self.config["model"],
+            "base_url": self.config["base_url"],
+            "generation": {k: self.config[k] for k in GENERATION_KEYS},
+            "system_prompt": request.system_prompt,
+            "prompt": request.prompt,
+            "image_sha256": None if request.image_png is None else _sha256(request.image_png),
+        }
+
+    async def run_requests(
+        self, requests: Sequence[ChatRequest], progress: str | None = None
+    ) -> list[Response]:
+        """Answer every request: cache hits first, then the rest concurrently."""
+        import openai
+
+        _quiet_http_loggers()
+        responses: list[Response | None] = [None] * len(requests)
+        identities = [self.request_identity(r) for r in requests]
+        keys = [request_key(i) for i in identities]
+        if self.cache is not None:
+            self.cache.remove_stale_partials()
+            for i, key in enumerate(keys):
+                entry = self.cache.get(key)
+                if entry is not None:
+                    responses[i] = _from_cache(entry["response"])
+        todo = [i for i, r in enumerate(responses) if r is None]
+        meter = _Progress(len(requests), progress, cached=len(requests) - len(todo))
+        if todo:
+            key = _api_key(self.name, self.config)
+            log.info(
+                "%s: %d requests to %s (model %s), %d answered from the cache, concurrency %d",
+                self.name,
+                len(todo),
+                self.config["base_url"],
+                self.config["model"],
+                len(requests) - len(todo),
+                self.config["concurrency"],
+            )
+            client = openai.AsyncOpenAI(
+                api_key=key or DUMMY_KEY,
+                base_url=self.config["base_url"],
+                timeout=openai.Timeout(
+                    self.config["timeout_s"], connect=self.config["connect_timeout_s"]
+                ),
+                max_retries=0,  # retries are ours: counted, logged, bounded
+            )
+            gate = asyncio.Semaphore(self.config["concurrency"])
+
+            async def answer(i: int) -> None:
+                response = await self._send(client, gate, requests[i], key)
+                if response.error is None and self.cache is not None:
+                    # Off the event loop: an fsync must not stall the other requests.
+                    await asyncio.to_thread(
+                        self.cache.put, keys[i], _to_cache(response), identities[i]
+                    )
+                responses[i] = response
+                meter.update(response)
+
+            try:
+                async with client:
+                    await asyncio.gather(*(answer(i) for i in todo))
+            finally:
+                meter.close()
+        else:
+            meter.close()
+        return [r for r in responses if r is not None]
+
+    async def _send(
+        self, client: Any, gate: asyncio.Semaphore, request: ChatRequest, key: str | None
+    ) -> Response:
+        """Send one request with bounded, jittered retries; never raises for API faults."""
+        import openai
+
+        config = self.config
+        attempts = config["max_attempts"]
+        body: dict[str, Any] = {"model": config["model"], "messages": request.messages()}
+        for name in ("temperature", "max_tokens", "seed"):
+            if config[name] is not None:
+                body[name] = config[name]
+        reason = "not sent"
+        for attempt in range(1, attempts + 1):
+            retry_after: float | None = None
+            async with gate:
+                # The first request of a run goes to the job's log (INFO), so the log shows
+                # what was sent; the others at DEBUG.
+                level = logging.DEBUG if self._request_logged else logging.INFO
+                self._request_logged = True
+                if log.isEnabledFor(level):
+                    log.log(
+                        level,
+                        "POST %s/chat/completions model=%s attempt %d/%d %s",
+                        config["base_url"],
+                        config["model"],
+                        attempt,
+                        attempts,
+                        request.describe(),
+                    )
+                started = time.perf_counter()
+                try:
+                    completion = await client.chat.completions.create(
+                        **body, extra_body=config["extra_body"] or None
+                    )
+                    return _response(completion, time.perf_counter() - started)
+                except openai.APIStatusError as exc:
+                    retryable = exc.status_code in RETRY_STATUSES or exc.status_code >= 500
+                    if getattr(exc, "code", None) == "insufficient_quota":
+                        retryable = False  # a 429 that waiting does not cure
+                    message = re.sub(r"^Error code: \d+ - ", "", str(exc.message))
+                    reason = f"HTTP {exc.status_code}: {_short(message)}"
+                    retry_after = _retry_after(exc.response.headers)
+                except openai.APITimeoutError:
+                    retryable, reason = True, f"timed out after {config['timeout_s']} s"
+                except openai.APIConnectionError as exc:
+                    cause = exc.__cause__ or exc
+                    retryable, reason = (
+                        True,
+                        f"connection error: {_short(str(cause) or repr(cause))}",
+                    )
+                except Exception as exc:  # a malformed answer: one bad reply must not stop 900
+                    retryable, reason = True, f"invalid answer: {type(exc).__name__}: {_short(exc)}"
+            reason = _redact(reason, key)
+            if not retryable or attempt == attempts:
+                break
+            delay = self._backoff(attempt, retry_after)
+            log.warning(
+                "%s: attempt %d/%d failed (%s); retrying in %.1f s",
+                request.label,
+                attempt,
+                attempts,
+                reason,
+                delay,
+            )
+            await asyncio.sleep(delay)
+        log.error("%s: failed after %d attempt(s): %s", request.label, attempt, reason)
+        return Response(raw=None, error=f"{reason} (after {attempt} attempt(s))")
+
+    def _backoff(self, attempt: int, retry_after: float | None) -> float:
+        """Full-jitter exponential backoff; a server's Retry-After is a lower bound."""
+        base, cap = self.config["backoff_base_s"], self.config["backoff_max_s"]
+        delay = random.uniform(0, min(cap, base * 2 ** (attempt - 1)))
+        if retry_after is not None:
+            # Waiting at least what the server asked, plus a little jitter so that requests
+            # told the same thing do not all come back at the same instant.
+            wait = min(retry_after, MAX_RETRY_AFTER_S)
+            delay = wait + random.uniform(0, max(0.1 * wait, 0.05))
+        return delay
+
+
+# -- helpers ----------------------------------------------------------------------------
+
+
+def _api_key(name: str, config: dict[str, Any]) -> str | None:
+    variable = config["api_key_env"]
+    if variable is None:
+        return None
+    key = os.environ.get(variable, "").strip()
+    if not key:
+        raise NovaError(
+            f"models.{name}: environment variable {variable} is not set (it must hold the API key)",
+            f"export {variable}=... before running, or disable the model",
+        )
+    return key
+
+
+def _sha256(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def _short(value: Any, limit: int = 300) -> str:
+    text = " ".join(str(value).split())
+    return text if len(text) <= limit else text[:limit] + "..."
+
+
+def _redact(text: str, key: str | None) -> str:
+    """Servers echo keys in error bodies; an error must never carry one into a file."""
+    if key and len(key) >= 4:
+        text = text.replace(key, "[redacted]")
+    return text
+
+
+def _retry_after(headers: Any) -> float | None:
+    """Seconds a server asked us to wait: ``retry-after-ms``, ``Retry-After`` seconds or date."""
+    if headers is None:
+        return None
+    try:
+        milliseconds = headers.get("retry-after-ms")
+        if milliseconds is not None:
+            return max(0.0, float(milliseconds) / 1000)
+        value = headers.get("retry-after")
+        if value is None:
+            return None
+        try:
+            return max(0.0, float(value))
+        except ValueError:
+            when = email.utils.parsedate_to_datetime(value)
+            return max(0.0, when.timestamp() - time.time())
+    except (TypeError, ValueError):
+        return None
+
+
+def _response(completion: Any, latency_s: float) -> Response:
+    """A Response from a chat completion; a refusal is an answer (scored as such)."""
+    if not getattr(completion, "choices", None):
+        raise ValueError("the answer has no choices")
+    message = completion.choices[0].message
+    raw = message.content
+    if raw is None:
+        raw = message.refusal or ""
+    usage = None
+    if completion.usage is not None:
+        usage = {
+            k: int(v)
+            for k in ("prompt_tokens", "completion_tokens", "total_tokens")
+            if isinstance(v := getattr(completion.usage, k, None), int)
+        }
+    return Response(raw=raw, latency_s=latency_s, usage=usage or None)
+
+
+def _to_cache(response: Response) -> dict[str, Any]:
+    return {"raw": response.raw, "usage": response.usage, "latency_s": response.latency_s}
+
+
+def _from_cache(stored: dict[str, Any]) -> Response:
+    return Response(
+        raw=stored.get("raw"),
+        latency_s=stored.get("latency_s"),
+        usage=stored.get("usage"),
+        cached=True,
+    )
+
+
+def _quiet_http_loggers() -> None:
+    """The HTTP libraries log every request at INFO, and the client logs request bodies
+    (image bytes included) at DEBUG; keep them at WARNING unless the user set a level."""
+    for name in ("openai", "httpx", "httpx2", "httpcore", "httpcore2"):
+        logger = logging.getLogger(name)
+        if logger.level == logging.NOTSET:
+            logger.setLevel(logging.WARNING)
+
+
+def _run_sync(coroutine: Any) -> Any:
+    """Run a coroutine from synchronous code, also when an event loop is already running
+    (a notebook, or a judge called from async code): then it runs on a worker thread."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(coroutine)
+    with concurrent.futures.ThreadPoolExecutor(max_workers=1) as pool:
+        return pool.submit(asyncio.run, coroutine).result()
+
+
+class _Progress:
+    """Counts of ok / errors / cached: a bar on a terminal, a log line per 10% otherwise."""
+
+    def __init__(self, total: int, label: str | None, cached: int):
+        self.total, self.label = total, label
+        self.counts = {"ok": 0, "errors": 0, "cached": cached}
+        self.done = cached
+        self.bar = None
+        self.next_log = 0.1
+        if label is not None and total:
+            from tqdm import tqdm
+
+            self.bar = tqdm(
+                total=total,
+                initial=cached,
+                desc=label,
+                unit="req",
+                file=sys.stderr,
+                disable=not sys.stderr.isatty(),
+                dynamic_ncols=True,
+            )
+            self.bar.set_postfix(self.counts, refresh=False)
+
+    def update(self, response: Response) -> None:
+        self.counts["errors" if response.error else "ok"] += 1
+        self.done += 1
+        if self.bar is None:
+            return
+        self.bar.set_postfix(self.counts, refresh=False)
+        self.bar.update(1)
+        if self.bar.disable and self.done / self.total >= self.next_log:
+            log.info("%s: %d/%d answered %s", self.label, self.done, self.total, self.counts)
+            self.next_log = (int(self.done / self.total * 10) + 1) / 10
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.close()
+        if self.label is not None and self.total:
+            log.info("%s: done, %s", self.label, self.counts)

@@ -1,0 +1,323 @@
+"""A scripted OpenAI-compatible chat-completions server on loopback, for tests and benchmarks.
+
+Tests start it in a thread and give it a *script*: a function from the incoming request to
+what the server does with it (answer, fail with a status, stall past the client's timeout,
+reset the connection, answer garbage). Every request is recorded, so tests can assert
+exactly what was sent and how often. Built on the standard library's threading HTTP server
+(one thread per connection), which is plenty for a few hundred requests in flight.
+
+Run as a script it serves a fixed answer after a fixed latency, for the throughput
+benchmark::
+
+    python tests/openai_server.py --latency-ms 100      # prints "port <n>", serves until killed
+"""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import hashlib
+import json
+import socket
+import struct
+import sys
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+# --- what the server can do with one request -------------------------------------------
+
+
+@dataclass(frozen=True)
+class Reply:
+    """A 200 answer with this content (None: no content, e.g. with a refusal)."""
+
+    content: str | None = "no finding"
+    refusal: str | None = None
+    delay_s: float = 0.0
+
+
+@dataclass(frozen=True)
+class Fail:
+    """An error status, optionally with a Retry-After header and a body text."""
+
+    status: int
+    retry_after: str | None = None
+    message: str = "scripted failure"
+    delay_s: float = 0.0
+
+
+@dataclass(frozen=True)
+class Hang:
+    """Say nothing for this long (longer than the client's timeout), then drop it."""
+
+    seconds: float
+
+
+@dataclass(frozen=True)
+class Reset:
+    """Close the connection with a TCP reset instead of answering."""
+
+
+@dataclass(frozen=True)
+class Garbage:
+    """A 200 whose body is not a chat completion."""
+
+
+Action = Reply | Fail | Hang | Reset | Garbage
+
+
+@dataclass
+class Seen:
+    """One request as the server received it."""
+
+    body: dict[str, Any]
+    headers: dict[str, str]
+    received: float  # time.monotonic()
+    attempt: int  # 1 for the first request with this content, 2 for its first repeat, ...
+    prompt: str
+    image_png: bytes | None
+    system_prompt: str | None
+    action: str = ""
+    answered: float | None = None  # when a 200 answer was fully written
+
+    @property
+    def image_sha256(self) -> str | None:
+        return None if self.image_png is None else hashlib.sha256(self.image_png).hexdigest()
+
+
+def usage_for(seen: Seen, content: str | None) -> dict[str, int]:
+    """Deterministic token counts the tests can recompute."""
+    prompt = len(seen.prompt) // 4 + (765 if seen.image_png is not None else 0)
+    completion = len(content or "") // 4 + 1
+    return {
+        "prompt_tokens": prompt,
+        "completion_tokens": completion,
+        "total_tokens": prompt + completion,
+    }
+
+
+def completion(
+    content: str | None, refusal: str | None = None, model: str = "test-model", usage=None
+) -> dict[str, Any]:
+    """A chat.completion object as OpenAI's API returns it."""
+    return {
+        "id": "chatcmpl-test",
+        "object": "chat.completion",
+        "created": int(time.time()),
+        "model": model,
+        "choices": [
+            {
+                "index": 0,
+                "message": {"role": "assistant", "content": content, "refusal": refusal},
+                "finish_reason": "stop",
+            }
+        ],
+        "usage": usage or {"prompt_tokens": 1000, "completion_tokens": 20, "total_tokens": 1020},
+    }
+
+
+def _read_messages(body: dict[str, Any]) -> tuple[str, bytes | None, str | None]:
+    prompt, image, system = "", None, None
+    for message in body.get("messages", []):
+        content = message.get("content")
+        if message.get("role") == "system":
+            system = content
+            continue
+        parts = content if isinstance(content, list) else [{"type": "text", "text": content}]
+        for part in parts:
+            if part.get("type") == "text":
+                prompt += part["text"]
+            elif part.get("type") == "image_url":
+                url = part["image_url"]["url"]
+                header, _, data = url.partition(",")
+                assert header == "data:image/png;base64", header
+                image = base64.b64decode(data)
+    return prompt, image, system
+
+
+class _Server(ThreadingHTTPServer):
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        # Clients that time out or are killed drop their connections: expected here.
+        if not isinstance(sys.exc_info()[1], ConnectionError):
+            super().handle_error(request, client_address)
+
+
+class FakeOpenAI:
+    """The server. ``script(seen) -> Action``; ``latency_s`` is added to every answer."""
+
+    def __init__(
+        self,
+        script: Callable[[Seen], Action] | None = None,
+        *,
+        latency_s: float = 0.0,
+        expected_key: str | None = None,
+        fixed_answer: str | None = None,
+        host: str = "127.0.0.1",
+        port: int = 0,
+    ):
+        self.script = script or (lambda seen: Reply())
+        self.latency_s = latency_s
+        self.expected_key = expected_key
+        # Benchmark mode: every request gets this answer, unread and unrecorded, so that the
+        # server spends next to no CPU on a machine it shares with the client it measures.
+        self.fixed_answer = (
+            None if fixed_answer is None else json.dumps(completion(fixed_answer)).encode()
+        )
+        self.requests: list[Seen] = []
+        self._lock = threading.Lock()
+        self._counts: Counter = Counter()
+        self._server = _Server((host, port), _handler(self), bind_and_activate=False)
+        self._server.daemon_threads = True
+        self._server.request_queue_size = 512  # the default backlog of 5 drops bursts
+        self._server.allow_reuse_address = True
+        self._server.server_bind()
+        self._server.server_activate()
+        self._thread: threading.Thread | None = None
+
+    @property
+    def base_url(self) -> str:
+        host, port = self._server.server_address[:2]
+        return f"http://{host}:{port}/v1"
+
+    def start(self) -> FakeOpenAI:
+        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+
+    def __enter__(self) -> FakeOpenAI:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def record(self, body: dict[str, Any], headers: dict[str, str]) -> Seen:
+        prompt, image, system = _read_messages(body)
+        content_key = json.dumps(body.get("messages"), sort_keys=True)
+        with self._lock:
+            self._counts[content_key] += 1
+            seen = Seen(
+                body, headers, time.monotonic(), self._counts[content_key], prompt, image, system
+            )
+            self.requests.append(seen)
+        return seen
+
+    def seen_by_image(self) -> dict[str | None, list[Seen]]:
+        """Requests grouped by the sha256 of their image."""
+        grouped: dict[str | None, list[Seen]] = {}
+        with self._lock:
+            for seen in self.requests:
+                grouped.setdefault(seen.image_sha256, []).append(seen)
+        return grouped
+
+
+def _handler(server: FakeOpenAI) -> type[BaseHTTPRequestHandler]:
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"  # keep-alive, as the client expects
+
+        def setup(self) -> None:
+            super().setup()
+            # Headers and body go out in separate writes; without TCP_NODELAY, Nagle's
+            # algorithm meets the client's delayed ACK and every answer waits ~40 ms.
+            self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+
+        def log_message(self, format: str, *args: Any) -> None:  # quiet
+            pass
+
+        def _send_bytes(
+            self, status: int, data: bytes, headers: dict[str, str] | None = None
+        ) -> None:
+            self.send_response(status)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            for name, value in (headers or {}).items():
+                self.send_header(name, value)
+            self.end_headers()
+            self.wfile.write(data)
+            self.wfile.flush()
+
+        def _send_json(
+            self, status: int, payload: Any, headers: dict[str, str] | None = None
+        ) -> None:
+            self._send_bytes(status, json.dumps(payload).encode(), headers)
+
+        def do_POST(self) -> None:
+            length = int(self.headers.get("Content-Length", 0))
+            data = self.rfile.read(length)
+            if server.fixed_answer is not None:  # benchmark mode: nothing parsed or recorded
+                time.sleep(server.latency_s)
+                self._send_bytes(200, server.fixed_answer)
+                return
+            body = json.loads(data or b"{}")
+            if not self.path.rstrip("/").endswith("/chat/completions"):
+                self._send_json(404, {"error": {"message": f"no route {self.path}"}})
+                return
+            seen = server.record(body, {k.lower(): v for k, v in self.headers.items()})
+            key = self.headers.get("Authorization", "").removeprefix("Bearer ")
+            if server.expected_key is not None and key != server.expected_key:
+                seen.action = "unauthorized"
+                # Real services echo (part of) the key they were given.
+                message = f"Incorrect API key provided: {key}."
+                self._send_json(
+                    401, {"error": {"message": message, "type": "invalid_request_error"}}
+                )
+                return
+            action = server.script(seen)
+            seen.action = type(action).__name__
+            if isinstance(action, Reset):
+                self.connection.setsockopt(
+                    socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0)
+                )
+                self.connection.close()
+                self.close_connection = True
+                return
+            if isinstance(action, Hang):
+                time.sleep(action.seconds)
+                self.close_connection = True
+                return
+            time.sleep(server.latency_s + getattr(action, "delay_s", 0.0))
+            if isinstance(action, Fail):
+                headers = {} if action.retry_after is None else {"Retry-After": action.retry_after}
+                self._send_json(action.status, {"error": {"message": action.message}}, headers)
+                return
+            if isinstance(action, Garbage):
+                self._send_json(200, {"unexpected": True})
+                return
+            content = action.content
+            usage = usage_for(seen, content if content is not None else action.refusal)
+            reply = completion(content, action.refusal, body.get("model", "unknown"), usage)
+            self._send_json(200, reply)
+            seen.answered = time.monotonic()
+
+    return Handler
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--port", type=int, default=0)
+    parser.add_argument("--latency-ms", type=float, default=100.0)
+    parser.add_argument(
+        "--answer", default='[{"bbox_2d": [100, 120, 160, 160], "label": "lesion"}]'
+    )
+    args = parser.parse_args(argv)
+    server = FakeOpenAI(fixed_answer=args.answer, latency_s=args.latency_ms / 1000, port=args.port)
+    print(f"port {server._server.server_address[1]}", flush=True)
+    try:
+        server._server.serve_forever()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        server._server.server_close()
+        sys.exit(0)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,150 @@
+"""The response cache: content addressing, atomic entries, garbage tolerance, kill -9."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from novabench.cache import ResponseCache, request_key
+
+ROOT = Path(__file__).resolve().parents[1]
+
+REQUEST = {
+    "model": "gpt-4o-2024-08-06",
+    "base_url": "https://api.openai.com/v1",
+    "generation": {"temperature": 0.1, "max_tokens": 2048, "seed": None, "extra_body": {}},
+    "system_prompt": None,
+    "prompt": "Find every abnormal region.",
+    "image_sha256": "ab" * 32,
+}
+
+
+def test_key_is_the_sha256_of_the_canonical_request():
+    text = json.dumps({"v": 1, **REQUEST}, sort_keys=True, separators=(",", ":"))
+    assert request_key(REQUEST) == hashlib.sha256(text.encode()).hexdigest()
+    reordered = dict(reversed(list(REQUEST.items())))
+    assert request_key(reordered) == request_key(REQUEST)
+
+
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [
+        ("model", "gpt-4o-mini"),
+        ("base_url", "http://localhost:8000/v1"),
+        ("generation", {"temperature": 0.2, "max_tokens": 2048, "seed": None, "extra_body": {}}),
+        ("generation", {"temperature": 0.1, "max_tokens": 2048, "seed": 1, "extra_body": {}}),
+        ("system_prompt", "You are a radiologist."),
+        ("prompt", "Find every abnormal region!"),
+        ("image_sha256", "cd" * 32),
+    ],
+)
+def test_every_input_of_the_answer_changes_the_key(field, value):
+    assert request_key({**REQUEST, field: value}) != request_key(REQUEST)
+
+
+def test_round_trip_lays_out_one_file_per_entry(tmp_path):
+    cache = ResponseCache(tmp_path / "gpt-4o")
+    key = request_key(REQUEST)
+    assert cache.get(key) is None and key not in cache
+    response = {"raw": "no finding", "usage": {"prompt_tokens": 3}, "latency_s": 0.5}
+    path = cache.put(key, response, REQUEST)
+    assert path == tmp_path / "gpt-4o" / key[:2] / f"{key}.json"
+    entry = cache.get(key)
+    assert entry["response"] == response and entry["request"] == REQUEST and entry["key"] == key
+    assert len(cache) == 1
+    assert sorted(p.name for p in path.parent.iterdir()) == [f"{key}.json"]  # no temp file left
+
+
+@pytest.mark.parametrize(
+    "garbage",
+    [b"", b'{"key": "', b"\xff\xfe\x00", b"[1, 2]", b'{"v": 1}', b'{"key": "0", "response": {}}'],
+)
+def test_unreadable_entries_are_ignored_then_rewritten(tmp_path, garbage):
+    cache = ResponseCache(tmp_path)
+    key = request_key(REQUEST)
+    path = cache.path(key)
+    path.parent.mkdir(parents=True)
+    path.write_bytes(garbage)
+    assert cache.get(key) is None
+    cache.put(key, {"raw": "ok"}, REQUEST)
+    assert cache.get(key)["response"] == {"raw": "ok"}
+
+
+def test_keys_that_are_not_hashes_are_refused(tmp_path):
+    cache = ResponseCache(tmp_path)
+    for bad in ("../../etc/passwd", "AB" * 32, "ab" * 31):
+        with pytest.raises(ValueError):
+            cache.path(bad)
+
+
+def test_concurrent_writers_of_one_key_leave_a_complete_entry(tmp_path):
+    cache = ResponseCache(tmp_path)
+    key = request_key(REQUEST)
+
+    def write(worker: int) -> None:
+        for i in range(30):
+            cache.put(key, {"raw": f"<{worker}-{i}>" * 500}, REQUEST)
+
+    threads = [threading.Thread(target=write, args=(w,)) for w in range(6)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    raw = cache.get(key)["response"]["raw"]
+    assert raw == raw[: raw.index(">") + 1] * 500  # one writer's whole value, never a mix
+    assert list(cache.path(key).parent.glob(".*")) == []
+
+
+WRITER = """
+import sys
+sys.path.insert(0, sys.argv[2])
+from novabench.cache import ResponseCache, request_key
+cache = ResponseCache(sys.argv[1])
+i = 0
+while True:
+    request = {"prompt": str(i)}
+    cache.put(request_key(request), {"raw": str(i) * 20000}, request)
+    i += 1
+"""
+
+
+@pytest.mark.parametrize("after_s", [0.4, 0.75])
+def test_kill_9_mid_write_never_leaves_a_corrupt_entry(tmp_path, after_s):
+    writer = subprocess.Popen(
+        [sys.executable, "-c", WRITER, str(tmp_path), str(ROOT / "scripts")],
+        stderr=subprocess.PIPE,
+    )
+    deadline = time.monotonic() + 10
+    while not any(tmp_path.glob("??/*.json")) and time.monotonic() < deadline:
+        time.sleep(0.02)
+    time.sleep(after_s)
+    os.kill(writer.pid, signal.SIGKILL)
+    writer.wait()
+    assert writer.returncode == -signal.SIGKILL, writer.stderr.read()
+
+    cache = ResponseCache(tmp_path)
+    entries = list(tmp_path.glob("??/*.json"))
+    assert len(entries) >= 1
+    for path in entries:
+        entry = json.loads(path.read_text())  # every visible entry is complete
+        i = entry["request"]["prompt"]
+        assert entry["response"]["raw"] == i * 20000
+        assert path.stem == entry["key"] == request_key({"prompt": i})
+        assert cache.get(path.stem) is not None
+    # A write cut short leaves at most a temporary file, which readers never see and
+    # which is swept once stale.
+    partials = list(tmp_path.glob("??/.*.partial"))
+    assert len(partials) <= 1
+    for partial in partials:
+        os.utime(partial, (time.time() - 7200, time.time() - 7200))
+    assert cache.remove_stale_partials() == len(partials)
+    assert list(tmp_path.glob("??/.*.partial")) == []
