@@ -16,6 +16,7 @@ def main(smk):
         judge_cfg=smk.params.judge,
         unit=smk.params.unit,
         nltk_data=Path(smk.params.nltk_data),
+        cache_dir=Path(smk.params.cache_dir),
     )
     log.info("%s/%s scored: %s", smk.wildcards.task, smk.wildcards.model, summary)
 

@@ -118,13 +118,28 @@ class Plan:
         return self.resolve(str(predictions_path(model, cfg.get("settings", {}), task)))
 
     def check_environment(self) -> None:
-        """Once per real run, before any job: every enabled model can reach its backend."""
+        """Once per real run, before any job: every enabled model, and the LLM judge of
+        every task that has jobs, can reach its backend."""
+        from novabench.judges import llm
         from novabench.models.base import adapter_class
 
         for name in self.enabled_models():
             cfg = self.model(name)
             if any(self.task_enabled(t) for t in cfg["tasks"]):
                 adapter_class(name, cfg).check_environment(name, cfg.get("settings", {}))
+        for name, tasks in self.llm_judge_tasks().items():
+            settings = self.config["judges"][name].get("settings", {})
+            llm.check_environment(name, settings, tasks, resolve=self.resolve)
+
+    def llm_judge_tasks(self) -> dict[str, list[str]]:
+        """Name of each `llm` judge that will run -> the tasks (with jobs) it judges."""
+        judged: dict[str, list[str]] = {}
+        with_jobs = {task for task, _ in self.jobs()}
+        for task in TASKS:
+            judge = self.judge(task) if task in with_jobs else None
+            if judge is not None and judge["kind"] == "llm":
+                judged.setdefault(judge["name"], []).append(task)
+        return judged
 
     def judge(self, task: str) -> dict[str, Any] | None:
         if task == "localization":
@@ -135,6 +150,7 @@ class Plan:
 
 def check_config(config: dict[str, Any], basedir: Path) -> Plan:
     """Check what the schema cannot; return the run plan."""
+    from novabench.judges import llm
     from novabench.models.base import adapter_exists
 
     plan = Plan(config, Path(basedir))
@@ -149,6 +165,9 @@ def check_config(config: dict[str, Any], basedir: Path) -> Plan:
         raise ConfigError(
             f"dataset.sample.images_per_case is [{lo}, {hi}]", "give [minimum, maximum]"
         )
+    for name, judge in config["judges"].items():
+        if judge["kind"] == "llm":
+            llm.check_settings(name, judge.get("settings", {}), plan.resolve)
     for name, model in config["models"].items():
         if not adapter_exists(model["adapter"]):
             raise ConfigError(
@@ -164,6 +183,10 @@ def check_config(config: dict[str, Any], basedir: Path) -> Plan:
                 f"tasks.{task}.judge names {judge!r}, which is not under judges:",
                 "add it under judges: or name an existing judge",
             )
+        if judge is not None and config["judges"][judge]["kind"] == "llm":
+            settings = config["judges"][judge].get("settings", {})
+            paths = llm.check_settings(judge, settings, plan.resolve)["prompts"]
+            llm.read_prompt(judge, task, paths[task])
         for name in plan.enabled_models():
             if task in plan.model(name)["tasks"]:
                 prompt = plan.prompt(task, name)

@@ -61,9 +61,17 @@ def _by_filename(records: list[dict[str, Any]], frame: pd.DataFrame, path: Path)
     return by_name
 
 
-def make_judge(judge_cfg: dict[str, Any]):
-    """Build the configured judge; fail loudly if it cannot run (never fall back)."""
+def make_judge(judge_cfg: dict[str, Any], task: str | None = None, cache_dir: Path | None = None):
+    """Build the configured judge; fail loudly if it cannot run (never fall back).
+
+    An ``llm`` judge needs the ``task`` it judges, and keeps its answers under
+    ``cache_dir`` (none: not cached).
+    """
     kind, settings = judge_cfg["kind"], judge_cfg.get("settings", {})
+    if kind == "llm":
+        from novabench.judges.llm import make_llm_judge
+
+        return make_llm_judge(judge_cfg.get("name") or "llm", settings, task, cache_dir)
     if kind == "keyword-lexicon":
         from novabench.judges.keywords import KeywordJudge
 
@@ -88,12 +96,14 @@ def score_predictions(
     judge_cfg: dict[str, Any] | None = None,
     unit: str = "image",
     nltk_data: Path | None = None,
+    cache_dir: Path | None = None,
 ) -> dict[str, Any]:
+    """Score one prediction file; ``cache_dir`` keeps an LLM judge's answers."""
     frame = load_nova(dataset, columns=TEXT_COLUMNS)
     records = read_predictions(predictions)
     by_name = _by_filename(records, frame, Path(predictions))
     model = records[0]["model"] if records else Path(predictions).stem
-    judge_identity = None
+    judge_identity = judge = None
     if task == "localization":
         from novabench.metrics.localization import score_localization
 
@@ -110,7 +120,7 @@ def score_predictions(
     elif task == "captioning":
         from novabench.metrics.captioning import score_captioning
 
-        judge = make_judge(judge_cfg)
+        judge = make_judge(judge_cfg, task=task, cache_dir=cache_dir)
         judge_identity = judge.identity()
         rows = []
         for r in frame.itertuples(index=False):
@@ -128,7 +138,7 @@ def score_predictions(
     elif task == "diagnosis":
         from novabench.metrics.diagnosis import score_diagnosis
 
-        judge = make_judge(judge_cfg)
+        judge = make_judge(judge_cfg, task=task, cache_dir=cache_dir)
         judge_identity = judge.identity()
         rows = []
         for r in frame.itertuples(index=False):
@@ -150,6 +160,8 @@ def score_predictions(
         "model": model,
         "metrics": metrics,
         "judge": judge_identity,
+        # An LLM judge's requests: how many were answered from the cache, failed, cost.
+        "judge_usage": judge.usage() if hasattr(judge, "usage") else None,
         "inputs": {
             "dataset_sha256": sha256_file(Path(dataset)),
             "predictions_sha256": sha256_file(Path(predictions)),

@@ -89,6 +89,33 @@ def api_resources():
     }
 
 
+def judge_api_resources():
+    """`api_<provider>: 1` per score job whose judge is an LLM on that provider, so that
+    `--resources api_openai=2` caps judging and predicting against one provider together.
+    """
+    from novabench.judges.llm import api_resource
+
+    providers = {}
+    for name, tasks in PLAN.llm_judge_tasks().items():
+        resource = api_resource(config["judges"][name].get("settings", {}))
+        providers.setdefault(resource, set()).update(tasks)
+    return {
+        resource: lambda wildcards, tasks=frozenset(tasks): int(wildcards.task in tasks)
+        for resource, tasks in providers.items()
+    }
+
+
+def judge_prompt(wildcards):
+    """The prompt file of the task's judge when it is an LLM, else nothing."""
+    from novabench.judges.llm import prompt_paths
+
+    judge = PLAN.judge(wildcards.task)
+    if judge is None or judge["kind"] != "llm":
+        return []
+    paths = prompt_paths(judge["name"], judge.get("settings", {}), PLAN.resolve)
+    return [paths[wildcards.task]]
+
+
 def rater_score_files(wildcards):
     """One human-reference score file per rater named in the dataset manifest."""
     import json

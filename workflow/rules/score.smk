@@ -5,6 +5,8 @@ rule score:
     input:
         dataset=DATASET,
         predictions="results/predictions/{task}/{model}.jsonl",
+        # An LLM judge's prompt: editing it re-scores (nothing for offline judges).
+        judge_prompt=judge_prompt,
     output:
         scores="results/scores/{task}/{model}.json",
         per_image="results/scores/{task}/{model}.images.csv",
@@ -14,10 +16,14 @@ rule score:
         "results/benchmarks/score/{task}/{model}.tsv"
     conda:
         "../../envs/scoring.yaml"
+    resources:
+        # An LLM judge's endpoint counts against `api_<provider>` like a model's.
+        **judge_api_resources(),
     params:
         judge=lambda wildcards: PLAN.judge(wildcards.task),
         unit=config["tasks"]["diagnosis"]["unit"],
         nltk_data="results/nltk_data",
+        cache_dir="results/cache",
     script:
         "../../scripts/score.py"
 

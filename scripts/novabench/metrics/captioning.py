@@ -63,7 +63,11 @@ STATUSES = ("ok", "parse_error", "error")
 
 
 class CaptionJudge(Protocol):
-    """What scoring needs from a judge: keywords and labels from a caption, and a name."""
+    """What scoring needs from a judge: keywords and labels from a caption, and a name.
+
+    A judge may also have ``extract_many(texts) -> list[KeywordSet]``; it is then given
+    every caption at once (an LLM judge sends its requests concurrently).
+    """
 
     def extract(self, text: str) -> KeywordSet: ...
 
@@ -276,8 +280,13 @@ def score_captioning(
     refs = [r["reference"] for r in scored]
     # parse_error (and error, unless excluded): no readable caption, scored as an empty one.
     hyps = [r["prediction"] if r["status"] == "ok" else "" for r in scored]
-    ref_keys = [judge.extract(text) for text in refs]
-    pred_keys = [judge.extract(text) for text in hyps]
+    extract_many = getattr(judge, "extract_many", None)
+    if extract_many is not None:
+        keys = list(extract_many([*refs, *hyps]))
+        ref_keys, pred_keys = keys[: len(refs)], keys[len(refs) :]
+    else:
+        ref_keys = [judge.extract(text) for text in refs]
+        pred_keys = [judge.extract(text) for text in hyps]
 
     meteor_mean, meteor_per_image = meteor(refs, hyps, nltk_data_dir)
     clinical = keyword_f1([k.clinical for k in ref_keys], [k.clinical for k in pred_keys])

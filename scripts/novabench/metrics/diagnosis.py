@@ -45,7 +45,12 @@ COLUMNS = (
 
 
 class DiagnosisJudge(Protocol):
-    """What the scorer needs from a judge."""
+    """What the scorer needs from a judge.
+
+    A judge may also have ``match_ranked_many(pairs) -> list[(top1, top5)]`` for
+    ``(ranked, reference)`` pairs; it is then given every image at once (an LLM judge
+    sends its requests concurrently).
+    """
 
     def match_ranked(self, ranked: Sequence[str], reference: str) -> tuple[bool, bool]: ...
 
@@ -120,10 +125,24 @@ def score_diagnosis(
         raise ConfigError(f"unknown diagnosis scoring unit {unit!r}", f"use one of {UNITS}")
     frame = _records_frame(records)
 
+    entries = frame.to_dict("records")
+    ranked_lists = [
+        _predictions(record["predictions"])[:5] if record["status"] == "ok" else []
+        for record in entries
+    ]
+    judged = [
+        (ranked, str(record["reference"]))
+        for record, ranked in zip(entries, ranked_lists, strict=True)
+        if ranked
+    ]
+    match_ranked_many = getattr(judge, "match_ranked_many", None)
+    if match_ranked_many is not None:
+        verdicts = iter(list(match_ranked_many(judged)))
+    else:
+        verdicts = iter([judge.match_ranked(ranked, reference) for ranked, reference in judged])
     rows = []
-    for record in frame.to_dict("records"):
-        ranked = _predictions(record["predictions"])[:5] if record["status"] == "ok" else []
-        top1, top5 = judge.match_ranked(ranked, str(record["reference"])) if ranked else (0, 0)
+    for record, ranked in zip(entries, ranked_lists, strict=True):
+        top1, top5 = next(verdicts) if ranked else (0, 0)
         rows.append(
             {
                 "filename": record["filename"],

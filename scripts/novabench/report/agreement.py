@@ -106,15 +106,23 @@ def write_agreement(
     judges: Mapping[str, Sequence[Mapping[str, Any]]],
     out_csv: Path,
     out_md: Path,
+    cache_dir: Path | None = Path("results/cache"),
 ) -> pd.DataFrame:
-    """Rule `judge_agreement`: re-judge every prediction file of each task with each judge."""
+    """Rule `judge_agreement`: re-judge every prediction file of each task with each judge.
+
+    LLM judges answer from the same response cache as scoring, so re-judging predictions
+    that were already scored sends no request.
+    """
     from novabench.dataset.read import load_nova
     from novabench.score import make_judge
 
     dataset = load_nova(Path(dataset_path), columns=["filename", "final_diagnosis"])
     tables = []
     for task, paths in predictions.items():
-        built = {cfg["name"]: make_judge(dict(cfg)) for cfg in judges[task]}
+        built = {
+            cfg["name"]: make_judge(dict(cfg), task=task, cache_dir=cache_dir)
+            for cfg in judges[task]
+        }
         labels = {
             Path(path).stem: {
                 name: judge_labels(task, judge, dataset, Path(path))

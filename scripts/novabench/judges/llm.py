@@ -1,0 +1,670 @@
+"""LLM judges for Tasks 2 and 3, the paper's protocol (its judge is GPT-4o).
+
+- :class:`LLMKeywordJudge` (captioning) asks the LLM for the medically important keywords
+  of a caption by category (sequence, plane, anatomy, imaging characteristics, findings,
+  negated findings) and a normal/abnormal label, as strict JSON. The answer is read
+  tolerantly and normalized here as well, so that equal concepts are equal strings: lower
+  case, spaces for hyphens, sequences and planes mapped onto the benchmark's modality words
+  (``t1``, ``t2``, ``flair``, ``dwi``, ``axial``...), negated findings as ``neg:<finding>``
+  like the keyword judge.
+- :class:`LLMDiagnosisJudge` (diagnosis) sends one request per image: the reference
+  diagnosis and the ranked candidates; the LLM names the first candidate that is the same
+  core disease (synonyms and differences in specificity or cause allowed), or none.
+
+Both send their requests through the ``openai_compatible`` adapter's ``complete_many``
+(concurrent, retried, and cached under ``<cache_dir>/judges/<judge name>/`` like any
+prediction), so re-scoring sends no request twice and needs no network once every answer
+is cached. Identical requests within one batch are sent once.
+
+Nothing falls back silently: a missing key, an unreachable endpoint, or more failed or
+unreadable answers than ``max_failure_rate`` (default 0 %) stops scoring with one line.
+Unreadable answers are then removed from the cache, so a re-run asks again.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+import socket
+import string
+import unicodedata
+from collections import Counter
+from collections.abc import Callable, Iterable, Sequence
+from pathlib import Path
+from typing import Any, ClassVar, TypeVar
+
+from novabench.cache import request_key
+from novabench.errors import ConfigError, NovaError
+from novabench.judges.keywords import NEGATED_PREFIX, KeywordSet
+from novabench.models import openai_compatible
+from novabench.provenance import sha256_text
+
+log = logging.getLogger(__name__)
+
+#: Version of this module's reading and normalization of answers (recorded with scores).
+JUDGE_VERSION = "1.0.0"
+TASKS = ("captioning", "diagnosis")
+DEFAULT_PROMPTS = {
+    "captioning": "config/prompts/judge-keywords-v1.txt",
+    "diagnosis": "config/prompts/judge-diagnosis-v1.txt",
+}
+# The placeholders each task's judge prompt must use (str.format, literal braces doubled).
+PLACEHOLDERS = {"captioning": {"caption"}, "diagnosis": {"reference", "candidates"}}
+# A judge should answer the same way every time: greedy decoding, and room for a long
+# keyword list. The adapter's own defaults are the paper's settings for *models*.
+BACKEND_DEFAULTS: dict[str, Any] = {"temperature": 0.0, "max_tokens": 1024}
+# Config paths are relative to the working directory, else to the repository (where the
+# workflow lives), as everywhere in the configuration.
+REPOSITORY = Path(__file__).resolve().parents[3]
+
+SETTINGS_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "additionalProperties": False,
+    "required": ["backend"],
+    "properties": {
+        "backend": openai_compatible.SETTINGS_SCHEMA,
+        "prompts": {
+            "type": "object",
+            "additionalProperties": False,
+            "properties": {task: {"type": "string", "minLength": 1} for task in TASKS},
+        },
+        "max_failure_rate": {"type": "number", "minimum": 0, "maximum": 100},
+    },
+}
+
+T = TypeVar("T")
+
+
+class UnreadableAnswer(ValueError):
+    """The judge answered, but not in the form the prompt asks for."""
+
+
+# --- settings and environment -------------------------------------------------------------
+
+
+def _default_resolve(path: str) -> str:
+    candidate = Path(path).expanduser()
+    if candidate.is_absolute() or candidate.exists():
+        return str(candidate)
+    in_repository = REPOSITORY / candidate
+    return str(in_repository) if in_repository.exists() else str(candidate)
+
+
+def check_settings(
+    name: str, settings: dict[str, Any], resolve: Callable[[str], str] | None = None
+) -> dict[str, Any]:
+    """Validate an ``llm`` judge's settings; return them resolved (defaults, prompt paths).
+
+    Raises ConfigError naming ``judges.<name>.settings.<key>`` and the fix.
+    """
+    import jsonschema
+
+    where = f"judges.{name}.settings"
+    try:
+        jsonschema.validate(settings, SETTINGS_SCHEMA)
+    except jsonschema.ValidationError as exc:
+        path = ".".join([where, *(str(p) for p in exc.absolute_path)])
+        if exc.validator == "additionalProperties":
+            known = exc.schema.get("properties", {})
+            extra = sorted(set(exc.instance) - set(known))
+            problem = f"{path}: unknown setting {extra[0] if extra else '?'}"
+        elif exc.validator == "required":
+            missing = [k for k in exc.validator_value if k not in exc.instance]
+            problem = f"{path}: missing setting {missing[0] if missing else '?'}"
+        else:
+            problem = f"invalid value of {path}: {' '.join(exc.message.split())[:200]}"
+        raise ConfigError(problem, "see the llm judge in config/README.md") from None
+    resolve = resolve or _default_resolve
+    backend = openai_compatible.resolve_settings(name, {**BACKEND_DEFAULTS, **settings["backend"]})
+    prompts = {**DEFAULT_PROMPTS, **settings.get("prompts", {})}
+    return {
+        "backend": backend,
+        "backend_settings": {**BACKEND_DEFAULTS, **settings["backend"]},
+        "prompts": {task: Path(resolve(path)) for task, path in prompts.items()},
+        "max_failure_rate": float(settings.get("max_failure_rate", 0.0)),
+    }
+
+
+def read_prompt(name: str, task: str, path: Path) -> str:
+    """The judge's prompt template for ``task``; ConfigError if absent or malformed."""
+    try:
+        template = Path(path).read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ConfigError(
+            f"judges.{name}: cannot read the {task} judge prompt {path} ({exc.strerror or exc})",
+            f"fix judges.{name}.settings.prompts.{task}",
+        ) from None
+    try:
+        fields = {f for _, f, _, _ in string.Formatter().parse(template) if f is not None}
+    except ValueError as exc:
+        fields = {f"malformed: {exc}"}
+    if fields != PLACEHOLDERS[task]:
+        expected = ", ".join("{" + f + "}" for f in sorted(PLACEHOLDERS[task]))
+        raise ConfigError(
+            f"judges.{name}: the {task} judge prompt {path} has the placeholders "
+            f"{sorted(fields)}, not {expected}",
+            f"use exactly {expected} and double literal braces {{{{ }}}}",
+        )
+    return template
+
+
+def prompt_paths(
+    name: str, settings: dict[str, Any], resolve: Callable[[str], str] | None = None
+) -> dict[str, str]:
+    """Task -> the resolved path of its judge prompt (for the workflow's inputs)."""
+    resolved = check_settings(name, settings, resolve)
+    return {task: str(path) for task, path in resolved["prompts"].items()}
+
+
+def api_resource(settings: dict[str, Any]) -> str:
+    """The Snakemake resource ``api_<provider>`` that the judge's requests count against."""
+    return openai_compatible.api_resource(settings.get("backend", {}))
+
+
+def _missing_key(name: str, backend: dict[str, Any]) -> NovaError | None:
+    variable = backend["api_key_env"]
+    if variable is None or os.environ.get(variable, "").strip():
+        return None
+    return NovaError(
+        f"judges.{name}: environment variable {variable} is not set "
+        "(it must hold the judge's API key)",
+        f"export {variable}=... before scoring, or choose another judge under tasks.<task>.judge",
+    )
+
+
+def _unreachable(name: str, backend: dict[str, Any]) -> NovaError | None:
+    host, port = openai_compatible.endpoint_address(backend["base_url"])
+    try:
+        with socket.create_connection((host, port), timeout=backend["connect_timeout_s"]):
+            return None
+    except OSError as exc:
+        return NovaError(
+            f"judges.{name}: cannot reach {backend['base_url']} ({exc.strerror or exc})",
+            f"start the server or fix judges.{name}.settings.backend.base_url, and check "
+            "the network",
+        )
+
+
+def check_environment(
+    name: str,
+    settings: dict[str, Any],
+    tasks: Iterable[str] = TASKS,
+    resolve: Callable[[str], str] | None = None,
+) -> None:
+    """Before any job: valid settings and prompts, the key's variable set, endpoint reachable."""
+    resolved = check_settings(name, settings, resolve)
+    for task in tasks:
+        read_prompt(name, task, resolved["prompts"][task])
+    problem = _missing_key(name, resolved["backend"]) or _unreachable(name, resolved["backend"])
+    if problem is not None:
+        raise problem
+
+
+# --- the judges -----------------------------------------------------------------------------
+
+
+class _LLMJudge:
+    """Shared machinery: prompt, backend, batch requests with failure accounting."""
+
+    task: ClassVar[str]
+
+    def __init__(
+        self,
+        name: str,
+        settings: dict[str, Any],
+        *,
+        cache_dir: Path | None = None,
+        resolve: Callable[[str], str] | None = None,
+    ):
+        self.name = name
+        resolved = check_settings(name, settings, resolve)
+        self.prompt_path = resolved["prompts"][self.task]
+        self.template = read_prompt(name, self.task, self.prompt_path)
+        self.max_failure_rate = resolved["max_failure_rate"]
+        # A judge's cache sits apart from the models' (a judge may share a model's name).
+        judges_cache = None if cache_dir is None else Path(cache_dir) / "judges"
+        self.adapter = openai_compatible.Adapter(
+            name, resolved["backend_settings"], cache_dir=judges_cache
+        )
+        self.counts: Counter[str] = Counter()
+
+    # -- record ------------------------------------------------------------------------------
+
+    def identity(self) -> dict[str, Any]:
+        """Everything that determines the verdicts (no key): backend, settings, prompt."""
+        backend = self.adapter.identity()["settings"]
+        return {
+            "name": f"llm/{backend['model']}",
+            "version": JUDGE_VERSION,
+            "kind": "llm",
+            "judge": self.name,
+            "task": self.task,
+            "backend": {"adapter": "openai_compatible", **backend},
+            "prompt": self.prompt_path.name,
+            "prompt_sha256": sha256_text(self.template),
+            "max_failure_rate": self.max_failure_rate,
+        }
+
+    def usage(self) -> dict[str, Any]:
+        """Requests so far: asked (distinct), cached, sent, failed, unreadable, tokens, cost."""
+        counts = {
+            key: int(self.counts[key])
+            for key in (
+                "requests",
+                "cached",
+                "sent",
+                "failed",
+                "unreadable",
+                "prompt_tokens",
+                "completion_tokens",
+            )
+        }
+        counts["cost_usd"] = self.adapter.cost(
+            {k: counts[k] for k in ("prompt_tokens", "completion_tokens")}
+        )
+        return counts
+
+    # -- requests ----------------------------------------------------------------------------
+
+    def _cache_key(self, prompt: str) -> str:
+        request = openai_compatible.ChatRequest(
+            "judge", prompt, self.adapter.config["system_prompt"], None
+        )
+        return request_key(self.adapter.request_identity(request))
+
+    def _check_can_send(self, prompts: Sequence[str]) -> None:
+        """Only requests without a cached answer need the key and the endpoint."""
+        cache = self.adapter.cache
+        if cache is not None and all(self._cache_key(p) in cache for p in prompts):
+            return
+        backend = self.adapter.config
+        problem = _missing_key(self.name, backend) or _unreachable(self.name, backend)
+        if problem is not None:
+            raise problem
+
+    def _forget(self, prompt: str) -> None:
+        """Drop a cached answer (an unreadable one), so that the next run asks again."""
+        if self.adapter.cache is not None:
+            self.adapter.cache.path(self._cache_key(prompt)).unlink(missing_ok=True)
+
+    def _ask(self, prompts: Sequence[str], read: Callable[[str, str], T]) -> list[T | None]:
+        """Every prompt's verdict, ``read(prompt, answer)`` (None where the judge could not
+        give one, within the allowed failure rate); identical prompts are sent once."""
+        unique = list(dict.fromkeys(prompts))
+        if not unique:
+            return []
+        self._check_can_send(unique)
+        responses = self.adapter.complete_many(unique)
+        verdicts: dict[str, T | None] = {}
+        failed: list[str] = []
+        unreadable: list[tuple[str, str]] = []  # (prompt, why)
+        for prompt, response in zip(unique, responses, strict=True):
+            self.counts["requests"] += 1
+            self.counts["cached" if response.cached else "sent"] += 1
+            if not response.cached:
+                for key in ("prompt_tokens", "completion_tokens"):
+                    self.counts[key] += (response.usage or {}).get(key, 0)
+            verdicts[prompt] = None
+            if response.error is not None or response.raw is None:
+                failed.append(response.error or "no answer")
+                continue
+            try:
+                verdicts[prompt] = read(prompt, response.raw)
+            except UnreadableAnswer as exc:
+                snippet = " ".join(response.raw.split())[:120]
+                unreadable.append((prompt, f"{exc}: {snippet!r}"))
+        self.counts["failed"] += len(failed)
+        self.counts["unreadable"] += len(unreadable)
+        bad = len(failed) + len(unreadable)
+        log.info(
+            "judge %s (%s): %d distinct requests, %d from the cache, %d failed, %d unreadable",
+            self.name,
+            self.task,
+            len(unique),
+            sum(r.cached for r in responses),
+            len(failed),
+            len(unreadable),
+        )
+        if bad and 100.0 * bad / len(unique) > self.max_failure_rate:
+            for prompt, _ in unreadable:
+                self._forget(prompt)
+            raise NovaError(self._failure_message(len(unique), failed, unreadable), self._fix())
+        for reason in failed:
+            log.warning("judge %s: a request failed (%s); scored as no verdict", self.name, reason)
+        for _, reason in unreadable:
+            log.warning("judge %s: unreadable answer (%s); scored as no verdict", self.name, reason)
+        return [verdicts[p] for p in prompts]
+
+    def _failure_message(
+        self, total: int, failed: list[str], unreadable: list[tuple[str, str]]
+    ) -> str:
+        parts = []
+        if failed:
+            parts.append(f"{len(failed)} of {total} requests failed (first: {failed[0]})")
+        if unreadable:
+            parts.append(
+                f"{len(unreadable)} of {total} answers could not be read "
+                f"(first: {unreadable[0][1]})"
+            )
+        return (
+            f"judges.{self.name} ({self.task}): {' and '.join(parts)}, more than "
+            f"max_failure_rate {self.max_failure_rate:g}% allows; no scores were written"
+        )
+
+    def _fix(self) -> str:
+        return (
+            "re-run scoring: answers that arrived are cached and only the rest is asked "
+            "again; if the endpoint fails, check it and the key; if answers stay unreadable, "
+            f"revise the judge prompt or raise judges.{self.name}.settings.max_failure_rate"
+        )
+
+
+class LLMKeywordJudge(_LLMJudge):
+    """Captioning judge: keywords by category and a normal/abnormal label from an LLM.
+
+    Implements the scorer's caption-judge interface (``extract``, ``extract_many``,
+    ``identity``). A caption the judge could not read (within ``max_failure_rate``) counts
+    as having no keywords and as normal.
+    """
+
+    task = "captioning"
+
+    def extract(self, text: str) -> KeywordSet:
+        return self.extract_many([text])[0]
+
+    def extract_many(self, texts: Sequence[str]) -> list[KeywordSet]:
+        """Keywords of every text, the requests sent concurrently; empty texts need none."""
+        empty = KeywordSet(frozenset(), frozenset(), False)
+        asked = [t for t in dict.fromkeys(texts) if t and t.strip()]
+        prompts = [self.template.format(caption=t.strip()) for t in asked]
+        verdicts = dict(
+            zip(asked, self._ask(prompts, lambda _, raw: read_keywords(raw)), strict=True)
+        )
+        return [verdicts.get(t) or empty for t in texts]
+
+
+class LLMDiagnosisJudge(_LLMJudge):
+    """Diagnosis judge: which ranked candidate first names the reference's disease.
+
+    Implements the scorer's diagnosis-judge interface (``match_ranked``,
+    ``match_ranked_many``, ``identity``). An image the judge could not decide (within
+    ``max_failure_rate``) counts as not matched.
+    """
+
+    task = "diagnosis"
+
+    def match_ranked(self, ranked: Sequence[str], reference: str) -> tuple[bool, bool]:
+        return self.match_ranked_many([(ranked, reference)])[0]
+
+    def match_ranked_many(
+        self, pairs: Sequence[tuple[Sequence[str], str]]
+    ) -> list[tuple[bool, bool]]:
+        """(Top-1, Top-5) correctness of each (ranked candidates, reference) pair."""
+        prompts: list[str | None] = []
+        counts: list[int] = []
+        for ranked, reference in pairs:
+            # One line per candidate, so that the numbering stays unambiguous.
+            top = [" ".join(str(item).split()) for item in list(ranked)[:5]]
+            top = [item for item in top if item]
+            counts.append(len(top))
+            if not top:
+                prompts.append(None)
+                continue
+            candidates = "\n".join(f"{i}. {item}" for i, item in enumerate(top, start=1))
+            prompts.append(
+                self.template.format(
+                    reference=" ".join(str(reference).split()), candidates=candidates
+                )
+            )
+        asked = [p for p in prompts if p is not None]
+        # The rank must name one of the candidates of *its* prompt.
+        listed = {p: n for p, n in zip(prompts, counts, strict=True) if p is not None}
+        verdicts = dict(
+            zip(
+                asked,
+                self._ask(asked, lambda prompt, raw: read_first_match(raw, listed[prompt])),
+                strict=True,
+            )
+        )
+        out = []
+        for prompt in prompts:
+            rank = verdicts.get(prompt) if prompt is not None else None
+            out.append((rank == 1, rank is not None and 1 <= rank <= 5))
+        return out
+
+
+# --- reading answers --------------------------------------------------------------------------
+
+
+def _json_object(raw: str) -> dict[str, Any]:
+    """The first JSON object in an answer (fences, prose, single quotes, trailing commas)."""
+    # The diagnosis parser's bracket scan and lenient loader already handle what LLMs wrap
+    # around JSON; reused rather than written twice.
+    from novabench.diagnosis import _bracket_spans, _load_lenient
+
+    for span in _bracket_spans(raw):
+        data = _load_lenient(span)
+        if isinstance(data, dict):
+            return data
+    raise UnreadableAnswer("no JSON object")
+
+
+def _key(name: Any) -> str:
+    return re.sub(r"[^a-z0-9]+", "_", str(name).lower()).strip("_")
+
+
+_CATEGORIES = {
+    "sequence": "sequence",
+    "sequences": "sequence",
+    "mri_sequence": "sequence",
+    "mri_sequences": "sequence",
+    "plane": "plane",
+    "planes": "plane",
+    "imaging_plane": "plane",
+    "anatomy": "anatomy",
+    "anatomical_locations": "anatomy",
+    "location": "anatomy",
+    "locations": "anatomy",
+    "characteristics": "characteristics",
+    "imaging_characteristics": "characteristics",
+    "findings": "findings",
+    "finding": "findings",
+    "diseases": "findings",
+    "findings_diseases": "findings",
+    "negated_findings": "negated",
+    "negated": "negated",
+    "negative_findings": "negated",
+    "absent_findings": "negated",
+}
+_LABEL_KEYS = ("label", "classification", "normal_abnormal", "status")
+_ABNORMAL_KEYS = ("abnormal", "is_abnormal")
+# Leading negations an LLM may leave on a negated finding ("no hemorrhage"). Not "absent"
+# or "absence of": "absent septum pellucidum" is a finding.
+_NEGATION = re.compile(r"^(?:no|not|without|negative for|free of)\s+")
+_EDGE_PUNCTUATION = " .,;:!?\"'`()[]{}"
+
+
+def clean_keyword(text: Any) -> str:
+    """Lower case, NFKC, hyphens/underscores/slashes as spaces, single spaces, no edge
+    punctuation: "Ring-enhancing " and "ring enhancing" are one keyword."""
+    text = unicodedata.normalize("NFKC", str(text)).lower()
+    text = re.sub(r"[-‐‑‒–—_/]+", " ", text)
+    return " ".join(text.split()).strip(_EDGE_PUNCTUATION)
+
+
+# Sequence names onto the words of the benchmark's modality set (and the keyword judge's
+# other sequence keys). A small table rather than a library: the targets are the
+# benchmark's own words. Applied to the cleaned keyword (hyphens already spaces).
+_SEQUENCE_WORDS: tuple[tuple[str, str], ...] = (
+    (r"\bdti\b|diffusion tensor|tractograph|fractional anisotropy", "dti"),
+    (r"\bdwi\b|diffusion weighted|^diffusion$|\bb ?1000\b", "dwi"),
+    (r"\badc\b|apparent diffusion", "adc"),
+    (r"\bswi\b|susceptibility", "swi"),
+    (r"\bstir\b|short tau", "stir"),
+    (r"\bpdw?\b|proton density", "pd"),
+    (r"perfusion|\bdsc\b|\basl\b|\bcbv\b", "perfusion"),
+)
+_PRE_CONTRAST = re.compile(
+    r"\bpre ?contrast|\bnon ?contrast|\bunenhanced|\bnon ?enhanced|before contrast|"
+    r"without contrast|pre gadolinium"
+)
+_POST_CONTRAST = re.compile(
+    r"\bpost ?contrast|gadolinium|\bgd\b|\bgado\b|contrast enhanced|\+ ?c\b|\bc ?\+|"
+    r"after contrast|with contrast|\bpost gd\b"
+)
+_T1 = re.compile(r"\bt1(?:w|wi)?\b|\bt1 weighted|\bmp ?rage\b|\bspgr\b")
+_FLAIR = re.compile(r"\bflair\b|fluid attenuated inversion")
+_T2_STAR = re.compile(r"\bt2 ?\*|\bgre\b|gradient (?:recalled )?echo")
+_T2 = re.compile(r"\bt2(?:w|wi)?\b|\bt2 weighted")
+_PLANES = (
+    (re.compile(r"\baxial\b|\btransverse\b|\btrans ?axial\b"), "axial"),
+    (re.compile(r"\bcoronal\b"), "coronal"),
+    (re.compile(r"\bsagittal\b"), "sagittal"),
+)
+
+
+def sequence_keywords(text: Any) -> set[str]:
+    """One sequence keyword -> benchmark words: "T1-weighted post-gadolinium" gives
+    {"t1", "post-contrast"}, "T2-FLAIR" {"flair"}; unknown names stay as cleaned."""
+    cleaned = clean_keyword(text)
+    if not cleaned:
+        return set()
+    found: set[str] = set()
+    # "T1-FLAIR" is a T1 sequence, "T2-FLAIR" a FLAIR one (as in the keyword lexicon).
+    if _T1.search(cleaned):
+        found.add("t1")
+    elif _FLAIR.search(cleaned):
+        found.add("flair")
+    elif _T2_STAR.search(cleaned):
+        found.add("t2*")
+    elif _T2.search(cleaned):
+        found.add("t2")
+    found.update(key for pattern, key in _SEQUENCE_WORDS if re.search(pattern, cleaned))
+    if "dti" in found:
+        found.discard("dwi")  # "diffusion tensor" is not diffusion-weighted imaging
+    if _PRE_CONTRAST.search(cleaned):
+        found.add("pre-contrast")
+    elif _POST_CONTRAST.search(cleaned):
+        found.add("post-contrast")
+    return found or {cleaned}
+
+
+def plane_keywords(text: Any) -> set[str]:
+    cleaned = clean_keyword(text)
+    found = {key for pattern, key in _PLANES if pattern.search(cleaned)}
+    return found or ({cleaned} if cleaned else set())
+
+
+def _items(value: Any) -> list[str]:
+    """A category's keywords: a list, or one comma/semicolon-separated string, or nothing."""
+    if value is None:
+        return []
+    if isinstance(value, str):
+        value = re.split(r"[;,\n]", value)
+    if isinstance(value, dict):
+        value = list(value)
+    if not isinstance(value, list | tuple):
+        raise UnreadableAnswer(f"a keyword list is a {type(value).__name__}")
+    return [str(v) for v in value if v is not None and not isinstance(v, list | dict)]
+
+
+def _label(data: dict[str, Any]) -> bool:
+    for key in _LABEL_KEYS:
+        if key in data:
+            value = clean_keyword(data[key])
+            if value in ("abnormal", "abnormality", "pathological"):
+                return True
+            if value == "normal":
+                return False
+            raise UnreadableAnswer(f"label {data[key]!r} is neither normal nor abnormal")
+    for key in _ABNORMAL_KEYS:
+        if isinstance(data.get(key), bool):
+            return data[key]
+    raise UnreadableAnswer("no normal/abnormal label")
+
+
+def read_keywords(raw: str) -> KeywordSet:
+    """A keyword judge's answer -> normalized KeywordSet; UnreadableAnswer if not possible."""
+    data = {_key(k): v for k, v in _json_object(raw).items()}
+    abnormal = _label(data)
+    known = [k for k in data if k in _CATEGORIES]
+    if not known:
+        raise UnreadableAnswer("no keyword category")
+    keywords: set[str] = set()
+    for key in known:
+        category = _CATEGORIES[key]
+        for item in _items(data[key]):
+            if category == "sequence":
+                keywords |= sequence_keywords(item)
+            elif category == "plane":
+                keywords |= plane_keywords(item)
+            else:
+                cleaned = clean_keyword(item)
+                stripped = _NEGATION.sub("", cleaned)
+                if category == "negated" or stripped != cleaned:
+                    # A finding written as "no hemorrhage" is a negated one, whatever list.
+                    if stripped:
+                        keywords.add(NEGATED_PREFIX + stripped)
+                elif cleaned:
+                    keywords.add(cleaned)
+    return KeywordSet.from_keywords(keywords, abnormal)
+
+
+_NONE_WORDS = {"", "none", "null", "no", "no match", "n a", "na", "0"}
+
+
+def read_first_match(raw: str, candidates: int) -> int:
+    """A diagnosis judge's answer -> the first matching rank (0: none); UnreadableAnswer
+    if it is not a rank between 0 and ``candidates``."""
+    try:
+        data = {_key(k): v for k, v in _json_object(raw).items()}
+    except UnreadableAnswer:
+        bare = raw.strip().strip(_EDGE_PUNCTUATION)
+        if not re.fullmatch(r"\d", bare):
+            raise
+        data = {"first_match": int(bare)}
+    for key in ("first_match", "match", "first_matching_rank", "rank", "answer"):
+        if key in data:
+            value = data[key]
+            break
+    else:
+        raise UnreadableAnswer("no first_match")
+    if isinstance(value, bool):
+        raise UnreadableAnswer(f"first_match {value!r} is not a rank")
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)
+    if value is None or (isinstance(value, str) and clean_keyword(value) in _NONE_WORDS):
+        return 0
+    try:
+        rank = int(str(value).strip())
+    except ValueError:
+        raise UnreadableAnswer(f"first_match {value!r} is not a rank") from None
+    if not 0 <= rank <= candidates:
+        raise UnreadableAnswer(f"first_match {rank} is not between 0 and {candidates}")
+    return rank
+
+
+# --- construction ---------------------------------------------------------------------------
+
+
+JUDGES: dict[str, type[_LLMJudge]] = {
+    "captioning": LLMKeywordJudge,
+    "diagnosis": LLMDiagnosisJudge,
+}
+
+
+def make_llm_judge(
+    name: str,
+    settings: dict[str, Any],
+    task: str | None,
+    cache_dir: Path | None = None,
+    resolve: Callable[[str], str] | None = None,
+) -> _LLMJudge:
+    """The ``llm`` judge of config ``judges.<name>`` for ``task`` (captioning or diagnosis)."""
+    if task not in JUDGES:
+        raise ConfigError(
+            f"judges.{name}: an llm judge judges captioning or diagnosis, not {task!r}",
+            "build it for the task it judges (make_judge(..., task=...))",
+        )
+    return JUDGES[task](name, settings, cache_dir=cache_dir, resolve=resolve)

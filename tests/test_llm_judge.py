@@ -1,0 +1,640 @@
+"""The LLM judge (captioning keywords, diagnosis Top-k) against a scripted chat server.
+
+Each test starts ``openai_server.FakeOpenAI`` with a script that answers the judge's prompts
+the way an LLM might (fenced JSON, single quotes, strings for lists, variant spellings) and
+asserts what the judge made of them, what the server received, and what scoring wrote.
+Expected keyword sets and scores are worked out by hand in the comments.
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import json
+import re
+import socket
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+from snakemake.utils import validate
+
+from novabench.config import check_config
+from novabench.dataset.build import build_dataset
+from novabench.errors import ConfigError, NovaError
+from novabench.judges.keywords import KeywordSet
+from novabench.judges.llm import (
+    LLMDiagnosisJudge,
+    LLMKeywordJudge,
+    check_environment,
+    check_settings,
+    read_first_match,
+    read_keywords,
+)
+from novabench.metrics.captioning import score_captioning
+from novabench.metrics.diagnosis import score_diagnosis
+from novabench.predict import run_predictions
+from novabench.score import make_judge, score_predictions
+from openai_server import Fail, FakeOpenAI, Reply
+from upstream import write_current
+
+ROOT = Path(__file__).resolve().parents[1]
+PROMPTS = ROOT / "config" / "prompts"
+KEYWORDS_PROMPT = PROMPTS / "judge-keywords-v1.txt"
+DIAGNOSIS_PROMPT = PROMPTS / "judge-diagnosis-v1.txt"
+
+
+def backend(server: FakeOpenAI, **settings) -> dict:
+    return {
+        "base_url": server.base_url,
+        "model": "judge-llm",
+        "api_key_env": None,
+        "backoff_base_s": 0.01,
+        "timeout_s": 5,
+        "max_attempts": 2,
+        **settings,
+    }
+
+
+def judge_settings(server: FakeOpenAI, max_failure_rate: float = 0, **backend_settings) -> dict:
+    return {"backend": backend(server, **backend_settings), "max_failure_rate": max_failure_rate}
+
+
+def caption_of(prompt: str) -> str:
+    """The caption the keyword prompt carries (between its two fixed headings)."""
+    return prompt.split("Description:\n", 1)[1].split("\n\nAnswer with", 1)[0]
+
+
+def diagnosis_of(prompt: str) -> tuple[str, list[str]]:
+    """(reference, candidates) as the diagnosis prompt lists them."""
+    reference = prompt.split("Reference diagnosis:\n", 1)[1].split("\n\n", 1)[0]
+    block = prompt.split("most likely first:\n", 1)[1].split("\n\n", 1)[0]
+    return reference, [re.sub(r"^\d+\. ", "", line) for line in block.splitlines()]
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+# --- captioning: keywords -----------------------------------------------------------------
+
+FLAIR = "Axial FLAIR image shows a hyperintense mass in the right frontal lobe."
+T1C = "Coronal T1-weighted post-gadolinium image: ring-enhancing lesion without hemorrhage."
+NORMAL = "Sagittal T2 image without abnormality."
+# What an LLM might answer: prose and a fence around JSON; Python-style quotes, a trailing
+# comma and a string for a list; abbreviations and capitals.
+ANSWERS = {
+    FLAIR: 'Here are the keywords:\n```json\n{"sequence": ["FLAIR"], "plane": ["Axial"], '
+    '"anatomy": ["Right", "Frontal lobe"], "characteristics": ["Hyperintense"], '
+    '"findings": ["Mass"], "negated_findings": [], "label": "abnormal"}\n```',
+    T1C: "{'sequence': 'T1-weighted post-gadolinium', 'plane': ['coronal'], "
+    "'characteristics': ['Ring-enhancing'], 'findings': ['lesion', 'no hemorrhage'], "
+    "'label': 'Abnormal',}",
+    NORMAL: '{"sequence": ["T2WI"], "plane": ["sagittal"], "anatomy": [], '
+    '"negated_findings": ["abnormality"], "label": "normal"}',
+}
+EXPECTED = {
+    FLAIR: KeywordSet(
+        frozenset({"flair", "axial"}),
+        frozenset({"right", "frontal lobe", "hyperintense", "mass"}),
+        True,
+    ),
+    # the sequence string splits into t1 (modality) and post-contrast (clinical); "no
+    # hemorrhage" in the findings list is a negated finding
+    T1C: KeywordSet(
+        frozenset({"t1", "coronal"}),
+        frozenset({"post-contrast", "ring enhancing", "lesion", "neg:hemorrhage"}),
+        True,
+    ),
+    NORMAL: KeywordSet(frozenset({"t2", "sagittal"}), frozenset({"neg:abnormality"}), False),
+}
+
+
+def test_keyword_answers_are_read_tolerantly_and_normalized(tmp_path):
+    with FakeOpenAI(lambda seen: Reply(ANSWERS[caption_of(seen.prompt)])) as server:
+        judge = LLMKeywordJudge("judge", judge_settings(server), cache_dir=tmp_path)
+        got = judge.extract_many([FLAIR, T1C, "", NORMAL, FLAIR])
+        assert got[:3] == [
+            EXPECTED[FLAIR],
+            EXPECTED[T1C],
+            KeywordSet(frozenset(), frozenset(), False),
+        ]
+        assert got[3:] == [EXPECTED[NORMAL], EXPECTED[FLAIR]]
+        # one request per distinct non-empty caption, greedy and short by default
+        assert sorted(caption_of(s.prompt) for s in server.requests) == sorted(ANSWERS)
+        body = server.requests[0].body
+        assert body["temperature"] == 0 and body["max_tokens"] == 1024
+        assert body["model"] == "judge-llm"
+    identity = judge.identity()
+    assert identity["name"] == "llm/judge-llm" and identity["task"] == "captioning"
+    assert identity["prompt"] == "judge-keywords-v1.txt"
+    assert identity["prompt_sha256"] == hashlib.sha256(KEYWORDS_PROMPT.read_bytes()).hexdigest()
+    assert identity["backend"]["temperature"] == 0 and "api_key_env" not in identity["backend"]
+    assert judge.usage()["sent"] == 3 and judge.usage()["unreadable"] == 0
+
+
+@pytest.mark.parametrize(
+    "raw, expected",
+    [
+        ('{"sequence": ["T2-FLAIR", "DWI/ADC"], "plane": "transverse", "label": "abnormal"}',
+         ({"flair", "dwi", "axial"}, {"adc"}, True)),  # adc is not a modality word
+        ('{"Sequences": ["t1 C+"], "Imaging characteristics": ["High-signal"], '
+         '"is_abnormal": false, "label": "Normal."}',
+         ({"t1"}, {"post-contrast", "high signal"}, False)),
+        # a string for a list; "no" negates, "absent septum pellucidum" is a finding
+        ('{"findings": "edema, no midline shift; absent septum pellucidum", "label": "abnormal"}',
+         (set(), {"edema", "neg:midline shift", "absent septum pellucidum"}, True)),
+    ],
+)  # fmt: skip
+def test_keyword_normalization_cases(raw, expected):
+    modality, clinical, abnormal = expected
+    assert read_keywords(raw) == KeywordSet(frozenset(modality), frozenset(clinical), abnormal)
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [
+        "I cannot assess this description.",
+        '{"sequence": ["t1"]}',  # no label
+        '{"sequence": [], "label": "normal or abnormal"}',  # the template copied
+        '{"label": "abnormal"}',  # no keyword list at all
+    ],
+)
+def test_unreadable_keyword_answers_are_refused(raw):
+    with pytest.raises(ValueError):
+        read_keywords(raw)
+
+
+# --- diagnosis: Top-1 / Top-5 ----------------------------------------------------------------
+
+
+def test_diagnosis_decisions_give_top1_and_top5(tmp_path):
+    # The judge's decision per reference, as an LLM would write it.
+    decisions = {
+        "Glioblastoma": '{"first_match": 1}',
+        "Acute ischemic infarct": 'Looking at the list:\n```json\n{"first_match": "3"}\n```',
+        "Normal study": '{"first_match": null}',
+    }
+    with FakeOpenAI(lambda seen: Reply(decisions[diagnosis_of(seen.prompt)[0]])) as server:
+        judge = LLMDiagnosisJudge("judge", judge_settings(server), cache_dir=tmp_path)
+        stroke = ["Meningioma", "Lymphoma", "Acute ischemic stroke", "Abscess"]
+        pairs = [
+            (["Glioblastoma multiforme", "Metastasis"], "Glioblastoma"),
+            (stroke, "Acute ischemic infarct"),
+            (["Migraine"], "Normal study"),
+            ([], "Glioblastoma"),  # nothing to judge: no request
+            (["Glioblastoma multiforme", "Metastasis"], "Glioblastoma"),  # sent once
+        ]
+        assert judge.match_ranked_many(pairs) == [
+            (True, True),
+            (False, True),
+            (False, False),
+            (False, False),
+            (True, True),
+        ]
+        assert judge.match_ranked(["Migraine"], "Normal study") == (False, False)  # cached
+        assert len(server.requests) == 3
+        first = next(s for s in server.requests if "Glioblastoma" in s.prompt)
+        assert diagnosis_of(first.prompt) == (
+            "Glioblastoma",
+            ["Glioblastoma multiforme", "Metastasis"],
+        )
+    assert judge.identity()["prompt"] == "judge-diagnosis-v1.txt"
+
+
+def test_first_match_reading():
+    assert read_first_match('{"first_match": 2}', 5) == 2
+    assert read_first_match("  4.", 5) == 4  # a bare rank
+    assert read_first_match('{"first_match": "none"}', 5) == 0
+    assert read_first_match('{"match": 1.0}', 5) == 1
+    for raw in ('{"first_match": 3}', '{"first_match": true}', "the second one", "{}"):
+        with pytest.raises(ValueError):
+            read_first_match(raw, 2)  # rank past the list, a bool, prose, no key
+
+
+# --- batches, cache, failures -------------------------------------------------------------------
+
+
+def test_a_batch_is_sent_concurrently_and_rescoring_hits_the_cache(tmp_path, monkeypatch):
+    lock, in_flight, peak = threading.Lock(), [0], [0]
+
+    def script(seen):
+        with lock:
+            in_flight[0] += 1
+            peak[0] = max(peak[0], in_flight[0])
+        time.sleep(0.2)
+        with lock:
+            in_flight[0] -= 1
+        return Reply('{"findings": ["' + caption_of(seen.prompt) + '"], "label": "abnormal"}')
+
+    captions = [f"lesion {i}" for i in range(8)]
+    with FakeOpenAI(script) as server:
+        judge = LLMKeywordJudge("judge", judge_settings(server, concurrency=4), cache_dir=tmp_path)
+        started = time.perf_counter()
+        first = judge.extract_many(captions)
+        elapsed = time.perf_counter() - started
+        assert [k.clinical for k in first] == [frozenset({c}) for c in captions]
+        assert len(server.requests) == 8 and peak[0] == 4
+        assert elapsed < 8 * 0.2 * 0.75  # one by one would take 1.6 s
+
+        # Re-scoring: every answer from the cache, so no request and no key are needed.
+        monkeypatch.delenv("NOVA_JUDGE_UNSET", raising=False)
+        settings = judge_settings(server, concurrency=4, api_key_env="NOVA_JUDGE_UNSET")
+        again = LLMKeywordJudge("judge", settings, cache_dir=tmp_path)
+        assert again.extract_many(captions) == first
+        assert len(server.requests) == 8
+        assert again.usage()["cached"] == 8 and again.usage()["sent"] == 0
+        assert list((tmp_path / "judges" / "judge").glob("??/*.json"))
+        # A caption that is not cached needs the key: one line naming the variable.
+        with pytest.raises(
+            NovaError, match=r"judges\.judge: environment variable NOVA_JUDGE_UNSET"
+        ):
+            again.extract_many(["lesion 9"])
+        assert len(server.requests) == 8
+
+
+def test_unreadable_answers_stop_scoring_and_are_asked_again(tmp_path):
+    answers = {FLAIR: ["I am sorry, I cannot help with that.", ANSWERS[FLAIR]]}
+
+    def script(seen):
+        caption = caption_of(seen.prompt)
+        options = answers.get(caption, [ANSWERS.get(caption)])
+        return Reply(options[min(seen.attempt, len(options)) - 1])
+
+    with FakeOpenAI(script) as server:
+        judge = LLMKeywordJudge("judge", judge_settings(server), cache_dir=tmp_path)
+        with pytest.raises(NovaError) as failure:
+            judge.extract_many([FLAIR, NORMAL])
+        message = str(failure.value)
+        assert "\n" not in message
+        assert "judges.judge (captioning): 1 of 2 answers could not be read" in message
+        assert "no JSON object" in message and "max_failure_rate" in message
+        # The unreadable answer left the cache, the readable one stayed: a re-run asks
+        # only for the first again, and now gets a readable answer.
+        again = LLMKeywordJudge("judge", judge_settings(server), cache_dir=tmp_path)
+        assert again.extract_many([FLAIR, NORMAL]) == [EXPECTED[FLAIR], EXPECTED[NORMAL]]
+        assert [caption_of(s.prompt) for s in server.requests[2:]] == [FLAIR]
+
+
+def test_failures_within_the_allowed_rate_are_counted_and_scored_conservatively(tmp_path):
+    def script(seen):
+        caption = caption_of(seen.prompt)
+        return Reply("no idea") if caption == FLAIR else Reply(ANSWERS[caption])
+
+    with FakeOpenAI(script) as server:
+        settings = judge_settings(server, max_failure_rate=50)
+        judge = LLMKeywordJudge("judge", settings, cache_dir=tmp_path)
+        got = judge.extract_many([FLAIR, T1C, NORMAL])
+    # 1 of 3 unreadable (33 % <= 50 %): that caption has no keywords and counts as normal
+    assert got == [KeywordSet(frozenset(), frozenset(), False), EXPECTED[T1C], EXPECTED[NORMAL]]
+    assert judge.usage()["unreadable"] == 1 and judge.usage()["requests"] == 3
+
+
+def test_failed_requests_and_an_unreachable_endpoint_stop_scoring(tmp_path):
+    with FakeOpenAI(lambda seen: Fail(503, message="overloaded")) as server:
+        judge = LLMDiagnosisJudge("judge", judge_settings(server), cache_dir=tmp_path)
+        with pytest.raises(NovaError, match=r"2 of 2 requests failed \(first: HTTP 503"):
+            judge.match_ranked_many([(["A"], "B"), (["C"], "D")])
+        assert len(server.requests) == 4  # max_attempts 2 each
+    url = f"http://127.0.0.1:{free_port()}/v1"
+    settings = {"backend": {"base_url": url, "model": "m", "api_key_env": None}}
+    down = LLMDiagnosisJudge("judge", settings, cache_dir=tmp_path)
+    with pytest.raises(NovaError, match=re.escape(f"judges.judge: cannot reach {url}")):
+        down.match_ranked(["A"], "B")
+
+
+# --- configuration and environment ------------------------------------------------------------
+
+
+def test_settings_are_validated_with_the_key_named():
+    base = {"base_url": "http://x/v1", "model": "m", "api_key_env": None}
+    with pytest.raises(
+        ConfigError, match=r"judges\.j\.settings\.backend: unknown setting temprature"
+    ):
+        check_settings("j", {"backend": {**base, "temprature": 0}})
+    with pytest.raises(ConfigError, match=r"judges\.j\.settings: missing setting backend"):
+        check_settings("j", {})
+    with pytest.raises(ConfigError, match=r"judges\.j\.settings\.max_failure_rate"):
+        check_settings("j", {"backend": base, "max_failure_rate": 150})
+    resolved = check_settings("j", {"backend": {**base, "temperature": 0.3}})
+    assert resolved["backend"]["temperature"] == 0.3 and resolved["backend"]["max_tokens"] == 1024
+    assert resolved["prompts"]["captioning"].resolve() == KEYWORDS_PROMPT
+
+
+def test_a_prompt_with_the_wrong_placeholders_is_refused(tmp_path):
+    prompt = tmp_path / "p.txt"
+    prompt.write_text('Caption: {text}\nAnswer {"label": "normal"}')
+    settings = {
+        "backend": {"base_url": "http://x/v1", "model": "m", "api_key_env": None},
+        "prompts": {"captioning": str(prompt)},
+    }
+    with pytest.raises(ConfigError, match=r"placeholders .*\{caption\}"):
+        LLMKeywordJudge("j", settings)
+    with pytest.raises(
+        ConfigError, match=r"judges\.j: an llm judge judges captioning or diagnosis"
+    ):
+        make_judge({"name": "j", "kind": "llm", "settings": settings}, task="localization")
+
+
+def planned(config: dict):
+    validate(config, schema=str(ROOT / "workflow" / "schemas" / "config.schema.yaml"))
+    return check_config(config, ROOT)
+
+
+def llm_config(server: FakeOpenAI, key_env: str | None) -> dict:
+    config = yaml.safe_load((ROOT / "config" / "config.yaml").read_text())
+    config["judges"]["llm-judge"] = {
+        "kind": "llm",
+        "settings": {"backend": backend(server, api_key_env=key_env)},
+    }
+    config["tasks"]["diagnosis"]["judge"] = "llm-judge"
+    config["models"] = {"gold": {"adapter": "gold", "tasks": ["diagnosis"]}}
+    return config
+
+
+def test_the_workflow_checks_the_judge_before_any_job(monkeypatch):
+    monkeypatch.delenv("NOVA_JUDGE_KEY", raising=False)
+    with FakeOpenAI() as server:
+        settings = {"backend": backend(server, api_key_env="NOVA_JUDGE_KEY")}
+        with pytest.raises(NovaError, match=r"judges\.gpt: environment variable NOVA_JUDGE_KEY"):
+            check_environment("gpt", settings)
+        plan = planned(llm_config(server, "NOVA_JUDGE_KEY"))
+        with pytest.raises(NovaError, match=r"judges\.llm-judge: environment variable NOVA_JUDGE"):
+            plan.check_environment()
+        monkeypatch.setenv("NOVA_JUDGE_KEY", "sk-judge")
+        plan.check_environment()  # key set, endpoint reachable
+        # a task without jobs needs no judge
+        idle = llm_config(server, "NOVA_JUDGE_UNSET")
+        idle["tasks"]["diagnosis"]["enabled"] = False
+        planned(idle).check_environment()
+    bad = llm_config(server, None)
+    bad["judges"]["llm-judge"]["settings"]["backend"]["temprature"] = 0
+    with pytest.raises(ConfigError, match=r"judges\.llm-judge\.settings\.backend: unknown setting"):
+        planned(bad)
+    missing = llm_config(server, None)
+    missing["judges"]["llm-judge"]["settings"]["prompts"] = {"diagnosis": "no/such/prompt.txt"}
+    with pytest.raises(ConfigError, match="cannot read the diagnosis judge prompt"):
+        planned(missing)
+
+
+def test_scorers_hand_an_llm_judge_every_text_at_once():
+    class Batch:
+        """Records how it was called; answers without a server."""
+
+        def __init__(self):
+            self.calls = []
+
+        def extract_many(self, texts):
+            self.calls.append(list(texts))
+            return [KeywordSet(frozenset(), frozenset({t}), bool(t)) for t in texts]
+
+        def match_ranked_many(self, pairs):
+            self.calls.append([tuple(r) for r, _ in pairs])
+            return [(r[0] == ref, ref in r) for r, ref in pairs]
+
+        def identity(self):
+            return {"name": "batch"}
+
+    judge = Batch()
+    fields = ("filename", "case_id", "reference", "predictions", "status")
+    records = [
+        dict(zip(fields, values, strict=True))
+        for values in (
+            ("a", "c", "X", ["Y", "X"], "ok"),
+            ("b", "c", "X", [], "parse_error"),
+            ("c", "d", "Z", ["Z"], "ok"),
+        )
+    ]
+    summary, table = score_diagnosis(records, judge)
+    assert judge.calls == [[("Y", "X"), ("Z",)]]  # one call, images without an answer left out
+    assert list(table["top1_correct"]) == [False, False, True]
+    assert list(table["top5_correct"]) == [True, False, True]
+    assert summary["Top-5"] == pytest.approx(200 / 3)
+
+
+# --- end to end: score_predictions writes the judge's identity ----------------------------
+
+# The dataset of tests/upstream.py: references and what the model answered.
+PREDICTED_CAPTIONS = {
+    "case0001_001.png": "Axial T2 image with a hyperintense lesion in the right frontal lobe.",
+    "case0001_002.png": "Coronal T1 image after contrast showing ring enhancement.",
+    "case0002_001.png": "Sagittal T2 image, normal.",
+    # case0003_001.png has no answer: status error, scored as an empty caption
+}
+JUDGED_CAPTIONS = {
+    # references
+    "Axial FLAIR image shows a hyperintense mass in the right frontal lobe.": {
+        "sequence": ["FLAIR"], "plane": ["axial"], "anatomy": ["right", "frontal lobe"],
+        "characteristics": ["hyperintense"], "findings": ["mass"], "label": "abnormal",
+    },
+    "(1b) Coronal T1 post-contrast image shows ring enhancement.": {
+        "sequence": ["T1 post-contrast"], "plane": ["coronal"],
+        "characteristics": ["ring enhancement"], "label": "abnormal",
+    },
+    "Sagittal T2 image without abnormality.": {
+        "sequence": ["T2"], "plane": ["sagittal"], "negated_findings": ["abnormality"],
+        "label": "normal",
+    },
+    "Axial DWI shows restricted diffusion in the left basal ganglia.": {
+        "sequence": ["DWI"], "plane": ["axial"], "anatomy": ["left", "basal ganglia"],
+        "characteristics": ["restricted diffusion"], "label": "abnormal",
+    },
+    # predictions
+    PREDICTED_CAPTIONS["case0001_001.png"]: {
+        "sequence": ["T2-weighted"], "plane": ["Axial"], "anatomy": ["Right", "frontal lobe"],
+        "characteristics": ["hyperintense"], "findings": ["lesion"], "label": "abnormal",
+    },
+    PREDICTED_CAPTIONS["case0001_002.png"]: {
+        "sequence": ["T1", "post-contrast"], "plane": ["coronal"],
+        "characteristics": ["ring enhancement"], "label": "abnormal",
+    },
+    PREDICTED_CAPTIONS["case0002_001.png"]: {
+        "sequence": ["T2"], "plane": ["sagittal"], "findings": [], "label": "normal",
+    },
+}  # fmt: skip
+PREDICTED_DIAGNOSES = {
+    "case0001_001.png": ["GBM", "Metastasis", "Lymphoma", "Abscess", "Meningioma"],
+    "case0001_002.png": ["Brain abscess", "Glioblastoma", "Metastasis", "Lymphoma", "MS"],
+    "case0002_001.png": ["Migraine", "Small vessel disease", "Normal variant", "Cyst", "Artifact"],
+    "case0003_001.png": ["Acute ischemic stroke", "Encephalitis", "Glioma", "Abscess", "MS"],
+}
+# The judge's verdict, by the first candidate of each list.
+FIRST_MATCH = {"GBM": 1, "Brain abscess": 2, "Migraine": 0, "Acute ischemic stroke": 1}
+
+
+def llm_judge_server(seen):
+    if "Reference diagnosis:" in seen.prompt:
+        _, candidates = diagnosis_of(seen.prompt)
+        return Reply(json.dumps({"first_match": FIRST_MATCH[candidates[0]]}))
+    return Reply(json.dumps(JUDGED_CAPTIONS[caption_of(seen.prompt)]))
+
+
+@pytest.fixture(scope="module")
+def scored_inputs(tmp_path_factory):
+    """The upstream test dataset and both tasks' predictions (answers made elsewhere)."""
+    from novabench.wordnet import ensure_wordnet
+
+    folder = tmp_path_factory.mktemp("llm-judge")
+    root = write_current(folder / "repo")
+    dataset = folder / "nova.parquet"
+    build_dataset({"source": "local", "local_path": str(root)}, dataset, folder / "manifest.json")
+    diagnoses = {
+        name: json.dumps({"most_likely_diagnosis": top, "other_possible_diagnoses": others})
+        for name, (top, *others) in PREDICTED_DIAGNOSES.items()
+    }
+    predictions = {}
+    for task, answers in (("captioning", PREDICTED_CAPTIONS), ("diagnosis", diagnoses)):
+        path = folder / f"{task}-answers.jsonl"
+        lines = [json.dumps({"filename": f, "raw": raw}) + "\n" for f, raw in answers.items()]
+        path.write_text("".join(lines))
+        out = folder / f"{task}.jsonl"
+        model = {"adapter": "predictions_file", "tasks": [task], "settings": {"path": str(path)}}
+        run_predictions(
+            dataset=dataset,
+            task=task,
+            model_name="api-model",
+            model_cfg=model,
+            prompt_path=PROMPTS / f"{task}-v1.txt",
+            out=out,
+            summary_out=folder / f"{task}.summary.json",
+        )
+        predictions[task] = out
+    return dataset, predictions, ensure_wordnet(folder / "nltk_data")
+
+
+def test_score_predictions_with_an_llm_judge_records_its_identity(scored_inputs, tmp_path):
+    dataset, predictions, nltk_data = scored_inputs
+    with FakeOpenAI(llm_judge_server) as server:
+        judge_cfg = {"name": "gpt-judge", "kind": "llm", "settings": judge_settings(server)}
+
+        def score(task: str, out: str) -> dict:
+            score_predictions(
+                task=task,
+                dataset=dataset,
+                predictions=predictions[task],
+                out_json=tmp_path / f"{out}.json",
+                out_csv=tmp_path / f"{out}.csv",
+                judge_cfg=judge_cfg,
+                nltk_data=nltk_data,
+                cache_dir=tmp_path / "cache",
+            )
+            return json.loads((tmp_path / f"{out}.json").read_text())
+
+        captions = score("captioning", "cap")
+        # 4 references + 3 non-empty predictions, each judged once
+        assert len(server.requests) == 7
+        diagnosis = score("diagnosis", "dx")
+        assert len(server.requests) == 11  # + one request per image
+        rescored = score("captioning", "cap-again")
+        assert len(server.requests) == 11  # all from the cache
+
+    metrics = captions["metrics"]
+    # Per image (modality | clinical F1):
+    #   case0001_001 {flair,axial} vs {t2,axial}: 50 | {right,frontal lobe,hyperintense,mass}
+    #     vs {..,lesion}: 2*3/8 = 75;  case0001_002: 100 | {post-contrast,ring enhancement}: 100
+    #   case0002_001: 100 | {neg:abnormality} vs {}: 0;  case0003_001 (no answer): 0 | 0
+    assert metrics["Modality_F1"] == pytest.approx((50 + 100 + 100 + 0) / 4)
+    assert metrics["Clinical_F1"] == pytest.approx((75 + 100 + 0 + 0) / 4)
+    # reference labels A A N A, predicted A A N N: tp 2, fn 1, tn 1 -> F1 4/5, accuracy 3/4
+    assert metrics["Binary_F1"] == pytest.approx(80.0)
+    assert metrics["Binary_accuracy"] == pytest.approx(75.0)
+    assert rescored["metrics"]["Clinical_F1"] == metrics["Clinical_F1"]
+
+    judge = captions["judge"]
+    assert judge["name"] == "llm/judge-llm" and judge["judge"] == "gpt-judge"
+    assert judge["backend"]["base_url"] == server.base_url and judge["backend"]["temperature"] == 0
+    assert judge["prompt_sha256"] == hashlib.sha256(KEYWORDS_PROMPT.read_bytes()).hexdigest()
+    assert metrics["judge"] == judge
+    assert captions["judge_usage"]["sent"] == 7 and rescored["judge_usage"]["cached"] == 7
+
+    # Top-1: GBM (1), abscess (2: top-5 only), migraine (none), stroke (1) -> 2/4, Top-5 3/4;
+    # by case: case0001 (1/2, 2/2), case0002 (0, 0), case0003 (1, 1)
+    dx = diagnosis["metrics"]
+    assert (dx["Top-1"], dx["Top-5"]) == (pytest.approx(50.0), pytest.approx(75.0))
+    assert dx["Top-1_case"] == pytest.approx(50.0)
+    assert dx["Top-5_case"] == pytest.approx(200 / 3)
+    assert diagnosis["judge"]["task"] == "diagnosis"
+    assert diagnosis["judge"]["prompt_sha256"] == (
+        hashlib.sha256(DIAGNOSIS_PROMPT.read_bytes()).hexdigest()
+    )
+
+
+def test_captioning_scorer_sends_one_batch(scored_inputs):
+    _, _, nltk_data = scored_inputs
+
+    calls = []
+
+    class Batch:
+        def extract_many(self, texts):
+            calls.append(list(texts))
+            return [KeywordSet(frozenset({"t2"} if t else ()), frozenset(), bool(t)) for t in texts]
+
+        def identity(self):
+            return {"name": "batch"}
+
+    rows = [
+        {"filename": "a", "reference": "ref a", "prediction": "pred a", "status": "ok"},
+        {"filename": "b", "reference": "ref b", "prediction": None, "status": "error"},
+    ]
+    summary, _ = score_captioning(rows, Batch(), nltk_data)
+    assert calls == [["ref a", "ref b", "pred a", ""]]
+    assert summary["Modality_F1"] == pytest.approx(50.0)  # 100 for a; b has no prediction: 0
+
+
+def test_the_paper_configuration_uses_the_gpt4o_judge():
+    config = yaml.safe_load((ROOT / "config" / "config.yaml").read_text())
+    paper = yaml.safe_load((ROOT / "config" / "paper.yaml").read_text())
+    merged = copy.deepcopy(config)
+    for key, value in paper.items():
+        if isinstance(value, dict) and isinstance(merged.get(key), dict):
+            for inner, inner_value in value.items():
+                if isinstance(inner_value, dict) and isinstance(merged[key].get(inner), dict):
+                    merged[key][inner] = {**merged[key][inner], **inner_value}
+                else:
+                    merged[key][inner] = inner_value
+        else:
+            merged[key] = value
+    plan = planned(merged)
+    for task in ("captioning", "diagnosis"):
+        judge = plan.judge(task)
+        assert judge["kind"] == "llm"
+        assert judge["settings"]["backend"]["model"].startswith("gpt-4o")
+        assert judge["settings"]["backend"]["temperature"] == 0
+    assert {"keywords", "matcher"} <= set(merged["judges"])  # offline judges stay defined
+
+
+def test_score_jobs_of_an_llm_judge_claim_its_provider_and_read_its_prompt(tmp_path):
+    snakemake = Path(sys.executable).with_name("snakemake")
+    paper = ROOT / "config" / "paper.yaml"
+    dry = subprocess.run(
+        [
+            str(snakemake),
+            "-s",
+            str(ROOT / "Snakefile"),
+            "-d",
+            str(tmp_path),
+            "-n",
+            "--configfile",
+            str(paper),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert dry.returncode == 0, dry.stderr[-3000:]
+    jobs = {}  # score file -> its block of the dry-run listing
+    for block in (dry.stdout + dry.stderr).split("rule score:")[1:]:
+        output = re.search(r"output: (\S+?\.json)", block).group(1)
+        jobs[output] = block.split("\n[", 1)[0]
+    caption = jobs["results/scores/captioning/gold.json"]
+    assert "api_openai=1" in caption and "judge-keywords-v1.txt" in caption
+    assert "api_openai=1" in jobs["results/scores/diagnosis/retrieval.json"]
+    assert "judge-diagnosis-v1.txt" in jobs["results/scores/diagnosis/retrieval.json"]
+    localization = jobs["results/scores/localization/gold.json"]
+    assert "api_openai=0" in localization and "judge-" not in localization
