@@ -9,16 +9,29 @@ cd "$(dirname "$0")/.."
 dev=0
 [[ "${1:-}" == "--dev" ]] && dev=1
 
-# WordNet 3.0 for METEOR, from Debian (the pipeline copies it into results/ for nltk).
-apt_packages=(wordnet-base wordnet-sense-index)
+# Debian packages: WordNet 3.0 for METEOR (the pipeline copies it into results/ for nltk);
+# with --dev as root also SLURM, munge and MariaDB, for the test that starts a throw-away
+# single-node SLURM cluster (tests/test_slurm.py).
+apt_packages=()
 if [[ ! -f /usr/share/wordnet/index.noun || ! -f /usr/share/wordnet/index.sense ]]; then
+  apt_packages+=(wordnet-base wordnet-sense-index)
+fi
+if [[ $dev -eq 1 && $(id -u) -eq 0 ]] && command -v apt-get >/dev/null; then
+  for daemon in slurmctld slurmd slurmdbd munged mariadbd; do
+    if [[ ! -x /usr/sbin/$daemon ]]; then
+      apt_packages+=(slurm-wlm munge slurmdbd mariadb-server)
+      break
+    fi
+  done
+fi
+if [[ ${#apt_packages[@]} -gt 0 ]]; then
   if [[ $(id -u) -eq 0 ]] && command -v apt-get >/dev/null; then
     echo "setup: installing ${apt_packages[*]} with apt-get" >&2
     export DEBIAN_FRONTEND=noninteractive
     apt-get update -qq </dev/null >/dev/null
     apt-get install -y -qq --no-install-recommends "${apt_packages[@]}" </dev/null >/dev/null
   else
-    echo "setup: WordNet 3.0 is missing; run: sudo apt-get install ${apt_packages[*]}" >&2
+    echo "setup: missing Debian packages; run: sudo apt-get install ${apt_packages[*]}" >&2
     exit 1
   fi
 fi
