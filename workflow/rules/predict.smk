@@ -18,6 +18,9 @@ rule predict:
         # GPUs for local VLMs (0 for other models): the SLURM executor asks for --gpus=N;
         # `--resources gpu=1` on a workstation runs one such job at a time.
         gpu=predict_gpus,
+        # Host memory (MB) a cluster job asks for: a local VLM passes its weights through
+        # host memory on loading; an API job holds little more than the dataset.
+        mem_mb=lambda wildcards: 32000 if predict_gpus(wildcards) else 2000,
     params:
         model=lambda wildcards: PLAN.model(wildcards.model),
         cache_dir="results/cache",
