@@ -281,6 +281,7 @@ def test_decode_image_gives_grayscale_pixels():
 
 
 def test_column_list_matches_the_written_schema():
-    from novabench.dataset.schema import COLUMNS, features
+    from novabench.dataset.features import features
+    from novabench.dataset.schema import COLUMNS
 
     assert tuple(features()) == COLUMNS

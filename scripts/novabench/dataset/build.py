@@ -23,7 +23,8 @@ from PIL import Image, UnidentifiedImageError
 
 import novabench
 from novabench.dataset import hub, layouts
-from novabench.dataset.schema import EXPECTED_IMAGE_SIZE, SCHEMA_VERSION, arrow_schema
+from novabench.dataset.features import arrow_schema
+from novabench.dataset.schema import EXPECTED_IMAGE_SIZE, SCHEMA_VERSION
 from novabench.errors import ConfigError, DatasetError
 from novabench.provenance import sha256_file
 
