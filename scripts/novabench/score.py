@@ -103,58 +103,57 @@ def score_predictions(
     records = read_predictions(predictions)
     by_name = _by_filename(records, frame, Path(predictions))
     model = records[0]["model"] if records else Path(predictions).stem
-    judge_identity = judge = None
+    if task not in ("localization", "captioning", "diagnosis"):
+        raise NovaError(f"unknown task {task!r}", "use localization, captioning or diagnosis")
+    missing = {"status": "error", "parsed": None}  # an image the model never answered
+
+    def answer(filename: str, key: str, default: Any = None) -> tuple[Any, str]:
+        rec = by_name.get(filename, missing)
+        return (rec.get("parsed") or {}).get(key, default), rec["status"]
+
+    judge = (
+        None if task == "localization" else make_judge(judge_cfg, task=task, cache_dir=cache_dir)
+    )
     if task == "localization":
         from novabench.metrics.localization import score_localization
 
-        gold = {
-            r.filename: [[b["x"], b["y"], b["width"], b["height"]] for b in r.gold_boxes]
-            for r in frame.itertuples(index=False)
-        }
-        preds, statuses = {}, {}
-        for name in gold:
-            rec = by_name.get(name)
-            statuses[name] = rec["status"] if rec else "error"
-            preds[name] = (rec.get("parsed") or {}).get("boxes", []) if rec else []
+        gold, preds, statuses = {}, {}, {}
+        for r in frame.itertuples(index=False):
+            gold[r.filename] = [[b["x"], b["y"], b["width"], b["height"]] for b in r.gold_boxes]
+            preds[r.filename], statuses[r.filename] = answer(r.filename, "boxes", [])
         metrics, per_image = score_localization(gold, preds, statuses)
     elif task == "captioning":
         from novabench.metrics.captioning import score_captioning
 
-        judge = make_judge(judge_cfg, task=task, cache_dir=cache_dir)
-        judge_identity = judge.identity()
         rows = []
         for r in frame.itertuples(index=False):
-            rec = by_name.get(r.filename, {"status": "error", "parsed": None})
-            caption = (rec.get("parsed") or {}).get("caption")
+            caption, status = answer(r.filename, "caption")
             rows.append(
                 {
                     "filename": r.filename,
                     "reference": r.caption,
                     "prediction": caption,
-                    "status": rec["status"],
+                    "status": status,
                 }
             )
         metrics, per_image = score_captioning(rows, judge, nltk_data)
-    elif task == "diagnosis":
+    else:
         from novabench.metrics.diagnosis import score_diagnosis
 
-        judge = make_judge(judge_cfg, task=task, cache_dir=cache_dir)
-        judge_identity = judge.identity()
         rows = []
         for r in frame.itertuples(index=False):
-            rec = by_name.get(r.filename, {"status": "error", "parsed": None})
+            ranked, status = answer(r.filename, "ranked", [])
             rows.append(
                 {
                     "filename": r.filename,
                     "case_id": r.case_id,
                     "reference": r.final_diagnosis,
-                    "predictions": (rec.get("parsed") or {}).get("ranked", []),
-                    "status": rec["status"],
+                    "predictions": ranked,
+                    "status": status,
                 }
             )
         metrics, per_image = score_diagnosis(rows, judge, unit=unit)
-    else:
-        raise NovaError(f"unknown task {task!r}", "use localization, captioning or diagnosis")
+    judge_identity = judge.identity() if judge is not None else None
     payload = {
         "task": task,
         "model": model,
