@@ -193,3 +193,21 @@ def test_lexicon_mistakes_are_config_errors(tmp_path, change, message):
     path.write_text(MINIMAL.replace(*change))
     with pytest.raises(ConfigError, match=message):
         KeywordJudge(path)
+
+
+@pytest.mark.parametrize(
+    "caption",
+    ["No hemorrhage, edema or mass effect.", "No hemorrhage, edema, or mass effect."],
+)
+def test_a_negated_list_negates_every_item(caption):
+    found = KeywordJudge().extract(caption)
+    assert {"neg:hemorrhage", "neg:edema", "neg:mass effect"} <= found.clinical
+    assert not found.abnormal
+
+
+def test_a_comma_without_a_list_still_ends_the_negation():
+    found = KeywordJudge().extract(
+        "Axial FLAIR, no restricted diffusion, hyperintense lesion in the left frontal lobe."
+    )
+    assert "neg:restricted diffusion" in found.clinical
+    assert {"hyperintense", "lesion"} <= found.clinical and found.abnormal

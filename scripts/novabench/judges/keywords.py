@@ -29,6 +29,20 @@ NEGATED_PREFIX = "neg:"
 _TOKEN = re.compile(r"\d+(?:\.\d+)+|\+?[a-z0-9]+(?:[*+][a-z0-9]*)*|[.;:!?,]", re.IGNORECASE)
 _POSSESSIVE = re.compile(r"['’]s\b", re.IGNORECASE)
 _BOUNDARIES = frozenset(".;:!?,")
+# Bumped whenever the extraction rules in this module change (the lexicon has its own).
+MATCHER_VERSION = "2"
+_SENTENCE_ENDS = frozenset(".;:!?")
+_LIST_CLOSERS = frozenset({"or", "nor"})
+
+
+def _list_goes_on(lowered: list[str], comma: int) -> bool:
+    """Whether the rest of the sentence after a comma closes a list with "or"/"nor"."""
+    for token in lowered[comma + 1 :]:
+        if token in _SENTENCE_ENDS:
+            return False
+        if token in _LIST_CLOSERS:
+            return True
+    return False
 
 
 @dataclass(frozen=True)
@@ -169,9 +183,10 @@ class KeywordJudge:
 
     # -- judging -----------------------------------------------------------------------
     def identity(self) -> dict:
-        """Name, lexicon version and the lexicon file's SHA-256 (recorded with scores)."""
+        """Name, matcher and lexicon versions, the lexicon's SHA-256 (recorded with scores)."""
         return {
             "name": self.name,
+            "matcher_version": MATCHER_VERSION,
             "version": self.version,
             "lexicon": self.lexicon_path.name,
             "lexicon_sha256": self._sha256,
@@ -198,8 +213,11 @@ class KeywordJudge:
         i = 0
         while i < len(lowered):
             if lowered[i] in _BOUNDARIES:
-                in_scope = negated_in_scope = False
-                clause = []
+                # "No hemorrhage, edema or mass effect": a comma inside a negated list
+                # (one closed by "or"/"nor" in the same sentence) keeps the negation open.
+                if not (lowered[i] == "," and negated_in_scope and _list_goes_on(lowered, i)):
+                    in_scope = negated_in_scope = False
+                    clause = []
                 i += 1
                 continue
             length, entry = self._match(original, lowered, i)
