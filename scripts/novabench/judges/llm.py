@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import Any, ClassVar, TypeVar
 
 from novabench.cache import request_key
+from novabench.config import settings_error
 from novabench.errors import ConfigError, NovaError
 from novabench.judges.keywords import NEGATED_PREFIX, KeywordSet
 from novabench.models import openai_compatible
@@ -104,17 +105,7 @@ def check_settings(
     try:
         jsonschema.validate(settings, SETTINGS_SCHEMA)
     except jsonschema.ValidationError as exc:
-        path = ".".join([where, *(str(p) for p in exc.absolute_path)])
-        if exc.validator == "additionalProperties":
-            known = exc.schema.get("properties", {})
-            extra = sorted(set(exc.instance) - set(known))
-            problem = f"{path}: unknown setting {extra[0] if extra else '?'}"
-        elif exc.validator == "required":
-            missing = [k for k in exc.validator_value if k not in exc.instance]
-            problem = f"{path}: missing setting {missing[0] if missing else '?'}"
-        else:
-            problem = f"invalid value of {path}: {' '.join(exc.message.split())[:200]}"
-        raise ConfigError(problem, "see the llm judge in config/README.md") from None
+        raise settings_error(exc, where, "see the llm judge in config/README.md") from None
     resolve = resolve or _default_resolve
     backend = openai_compatible.resolve_settings(name, {**BACKEND_DEFAULTS, **settings["backend"]})
     prompts = {**DEFAULT_PROMPTS, **settings.get("prompts", {})}

@@ -30,6 +30,7 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any, ClassVar
 
+from novabench.config import settings_error
 from novabench.errors import ConfigError, NovaError
 from novabench.models.base import Adapter as BaseAdapter
 from novabench.models.base import Response, Sample
@@ -103,15 +104,7 @@ def resolve_settings(name: str, settings: dict[str, Any]) -> dict[str, Any]:
     try:
         jsonschema.validate(settings, SETTINGS_SCHEMA)
     except jsonschema.ValidationError as exc:
-        if exc.validator == "additionalProperties":
-            extra = sorted(set(exc.instance) - set(SETTINGS_SCHEMA["properties"]))
-            problem = f"unknown setting {extra[0] if extra else '?'}"
-        elif exc.validator == "required":
-            problem = "missing setting model (a Hugging Face model id or a local folder)"
-        else:
-            where = ".".join(str(p) for p in exc.absolute_path)
-            problem = f"invalid value of {where}: {' '.join(exc.message.split())[:200]}"
-        raise ConfigError(f"models.{name}.settings: {problem}", _HELP) from None
+        raise settings_error(exc, f"models.{name}.settings", _HELP) from None
     resolved = {**DEFAULTS, **settings}
     low, high = resolved["min_pixels"], resolved["max_pixels"]
     if low is not None and high is not None and low > high:

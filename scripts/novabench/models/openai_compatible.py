@@ -41,7 +41,8 @@ from typing import Any, ClassVar
 from urllib.parse import urlsplit
 
 from novabench.cache import ResponseCache, request_key
-from novabench.errors import ConfigError, NovaError
+from novabench.config import settings_error
+from novabench.errors import NovaError
 from novabench.models.base import Adapter as BaseAdapter
 from novabench.models.base import Response, Sample
 
@@ -108,18 +109,8 @@ def resolve_settings(name: str, settings: dict[str, Any]) -> dict[str, Any]:
     try:
         jsonschema.validate(settings, SETTINGS_SCHEMA)
     except jsonschema.ValidationError as exc:
-        where = ".".join(str(p) for p in exc.absolute_path)
-        if exc.validator == "additionalProperties":
-            extra = sorted(set(exc.instance) - set(SETTINGS_SCHEMA["properties"]))
-            problem = f"unknown setting {extra[0] if extra else '?'}"
-        elif exc.validator == "required":
-            missing = [k for k in exc.validator_value if k not in exc.instance]
-            problem = f"missing setting {missing[0] if missing else '?'}"
-        else:
-            problem = f"invalid value of {where}: {' '.join(exc.message.split())[:200]}"
-        raise ConfigError(
-            f"models.{name}.settings: {problem}",
-            "see the openai_compatible adapter in config/README.md",
+        raise settings_error(
+            exc, f"models.{name}.settings", "see the openai_compatible adapter in config/README.md"
         ) from None
     resolved = {**DEFAULTS, **settings}
     resolved["base_url"] = resolved["base_url"].rstrip("/")
