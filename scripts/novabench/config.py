@@ -59,23 +59,6 @@ def describe_validation_error(exc: BaseException) -> str:
     return f"config error: {problem}; fix: {FIX}"
 
 
-def settings_error(error: Any, prefix: str, fix: str) -> ConfigError:
-    """One line for a jsonschema error in a settings mapping under ``prefix``.
-
-    Shared by every backend and judge that checks its own settings.
-    """
-    path = ".".join([prefix, *(str(p) for p in error.absolute_path)])
-    if error.validator == "additionalProperties":
-        extra = sorted(set(error.instance) - set(error.schema.get("properties", {})))
-        problem = f"{path}: unknown setting {extra[0] if extra else '?'}"
-    elif error.validator == "required":
-        missing = [k for k in error.validator_value if k not in error.instance]
-        problem = f"{path}: missing setting {missing[0] if missing else '?'}"
-    else:
-        problem = f"invalid value of {path}: {' '.join(error.message.split())[:200]}"
-    return ConfigError(problem, fix)
-
-
 def rater_slug(rater: str) -> str:
     """A rater id as it appears in file names (upstream ids may hold any character)."""
     slug = re.sub(r"[^A-Za-z0-9._-]+", "_", rater.strip()).strip("._-")

@@ -35,8 +35,7 @@ from pathlib import Path
 from typing import Any, ClassVar, TypeVar
 
 from novabench.cache import request_key
-from novabench.config import settings_error
-from novabench.errors import ConfigError, NovaError
+from novabench.errors import ConfigError, NovaError, settings_error
 from novabench.judges.keywords import NEGATED_PREFIX, KeywordSet
 from novabench.models import openai_compatible
 from novabench.provenance import sha256_text

@@ -30,8 +30,7 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any, ClassVar
 
-from novabench.config import settings_error
-from novabench.errors import ConfigError, NovaError
+from novabench.errors import ConfigError, NovaError, settings_error
 from novabench.models.base import Adapter as BaseAdapter
 from novabench.models.base import Response, Sample
 

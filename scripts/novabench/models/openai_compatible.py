@@ -41,8 +41,7 @@ from typing import Any, ClassVar
 from urllib.parse import urlsplit
 
 from novabench.cache import ResponseCache, request_key
-from novabench.config import settings_error
-from novabench.errors import NovaError
+from novabench.errors import NovaError, settings_error
 from novabench.models.base import Adapter as BaseAdapter
 from novabench.models.base import Response, Sample
 
