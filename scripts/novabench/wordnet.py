@@ -24,6 +24,7 @@ import warnings
 from pathlib import Path
 
 from novabench.errors import NovaError
+from novabench.provenance import sha256_file
 
 WORDNET_VERSION = "3.0"
 DEBIAN_WORDNET_DIR = Path("/usr/share/wordnet")
@@ -271,14 +272,6 @@ def ensure_wordnet(nltk_data_dir: Path, debian_dir: Path = DEBIAN_WORDNET_DIR) -
     return nltk_data_dir
 
 
-def _sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
-
-
 def wordnet_identity(nltk_data_dir: Path) -> dict:
     """What WordNet METEOR used: version, where it came from, and file checksums."""
     nltk_data_dir = Path(nltk_data_dir)
@@ -290,7 +283,7 @@ def wordnet_identity(nltk_data_dir: Path) -> dict:
         # nltk.download("wordnet") leaves a zip archive: checksum the archive itself.
         archive = Path(root.zipfile.filename)
         identity["source"] = "nltk-data-zip"
-        identity["files_sha256"] = {archive.name: _sha256(archive)}
+        identity["files_sha256"] = {archive.name: sha256_file(archive)}
     else:
         source_file = folder / SOURCE_FILE
         if source_file.is_file():
@@ -298,7 +291,7 @@ def wordnet_identity(nltk_data_dir: Path) -> dict:
         else:
             identity["source"] = "nltk-data"
         identity["files_sha256"] = {
-            name: _sha256(folder / name)
+            name: sha256_file(folder / name)
             for name in (*DATABASE_FILES, "lexnames")
             if (folder / name).is_file()
         }

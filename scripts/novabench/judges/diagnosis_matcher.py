@@ -49,6 +49,7 @@ import yaml
 
 from novabench.errors import NovaError
 from novabench.knowledge_base import american_spelling, load_knowledge_base
+from novabench.provenance import sha256_file
 
 DEFAULT_SYNONYMS = Path(__file__).resolve().with_name("diagnosis_synonyms.yaml")
 
@@ -337,7 +338,7 @@ class DiagnosisMatcher:
                 "id": EMBEDDING_MODEL_ID,
                 "package": f"{EMBEDDING_PACKAGE}=={version(EMBEDDING_PACKAGE)}",
                 "sentence_transformers": sentence_transformers.__version__,
-                "weights_sha256": _file_sha256(weights),
+                "weights_sha256": sha256_file(weights),
             }
         except Exception as exc:  # any import or load failure means the same fix
             raise NovaError(
@@ -576,14 +577,6 @@ class DiagnosisMatcher:
             return False, False
         top1 = self.match(top[0], reference)
         return top1, top1 or any(self.match(item, reference) for item in top[1:])
-
-
-def _file_sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 _PARENTHESIS = re.compile(r"[(\[]([^()\[\]]*)[)\]]")
