@@ -19,7 +19,6 @@ torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 pytest.importorskip("accelerate")  # transformers needs it to place a model (device_map)
 
-from novabench.dataset.build import build_dataset  # noqa: E402
 from novabench.errors import ConfigError, NovaError  # noqa: E402
 from novabench.models.base import Sample, load_adapter  # noqa: E402
 from novabench.models.hf_local import (  # noqa: E402
@@ -28,7 +27,7 @@ from novabench.models.hf_local import (  # noqa: E402
     resolve_settings,
 )
 from novabench.predict import read_predictions, run_predictions  # noqa: E402
-from upstream import png_bytes, write_current  # noqa: E402
+from upstream import build_local_dataset, png_bytes  # noqa: E402
 
 SPECIAL = [
     "<|endoftext|>",
@@ -243,9 +242,7 @@ def test_boxes_map_back_from_the_resized_frame_through_predict(tiny_qwen, monkey
     # becomes x 120..240, y 60..180.
     answer = '```json\n[{"bbox_2d": [98, 49, 196, 147], "label": "lesion"}]\n```'
     seen = script_generate(monkeypatch, tiny_qwen, lambda prompt: answer)
-    root = write_current(tmp_path / "repo")
-    dataset = tmp_path / "nova.parquet"
-    build_dataset({"source": "local", "local_path": str(root)}, dataset, tmp_path / "m.json")
+    dataset = build_local_dataset(tmp_path)
     summary = run_predictions(
         dataset=dataset,
         task="localization",

@@ -24,7 +24,6 @@ import yaml
 from snakemake.utils import validate
 
 from novabench.config import check_config
-from novabench.dataset.build import build_dataset
 from novabench.errors import ConfigError, NovaError
 from novabench.judges.keywords import KeywordSet
 from novabench.judges.llm import (
@@ -40,7 +39,7 @@ from novabench.metrics.diagnosis import score_diagnosis
 from novabench.predict import run_predictions
 from novabench.score import make_judge, score_predictions
 from openai_server import Fail, FakeOpenAI, Reply
-from upstream import write_current
+from upstream import build_local_dataset
 
 ROOT = Path(__file__).resolve().parents[1]
 PROMPTS = ROOT / "config" / "prompts"
@@ -481,9 +480,7 @@ def scored_inputs(tmp_path_factory):
     from novabench.wordnet import ensure_wordnet
 
     folder = tmp_path_factory.mktemp("llm-judge")
-    root = write_current(folder / "repo")
-    dataset = folder / "nova.parquet"
-    build_dataset({"source": "local", "local_path": str(root)}, dataset, folder / "manifest.json")
+    dataset = build_local_dataset(folder)
     diagnoses = {
         name: json.dumps({"most_likely_diagnosis": top, "other_possible_diagnoses": others})
         for name, (top, *others) in PREDICTED_DIAGNOSES.items()

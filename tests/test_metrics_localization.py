@@ -153,10 +153,8 @@ def random_dataset(seed: int, n_images: int = 60, with_scores: bool = True):
     return gold, preds
 
 
-def faster_coco_ap(gold, preds) -> dict[str, float]:
-    """The same AP with faster-coco-eval, through its own loadRes path."""
-    filenames = sorted(gold)
-    images = [{"id": i + 1} for i in range(len(filenames))]
+def coco_annotations(gold, preds, filenames) -> tuple[list[dict], list[dict]]:
+    """Gold and predicted boxes as COCO annotation dicts, images numbered from 1."""
     gt_anns, dt_anns = [], []
     for image_id, filename in enumerate(filenames, start=1):
         for b in gold[filename]:
@@ -179,6 +177,14 @@ def faster_coco_ap(gold, preds) -> dict[str, float]:
                     "score": p.get("score", 1.0),
                 }
             )
+    return gt_anns, dt_anns
+
+
+def faster_coco_ap(gold, preds) -> dict[str, float]:
+    """The same AP with faster-coco-eval, through its own loadRes path."""
+    filenames = sorted(gold)
+    images = [{"id": i + 1} for i in range(len(filenames))]
+    gt_anns, dt_anns = coco_annotations(gold, preds, filenames)
     gt = FasterCOCO({"images": images, "annotations": gt_anns, "categories": [{"id": 1}]})
     evaluator = COCOeval_faster(gt, gt.loadRes(dt_anns), "bbox", print_function=lambda *a: None)
     evaluator.params.iouThrs = np.array([0.3, *np.linspace(0.5, 0.95, 10)])
@@ -208,28 +214,7 @@ def test_ap_matches_faster_coco_eval(seed, with_scores):
 def coco_match_counts(gold, preds, threshold: float) -> tuple[int, int, int]:
     """TP, FP, FN from pycocotools' own per-image matching at one IoU threshold."""
     filenames = sorted(gold)
-    gt_anns, dt_anns = [], []
-    for image_id, filename in enumerate(filenames, start=1):
-        for b in gold[filename]:
-            gt_anns.append(
-                {
-                    "id": len(gt_anns) + 1,
-                    "image_id": image_id,
-                    "category_id": 1,
-                    "bbox": b,
-                    "area": b[2] * b[3],
-                    "iscrowd": 0,
-                }
-            )
-        for p in preds.get(filename, []):
-            dt_anns.append(
-                {
-                    "image_id": image_id,
-                    "category_id": 1,
-                    "bbox": [p["x"], p["y"], p["width"], p["height"]],
-                    "score": p.get("score", 1.0),
-                }
-            )
+    gt_anns, dt_anns = coco_annotations(gold, preds, filenames)
     with contextlib.redirect_stdout(io.StringIO()):
         gt = COCO()
         gt.dataset = {

@@ -24,14 +24,13 @@ from pathlib import Path
 import pytest
 import yaml
 
-from novabench.dataset.build import build_dataset
 from novabench.dataset.read import load_nova
 from novabench.errors import ConfigError, NovaError
 from novabench.models.openai_compatible import Adapter, api_resource
 from novabench.predict import build_samples, read_predictions, run_predictions
 from novabench.score import score_predictions
 from openai_server import Fail, FakeOpenAI, Garbage, Hang, Reply, Reset, usage_for
-from upstream import CASES, IMAGES, write_current
+from upstream import CASES, IMAGES, build_local_dataset, write_current
 
 ROOT = Path(__file__).resolve().parents[1]
 PROMPTS = ROOT / "config" / "prompts"
@@ -57,9 +56,7 @@ MANY = [
 
 def make_dataset(folder: Path, images=IMAGES) -> tuple[Path, dict[str, str]]:
     """A dataset and the sha256 of each image -> its file name."""
-    root = write_current(folder / "repo", images=images)
-    out = folder / "nova.parquet"
-    build_dataset({"source": "local", "local_path": str(root)}, out, folder / "manifest.json")
+    out = build_local_dataset(folder, images=images)
     frame = load_nova(out)
     return out, {
         hashlib.sha256(r.image["bytes"]).hexdigest(): r.filename for r in frame.itertuples()

@@ -7,11 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from novabench.dataset.build import build_dataset
 from novabench.errors import ConfigError, NovaError
 from novabench.predict import read_predictions, run_predictions
 from novabench.score import score_predictions
-from upstream import IMAGES, write_current
+from upstream import IMAGES, build_local_dataset
 
 ROOT = Path(__file__).resolve().parents[1]
 PROMPTS = ROOT / "config" / "prompts"
@@ -20,10 +19,7 @@ PROMPTS = ROOT / "config" / "prompts"
 @pytest.fixture(scope="module")
 def dataset(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("nova")
-    root = write_current(tmp / "repo")
-    out = tmp / "nova.parquet"
-    build_dataset({"source": "local", "local_path": str(root)}, out, tmp / "manifest.json")
-    return out
+    return build_local_dataset(tmp)
 
 
 def predict(dataset, tmp_path, task, model_cfg, name="m", prompt=None):

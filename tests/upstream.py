@@ -109,3 +109,13 @@ def write_legacy(root: Path, images=IMAGES) -> Path:
         [{"case_id": c, "clinical_history": h, "final_diagnosis": d} for c, (h, d) in CASES.items()]
     ).to_csv(root / "case_metadata.csv", index=False)
     return root
+
+
+def build_local_dataset(folder: Path, images=IMAGES) -> Path:
+    """The current-layout fixture under ``folder/repo``, built into ``folder/nova.parquet``."""
+    from novabench.dataset.build import build_dataset
+
+    root = write_current(Path(folder) / "repo", images=images)
+    out = Path(folder) / "nova.parquet"
+    build_dataset({"source": "local", "local_path": str(root)}, out, Path(folder) / "manifest.json")
+    return out
