@@ -363,8 +363,8 @@ LogFile={root / "log" / "slurmdbd.log"}
         path = self.root / "log" / f"{name}.out"
         return path.read_text(errors="replace")[-3000:] if path.exists() else ""
 
-    def _run(self, args: list[str]) -> None:
-        done = subprocess.run(
+    def _call(self, args: list[str]) -> subprocess.CompletedProcess:
+        return subprocess.run(
             [self._bin(args[0]), *args[1:]],
             env=self._env(),
             stdin=subprocess.DEVNULL,
@@ -372,18 +372,14 @@ LogFile={root / "log" / "slurmdbd.log"}
             text=True,
             timeout=READY_TIMEOUT_S,
         )
+
+    def _run(self, args: list[str]) -> None:
+        done = self._call(args)
         if done.returncode != 0:
             raise RuntimeError(f"{' '.join(args)} failed: {done.stdout}{done.stderr}")
 
     def _out(self, args: list[str], check: bool = False) -> str:
-        done = subprocess.run(
-            [self._bin(args[0]), *args[1:]],
-            env=self._env(),
-            stdin=subprocess.DEVNULL,
-            capture_output=True,
-            text=True,
-            timeout=READY_TIMEOUT_S,
-        )
+        done = self._call(args)
         if check and done.returncode != 0:
             raise RuntimeError(f"{' '.join(args)} failed: {done.stderr}")
         return done.stdout
