@@ -22,12 +22,11 @@ import contextlib
 import hashlib
 import json
 import logging
-import os
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
+from novabench.io import atomic_write_bytes
 from novabench.provenance import canonical_json
 
 log = logging.getLogger(__name__)
@@ -74,7 +73,6 @@ class ResponseCache:
     def put(self, key: str, response: dict[str, Any], request: dict[str, Any]) -> Path:
         """Store one successful response atomically; returns the entry's path."""
         path = self.path(key)
-        path.parent.mkdir(parents=True, exist_ok=True)
         entry = {
             "v": FORMAT_VERSION,
             "key": key,
@@ -83,17 +81,8 @@ class ResponseCache:
             "response": response,
         }
         data = json.dumps(entry, ensure_ascii=False, sort_keys=True, indent=1).encode("utf-8")
-        fd, tmp = tempfile.mkstemp(prefix=f".{key[:16]}.", suffix=_PARTIAL_SUFFIX, dir=path.parent)
-        try:
-            with os.fdopen(fd, "wb") as handle:
-                handle.write(data)
-                handle.flush()
-                os.fsync(handle.fileno())
-            os.replace(tmp, path)
-        except BaseException:
-            with contextlib.suppress(OSError):
-                os.unlink(tmp)
-            raise
+        # A unique temporary name: jobs of several tasks may write the same entry at once.
+        atomic_write_bytes(path, data, fsync=True, unique=True, suffix=_PARTIAL_SUFFIX)
         # The folder is not fsynced after the rename: that only matters on a power loss,
         # where it could lose the newest entries (re-sent next time) but never corrupt one,
         # and it would double the cost of every write.

@@ -11,7 +11,6 @@ from __future__ import annotations
 import io
 import json
 import math
-import os
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -26,6 +25,7 @@ from novabench.dataset import hub, layouts
 from novabench.dataset.features import arrow_schema
 from novabench.dataset.schema import EXPECTED_IMAGE_SIZE, SCHEMA_VERSION
 from novabench.errors import ConfigError, DatasetError
+from novabench.io import atomic_path, atomic_write_text
 from novabench.provenance import sha256_file
 
 SOURCES = ("hf", "hf-legacy", "local", "sample")
@@ -161,10 +161,8 @@ def normalize(
 def write_parquet(records: list[dict[str, Any]], path: Path) -> None:
     """Write atomically, with page checksums so silent corruption is detected on read."""
     table = pa.Table.from_pylist(records, schema=arrow_schema())
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    pq.write_table(table, tmp, write_page_checksum=True, row_group_size=128)
-    os.replace(tmp, path)
+    with atomic_path(path) as tmp:
+        pq.write_table(table, tmp, write_page_checksum=True, row_group_size=128)
 
 
 def _manifest(
@@ -237,6 +235,5 @@ def build_dataset(
     out_parquet, out_manifest = Path(out_parquet), Path(out_manifest)
     write_parquet(records, out_parquet)
     manifest = _manifest(records, report, {**provenance, "layout": layout}, out_parquet)
-    out_manifest.parent.mkdir(parents=True, exist_ok=True)
-    out_manifest.write_text(json.dumps(manifest, indent=2, sort_keys=False) + "\n")
+    atomic_write_text(out_manifest, json.dumps(manifest, indent=2, sort_keys=False) + "\n")
     return manifest

@@ -20,6 +20,7 @@ from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any
 
+from novabench.io import atomic_write_text
 from novabench.provenance import canonical_json, sha256_file, sha256_text
 
 MANIFEST_VERSION = 1
@@ -201,9 +202,5 @@ def build_manifest(
 
 def write_manifest(out: Path, **kwargs: Any) -> dict[str, Any]:
     manifest = build_manifest(**kwargs)
-    out = Path(out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out.with_name(out.name + ".tmp")
-    tmp.write_text(json.dumps(manifest, indent=2, sort_keys=False, default=str) + "\n")
-    tmp.replace(out)
+    atomic_write_text(out, json.dumps(manifest, indent=2, sort_keys=False, default=str) + "\n")
     return manifest

@@ -21,7 +21,6 @@ Decisions:
 from __future__ import annotations
 
 import functools
-import os
 import re
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -32,6 +31,7 @@ import pyarrow.parquet as pq
 from PIL import Image
 
 from novabench.errors import ConfigError
+from novabench.io import atomic_path
 from novabench.sample import text
 from novabench.sample.anatomy import (
     BRAIN_CENTRE_MM,
@@ -412,10 +412,8 @@ def generate_sample(
     if len(rows) > 1 and np.all(order == np.arange(len(rows))):
         order = np.roll(order, 1)  # upstream rows are never in filename order
     table = pa.Table.from_pylist([rows[int(i)] for i in order], schema=SCHEMA)
-    target = out_dir / PARQUET_PATH
-    partial = target.with_name(target.name + ".partial")
-    pq.write_table(table, partial, compression="zstd")
-    os.replace(partial, target)
+    with atomic_path(out_dir / PARQUET_PATH) as tmp:
+        pq.write_table(table, tmp, compression="zstd")
 
     boxes = [box for row in rows for box in row["bboxes"] or ()]
     return {
