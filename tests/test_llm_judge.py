@@ -43,8 +43,9 @@ from upstream import build_local_dataset
 
 ROOT = Path(__file__).resolve().parents[1]
 PROMPTS = ROOT / "config" / "prompts"
-KEYWORDS_PROMPT = PROMPTS / "judge-keywords-v1.txt"
-DIAGNOSIS_PROMPT = PROMPTS / "judge-diagnosis-v1.txt"
+JUDGE_PROMPTS = ROOT / "scripts" / "novabench" / "judges" / "prompts"
+KEYWORDS_PROMPT = JUDGE_PROMPTS / "judge-keywords-v1.txt"
+DIAGNOSIS_PROMPT = JUDGE_PROMPTS / "judge-diagnosis-v1.txt"
 
 
 def backend(server: FakeOpenAI, **settings) -> dict:

@@ -22,7 +22,8 @@ from rank_bm25 import BM25Okapi
 
 from novabench.errors import NovaError
 
-DEFAULT_KNOWLEDGE_BASE = Path(__file__).resolve().parents[2] / "config" / "knowledge_base.yaml"
+# Shipped inside the package, so an installed novabench finds it too.
+DEFAULT_KNOWLEDGE_BASE = Path(__file__).resolve().with_name("data") / "knowledge_base.yaml"
 
 CATEGORIES = (
     "neoplasm",

@@ -45,9 +45,11 @@ log = logging.getLogger(__name__)
 #: Version of this module's reading and normalization of answers (recorded with scores).
 JUDGE_VERSION = "1.0.0"
 TASKS = ("captioning", "diagnosis")
+# The default prompts ship inside the package, so an installed novabench finds them too.
+PROMPTS_DIR = Path(__file__).resolve().with_name("prompts")
 DEFAULT_PROMPTS = {
-    "captioning": "config/prompts/judge-keywords-v1.txt",
-    "diagnosis": "config/prompts/judge-diagnosis-v1.txt",
+    "captioning": str(PROMPTS_DIR / "judge-keywords-v1.txt"),
+    "diagnosis": str(PROMPTS_DIR / "judge-diagnosis-v1.txt"),
 }
 # The placeholders each task's judge prompt must use (str.format, literal braces doubled).
 PLACEHOLDERS = {"captioning": {"caption"}, "diagnosis": {"reference", "candidates"}}
@@ -55,8 +57,10 @@ PLACEHOLDERS = {"captioning": {"caption"}, "diagnosis": {"reference", "candidate
 # keyword list. The adapter's own defaults are the paper's settings for *models*.
 BACKEND_DEFAULTS: dict[str, Any] = {"temperature": 0.0, "max_tokens": 1024}
 # Config paths are relative to the working directory, else to the repository (where the
-# workflow lives), as everywhere in the configuration.
-REPOSITORY = Path(__file__).resolve().parents[3]
+# workflow lives), as everywhere in the configuration. An installed package has no
+# repository: its paths are relative to the working directory only.
+_CHECKOUT = Path(__file__).resolve().parents[3]
+REPOSITORY = _CHECKOUT if (_CHECKOUT / "Snakefile").is_file() else None
 
 SETTINGS_SCHEMA: dict[str, Any] = {
     "type": "object",
@@ -87,8 +91,9 @@ def _default_resolve(path: str) -> str:
     candidate = Path(path).expanduser()
     if candidate.is_absolute() or candidate.exists():
         return str(candidate)
-    in_repository = REPOSITORY / candidate
-    return str(in_repository) if in_repository.exists() else str(candidate)
+    if REPOSITORY is None or not (REPOSITORY / candidate).exists():
+        return str(candidate)
+    return str(REPOSITORY / candidate)
 
 
 def check_settings(
