@@ -19,11 +19,6 @@ from novabench.knowledge_base import DEFAULT_KNOWLEDGE_BASE, load_knowledge_base
 
 
 @pytest.fixture(scope="module")
-def matcher() -> DiagnosisMatcher:
-    return DiagnosisMatcher(embedding_fallback=False)
-
-
-@pytest.fixture(scope="module")
 def embedding_matcher() -> DiagnosisMatcher:
     return DiagnosisMatcher(embedding_fallback=True)
 

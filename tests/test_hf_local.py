@@ -27,7 +27,7 @@ from novabench.models.hf_local import (  # noqa: E402
     resolve_settings,
 )
 from novabench.predict import read_predictions, run_predictions  # noqa: E402
-from upstream import build_local_dataset, png_bytes  # noqa: E402
+from upstream import png_bytes  # noqa: E402
 
 SPECIAL = [
     "<|endoftext|>",
@@ -237,12 +237,13 @@ def test_chat_template_decoding_and_order_with_scripted_answers(tiny_qwen, monke
     assert "<|image_pad|>" not in seen[-1]["prompts"][0]
 
 
-def test_boxes_map_back_from_the_resized_frame_through_predict(tiny_qwen, monkeypatch, tmp_path):
+def test_boxes_map_back_from_the_resized_frame_through_predict(
+    tiny_qwen, monkeypatch, tmp_path, dataset
+):
     # Frame 392x392 (see above): 392 pixels there are 480 here, so [98, 49, 196, 147]
     # becomes x 120..240, y 60..180.
     answer = '```json\n[{"bbox_2d": [98, 49, 196, 147], "label": "lesion"}]\n```'
     seen = script_generate(monkeypatch, tiny_qwen, lambda prompt: answer)
-    dataset = build_local_dataset(tmp_path)
     summary = run_predictions(
         dataset=dataset,
         task="localization",

@@ -39,7 +39,6 @@ from novabench.metrics.diagnosis import score_diagnosis
 from novabench.predict import run_predictions
 from novabench.score import make_judge, score_predictions
 from openai_server import Fail, FakeOpenAI, Reply
-from upstream import build_local_dataset
 
 ROOT = Path(__file__).resolve().parents[1]
 PROMPTS = ROOT / "config" / "prompts"
@@ -476,12 +475,9 @@ def llm_judge_server(seen):
 
 
 @pytest.fixture(scope="module")
-def scored_inputs(tmp_path_factory):
+def scored_inputs(tmp_path_factory, dataset, nltk_data):
     """The upstream test dataset and both tasks' predictions (answers made elsewhere)."""
-    from novabench.wordnet import ensure_wordnet
-
     folder = tmp_path_factory.mktemp("llm-judge")
-    dataset = build_local_dataset(folder)
     diagnoses = {
         name: json.dumps({"most_likely_diagnosis": top, "other_possible_diagnoses": others})
         for name, (top, *others) in PREDICTED_DIAGNOSES.items()
@@ -503,7 +499,7 @@ def scored_inputs(tmp_path_factory):
             summary_out=folder / f"{task}.summary.json",
         )
         predictions[task] = out
-    return dataset, predictions, ensure_wordnet(folder / "nltk_data")
+    return dataset, predictions, nltk_data
 
 
 def test_score_predictions_with_an_llm_judge_records_its_identity(scored_inputs, tmp_path):

@@ -8,7 +8,6 @@ resample (not just the same CI).
 from __future__ import annotations
 
 import io
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -211,15 +210,6 @@ def test_bleu_statistics_give_nltk_corpus_bleu():
     assert bleu_from_statistics(totals) == bleu4(REFERENCES, hyps)
     # no unigram match at all: BLEU 0 (nltk's early return)
     assert bleu_from_statistics(bleu_statistics(["a b c"], ["x y"]).sum(axis=0)) == 0.0
-
-
-@pytest.fixture(scope="module")
-def nltk_data(tmp_path_factory) -> Path:
-    from novabench.wordnet import DEBIAN_WORDNET_DIR, ensure_wordnet
-
-    if not (DEBIAN_WORDNET_DIR / "index.sense").is_file():
-        pytest.skip("needs `apt-get install wordnet-base wordnet-sense-index`")
-    return ensure_wordnet(tmp_path_factory.mktemp("nltk_data"))
 
 
 def test_captioning_bootstrap_equals_scorer_on_each_resample(nltk_data):

@@ -299,6 +299,7 @@ def runs(cluster, timings, tmp_path_factory) -> dict:
 
 
 @pytest.mark.slow
+@pytest.mark.slurm
 def test_every_job_ran_as_a_slurm_job_recorded_in_accounting(cluster, runs):
     log = runs["log"]
     run_id = re.search(r"SLURM run ID: (\S+)", log)
@@ -329,6 +330,7 @@ def test_every_job_ran_as_a_slurm_job_recorded_in_accounting(cluster, runs):
 
 
 @pytest.mark.slow
+@pytest.mark.slurm
 def test_slurm_outputs_equal_a_local_run(runs):
     for model in MODELS:
         for suffix in (".json", ".images.csv"):

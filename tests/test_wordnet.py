@@ -28,13 +28,6 @@ needs_debian_wordnet = pytest.mark.skipif(
 )
 
 
-@pytest.fixture(scope="module")
-def nltk_data(tmp_path_factory) -> Path:
-    if not (DEBIAN_WORDNET_DIR / "index.sense").is_file():
-        pytest.skip("needs `apt-get install wordnet-base wordnet-sense-index`")
-    return ensure_wordnet(tmp_path_factory.mktemp("nltk_data"))
-
-
 @needs_debian_wordnet
 def test_lexnames_rebuilt_from_the_manual_page():
     lines = lexnames_from_manpage().splitlines()
