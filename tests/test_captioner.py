@@ -11,7 +11,7 @@ import dataclasses
 import numpy as np
 import pytest
 
-from mni_slices import lesion_at, render
+from mni_slices import disc_box, iou, lesion_at, render
 from novabench import captioner
 from novabench import image_analysis as ia
 from novabench.detector import Detection
@@ -89,11 +89,18 @@ def test_sagittal_finding_has_no_side():
     assert " left " not in captioner.write_caption(findings)
 
 
-def test_caption_is_deterministic():
+def test_drawn_lesion_gets_the_sentence_written_by_hand():
+    # A bright disc in the front of the image's left half: the patient's right frontal lobe.
     row, col, radius = lesion_at("axial", 480, 0.3, 0.3)
     image = render("axial", "FLAIR", 480, (row, col, radius, 0.95))
-    assert captioner.caption_image(image.copy()) == captioner.caption_image(image.copy())
-    assert captioner.analyse_image(image) == captioner.analyse_image(image.copy())
+    untouched = image.copy()
+    expected = "Axial FLAIR image shows a hyperintense lesion in the right frontal lobe."
+    # Twice: nothing carried over between calls changes the answer.
+    assert captioner.caption_image(image) == expected
+    assert captioner.caption_image(image) == expected
+    assert np.array_equal(image, untouched)
+    (lesion,) = captioner.analyse_image(image).lesions
+    assert iou(lesion.box, disc_box(row, col, radius)) > 0.5
 
 
 def test_blank_image_caption():

@@ -3,6 +3,7 @@
 import hashlib
 
 import pytest
+import yaml
 
 from novabench.errors import ConfigError
 from novabench.judges.keywords import DEFAULT_LEXICON, KeywordJudge, KeywordSet
@@ -140,22 +141,53 @@ def test_abnormal_caption(judge):
     assert found.abnormal is True
 
 
-def test_gold_against_gold_is_100(judge):
-    captions = [
+# Keywords read off each caption by hand with the lexicon's rules (synonyms, sides apart,
+# "T1+C" is T1 plus post-contrast, negation up to the next boundary).
+HAND_READ = [
+    (
         "Axial FLAIR: hyperintense lesion in the right temporal lobe, no hemorrhage.",
+        {"axial", "flair"},
+        {"hyperintense", "lesion", "right", "temporal lobe", "neg:hemorrhage"},
+    ),
+    (
         "Coronal T1+C: ring-enhancing mass with central necrosis and surrounding oedema.",
+        {"coronal", "t1"},
+        {"post-contrast", "ring enhancement", "mass", "necrosis", "edema"},
+    ),
+    (
         "Sagittal T2: cystic lesion in the posterior fossa with hydrocephalus.",
-    ]
-    extracted = [judge.extract(c) for c in captions]
-    for part in ("clinical", "modality"):
-        sets = [getattr(k, part) for k in extracted]
-        assert keyword_f1(sets, sets)["macro"] == 100.0
+        {"sagittal", "t2"},
+        {"cyst", "lesion", "posterior fossa", "hydrocephalus"},
+    ),
+]
+
+
+@pytest.mark.parametrize(("caption", "modality", "clinical"), HAND_READ)
+def test_reference_captions_give_the_hand_read_keywords(judge, caption, modality, clinical):
+    found = judge.extract(caption)
+    assert found.modality == modality
+    assert found.clinical == clinical
+    assert found.abnormal is True
+
+
+def test_keyword_f1_against_hand_read_sets(judge):
+    references = [clinical for _, _, clinical in HAND_READ]
+    extracted = [judge.extract(caption).clinical for caption, _, _ in HAND_READ]
+    assert keyword_f1(references, extracted)["macro"] == 100.0
+    # Same side and finding, wrong lobe, hemorrhage not mentioned: 3 shared of 5 and 4.
+    hypothesis = judge.extract(
+        "Axial FLAIR image shows a hyperintense lesion in the right frontal lobe."
+    )
+    assert hypothesis.clinical == {"hyperintense", "lesion", "right", "frontal lobe"}
+    f1 = keyword_f1([references[0]], [hypothesis.clinical])["macro"]
+    assert f1 == pytest.approx(100 * 2 * 3 / (5 + 4))
+    assert keyword_f1([{"axial", "flair"}], [hypothesis.modality])["macro"] == 100.0
 
 
 def test_identity_names_the_lexicon(judge):
     identity = judge.identity()
     assert identity["name"] == "keyword-lexicon"
-    assert identity["version"]
+    assert identity["version"] == yaml.safe_load(DEFAULT_LEXICON.read_text())["version"]
     assert identity["lexicon_sha256"] == hashlib.sha256(DEFAULT_LEXICON.read_bytes()).hexdigest()
 
 
