@@ -387,15 +387,17 @@ def test_status_counts_and_rates():
     preds = {"0.png": [box(0, 0)], "1.png": []}
     statuses = {"0.png": "ok", "1.png": "no_finding", "2.png": "parse_error", "3.png": "error"}
     summary, per_image = score_localization(gold, preds, statuses)
-    assert summary["parse_failure_rate"] == 20
+    assert summary["parse_error_rate"] == 20
     assert summary["no_finding_rate"] == 20
     assert summary["error_rate"] == 20
     counts = {k: summary[k] for k in ("n_ok", "n_no_finding", "n_parse_error", "n_error")}
     assert counts == {"n_ok": 1, "n_no_finding": 1, "n_parse_error": 1, "n_error": 1}
     assert summary["n_missing"] == 1
     assert per_image.set_index("filename").loc["4.png", "status"] == "missing"
+    assert summary["n_images"] == 5
     summary, _ = score_localization(gold, preds)
-    assert math.isnan(summary["parse_failure_rate"])
+    rates = ("parse_error_rate", "no_finding_rate", "error_rate")
+    assert all(math.isnan(summary[key]) for key in rates)
     assert summary["n_missing"] == 5
 
 

@@ -44,6 +44,7 @@ from pycocotools.coco import COCO
 from pycocotools.cocoeval import COCOeval
 
 from novabench.errors import NovaError
+from novabench.metrics.status import status_summary
 
 PREDICTION_STATUSES = ("ok", "no_finding", "parse_error", "error")
 MISSING_STATUS = "missing"  # per-image status of an image with no status recorded
@@ -161,44 +162,41 @@ def _check_filenames(gold: Mapping, other: Mapping, what: str) -> None:
         )
 
 
-def _coco_ap(
+def _coco_annotation(ann_id: int, image_id: int, box: np.ndarray) -> dict[str, Any]:
+    return {
+        "id": ann_id,
+        "image_id": image_id,
+        "category_id": _CATEGORY_ID,
+        "bbox": box.tolist(),
+        "area": float(box[2] * box[3]),
+        "iscrowd": 0,
+    }
+
+
+def _coco_annotations(
     filenames: list[str],
     gold_boxes: dict[str, np.ndarray],
     pred_boxes: dict[str, np.ndarray],
     pred_scores: dict[str, np.ndarray],
-) -> dict[str, float]:
-    """mAP@30, mAP@50 and mAP@[50:95] (x100) with pycocotools, its traps avoided."""
-    images = [{"id": i} for i in range(1, len(filenames) + 1)]
-    categories = [{"id": _CATEGORY_ID, "name": "anomaly"}]
-    gt_anns, dt_anns = [], []
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """Gold and detection annotations, image ids in filename order."""
+    gt_anns: list[dict[str, Any]] = []
+    dt_anns: list[dict[str, Any]] = []
     # Ids start at 1: pycocotools stores matches as annotation ids, and 0 means unmatched.
     for image_id, filename in enumerate(filenames, start=1):
         for box in gold_boxes[filename]:
-            gt_anns.append(
-                {
-                    "id": len(gt_anns) + 1,
-                    "image_id": image_id,
-                    "category_id": _CATEGORY_ID,
-                    "bbox": box.tolist(),
-                    "area": float(box[2] * box[3]),
-                    "iscrowd": 0,
-                }
-            )
+            gt_anns.append(_coco_annotation(len(gt_anns) + 1, image_id, box))
         for box, score in zip(pred_boxes[filename], pred_scores[filename], strict=True):
             dt_anns.append(
-                {
-                    "id": len(dt_anns) + 1,
-                    "image_id": image_id,
-                    "category_id": _CATEGORY_ID,
-                    "bbox": box.tolist(),
-                    "area": float(box[2] * box[3]),
-                    "iscrowd": 0,
-                    "score": float(score),
-                }
+                {**_coco_annotation(len(dt_anns) + 1, image_id, box), "score": float(score)}
             )
-    if not gt_anns:
-        return {"mAP@30": math.nan, "mAP@50": math.nan, "mAP@[50:95]": math.nan}
+    return gt_anns, dt_anns
 
+
+def _coco_precision(n_images: int, gt_anns: list[dict], dt_anns: list[dict]) -> np.ndarray:
+    """COCOeval's precision, shape (IoU threshold, recall), for one category and area."""
+    images = [{"id": i} for i in range(1, n_images + 1)]
+    categories = [{"id": _CATEGORY_ID, "name": "anomaly"}]
     # The detections' COCO object is built directly instead of with loadRes, which fails on
     # an empty list (IndexError) and writes into the caller's dicts; the fields set here are
     # the ones loadRes sets for boxes (area, id, iscrowd). pycocotools prints progress.
@@ -218,19 +216,116 @@ def _coco_ap(
         evaluator.params.maxDets = [_MAX_DETS]
         evaluator.evaluate()
         evaluator.accumulate()
-    precision = evaluator.eval["precision"][:, :, 0, 0, 0]  # (IoU threshold, recall)
+    return evaluator.eval["precision"][:, :, 0, 0, 0]
 
-    def mean_ap(rows: np.ndarray) -> float:
-        valid = rows[rows > -1]
-        # Rounded to remove the np.spacing(1) pycocotools adds to precision denominators,
-        # so that perfect predictions give exactly 100 (a 1e-14 difference otherwise).
-        return round(float(valid.mean() * 100), _AP_DECIMALS) if valid.size else math.nan
 
+def _mean_ap(rows: np.ndarray) -> float:
+    valid = rows[rows > -1]
+    # Rounded to remove the np.spacing(1) pycocotools adds to precision denominators,
+    # so that perfect predictions give exactly 100 (a 1e-14 difference otherwise).
+    return round(float(valid.mean() * 100), _AP_DECIMALS) if valid.size else math.nan
+
+
+def _coco_ap(
+    filenames: list[str],
+    gold_boxes: dict[str, np.ndarray],
+    pred_boxes: dict[str, np.ndarray],
+    pred_scores: dict[str, np.ndarray],
+) -> dict[str, float]:
+    """mAP@30, mAP@50 and mAP@[50:95] (x100) with pycocotools, its traps avoided."""
+    gt_anns, dt_anns = _coco_annotations(filenames, gold_boxes, pred_boxes, pred_scores)
+    if not gt_anns:
+        return {"mAP@30": math.nan, "mAP@50": math.nan, "mAP@[50:95]": math.nan}
+    precision = _coco_precision(len(filenames), gt_anns, dt_anns)
     return {
-        "mAP@30": mean_ap(precision[0]),
-        "mAP@50": mean_ap(precision[1]),
-        "mAP@[50:95]": mean_ap(precision[1:]),
+        "mAP@30": _mean_ap(precision[0]),
+        "mAP@50": _mean_ap(precision[1]),
+        "mAP@[50:95]": _mean_ap(precision[1:]),
     }
+
+
+def _check_statuses(gold: Mapping, statuses: Mapping[str, str] | None) -> None:
+    if statuses is None:
+        return
+    _check_filenames(gold, statuses, "statuses")
+    bad = sorted({s for s in statuses.values() if s not in PREDICTION_STATUSES}, key=str)
+    if bad:
+        raise NovaError(
+            f"unknown prediction status(es) {bad}",
+            fix=f"use one of {', '.join(PREDICTION_STATUSES)}",
+        )
+
+
+def _gold_array(gold: Mapping, filename: str) -> np.ndarray:
+    gold_array = _box_array(gold[filename], f"gold box of {filename}")
+    if (gold_array[:, 2:] <= 0).any():
+        raise NovaError(
+            f"gold box of {filename} has no area",
+            fix="correct or drop that box in the dataset",
+        )
+    return gold_array
+
+
+def _image_row(
+    filename: str, gold_array: np.ndarray, boxes: np.ndarray, scores: np.ndarray, status: str
+) -> dict[str, Any]:
+    """One image's per-image row: best IoU, hits and greedy TP/FP/FN counts."""
+    if len(boxes) and status in ("no_finding", "parse_error", "error"):
+        raise NovaError(
+            f"{filename} has predicted boxes but status {status!r}",
+            fix="keep the status that parsing the answer gave",
+        )
+    # Ranking order: descending score, ties in the model's order (stable sort, as COCO).
+    order = np.argsort(-scores, kind="mergesort")
+    ious = iou_matrix(boxes[order], gold_array)
+    row: dict[str, Any] = {
+        "filename": filename,
+        "n_gold": len(gold_array),
+        "n_pred": len(boxes),
+        "status": status,
+    }
+    if len(gold_array):
+        best = float(ious.max()) if ious.size else 0.0
+        row.update(best_iou=best, hit30=best >= 0.3, hit50=best >= 0.5)
+    else:
+        row.update(best_iou=math.nan, hit30=pd.NA, hit50=pd.NA)
+    for tag, threshold in zip(("30", "50"), HIT_THRESHOLDS, strict=True):
+        tp, fp, fn = greedy_match(ious, threshold)
+        row.update({f"tp{tag}": tp, f"fp{tag}": fp, f"fn{tag}": fn})
+    return row
+
+
+def _per_image_frame(rows: list[dict[str, Any]]) -> pd.DataFrame:
+    per_image = pd.DataFrame(rows, columns=list(PER_IMAGE_COLUMNS))
+    # Fixed dtypes, also for an empty table; hit is <NA> on normal images.
+    dtypes = {col: "int64" for col in PER_IMAGE_COLUMNS if col.startswith(("n_", "tp", "fp", "fn"))}
+    dtypes |= {"filename": "str", "status": "str", "best_iou": "float64"}
+    return per_image.astype(dtypes | {"hit30": "boolean", "hit50": "boolean"})
+
+
+def _percent(part: float, whole: float) -> float:
+    return 100.0 * part / whole if whole else math.nan
+
+
+def _box_summary(per_image: pd.DataFrame) -> dict[str, float]:
+    """Hit rates, mean best IoU, greedy-match totals and box counts of the per-image table."""
+    with_gold = per_image[per_image["n_gold"] > 0]
+    n_images = len(per_image)
+    summary: dict[str, float] = {}
+    summary["Hit@30"] = _percent(with_gold["hit30"].sum(), len(with_gold))
+    summary["Hit@50"] = _percent(with_gold["hit50"].sum(), len(with_gold))
+    summary["mean_best_IoU"] = float(with_gold["best_iou"].mean()) if len(with_gold) else math.nan
+    counts = {col: int(per_image[col].sum()) for col in ("tp30", "fp30", "fn30")}
+    counts |= {col: int(per_image[col].sum()) for col in ("tp50", "fp50", "fn50")}
+    summary.update({col.upper(): value for col, value in counts.items()})
+    summary["ACC50"] = _percent(counts["tp50"], counts["tp50"] + counts["fp50"] + counts["fn50"])
+    summary["FNR"] = _percent(counts["fn30"], counts["tp30"] + counts["fn30"])
+    summary["n_images"] = n_images
+    summary["n_images_with_gold"] = len(with_gold)
+    summary["n_normal_images"] = n_images - len(with_gold)
+    summary["n_gold_boxes"] = int(per_image["n_gold"].sum())
+    summary["n_predicted_boxes"] = int(per_image["n_pred"].sum())
+    return summary
 
 
 def score_localization(
@@ -244,17 +339,11 @@ def score_localization(
     ``predictions``: filename -> box dicts with ``x, y, width, height`` and optional
     ``score``, in the model's output order. ``statuses``: filename -> one of
     ``PREDICTION_STATUSES``; when None the status rates are NaN. Summary rates and AP
-    values are percentages.
+    values are percentages; status counts and rates use the keys of
+    ``novabench.metrics.status``.
     """
     _check_filenames(gold, predictions, "predictions")
-    if statuses is not None:
-        _check_filenames(gold, statuses, "statuses")
-        bad = sorted({s for s in statuses.values() if s not in PREDICTION_STATUSES}, key=str)
-        if bad:
-            raise NovaError(
-                f"unknown prediction status(es) {bad}",
-                fix=f"use one of {', '.join(PREDICTION_STATUSES)}",
-            )
+    _check_statuses(gold, statuses)
 
     filenames = sorted(gold)
     gold_boxes: dict[str, np.ndarray] = {}
@@ -262,80 +351,23 @@ def score_localization(
     pred_scores: dict[str, np.ndarray] = {}
     rows = []
     for filename in filenames:
-        gold_array = _box_array(gold[filename], f"gold box of {filename}")
-        if (gold_array[:, 2:] <= 0).any():
-            raise NovaError(
-                f"gold box of {filename} has no area",
-                fix="correct or drop that box in the dataset",
-            )
+        gold_boxes[filename] = _gold_array(gold, filename)
         boxes, scores = _prediction_arrays(filename, predictions.get(filename) or ())
+        pred_boxes[filename], pred_scores[filename] = boxes, scores
         status = MISSING_STATUS if statuses is None else statuses.get(filename, MISSING_STATUS)
-        if len(boxes) and status in ("no_finding", "parse_error", "error"):
-            raise NovaError(
-                f"{filename} has predicted boxes but status {status!r}",
-                fix="keep the status that parsing the answer gave",
-            )
-        # Ranking order: descending score, ties in the model's order (stable sort, as COCO).
-        order = np.argsort(-scores, kind="mergesort")
-        ious = iou_matrix(boxes[order], gold_array)
-        row: dict[str, Any] = {
-            "filename": filename,
-            "n_gold": len(gold_array),
-            "n_pred": len(boxes),
-            "status": status,
-        }
-        if len(gold_array):
-            best = float(ious.max()) if ious.size else 0.0
-            row.update(best_iou=best, hit30=best >= 0.3, hit50=best >= 0.5)
-        else:
-            row.update(best_iou=math.nan, hit30=pd.NA, hit50=pd.NA)
-        for tag, threshold in zip(("30", "50"), HIT_THRESHOLDS, strict=True):
-            tp, fp, fn = greedy_match(ious, threshold)
-            row.update({f"tp{tag}": tp, f"fp{tag}": fp, f"fn{tag}": fn})
-        rows.append(row)
-        gold_boxes[filename], pred_boxes[filename], pred_scores[filename] = (
-            gold_array,
-            boxes,
-            scores,
-        )
+        rows.append(_image_row(filename, gold_boxes[filename], boxes, scores, status))
 
-    per_image = pd.DataFrame(rows, columns=list(PER_IMAGE_COLUMNS))
-    # Fixed dtypes, also for an empty table; hit is <NA> on normal images.
-    dtypes = {col: "int64" for col in PER_IMAGE_COLUMNS if col.startswith(("n_", "tp", "fp", "fn"))}
-    dtypes |= {"filename": "str", "status": "str", "best_iou": "float64"}
-    per_image = per_image.astype(dtypes | {"hit30": "boolean", "hit50": "boolean"})
+    per_image = _per_image_frame(rows)
     summary: dict[str, float] = dict(_coco_ap(filenames, gold_boxes, pred_boxes, pred_scores))
-
-    with_gold = per_image[per_image["n_gold"] > 0]
-    n_images = len(per_image)
-
-    def percent(part: float, whole: float) -> float:
-        return 100.0 * part / whole if whole else math.nan
-
-    summary["Hit@30"] = percent(with_gold["hit30"].sum(), len(with_gold))
-    summary["Hit@50"] = percent(with_gold["hit50"].sum(), len(with_gold))
-    summary["mean_best_IoU"] = float(with_gold["best_iou"].mean()) if len(with_gold) else math.nan
-    counts = {col: int(per_image[col].sum()) for col in ("tp30", "fp30", "fn30")}
-    counts |= {col: int(per_image[col].sum()) for col in ("tp50", "fp50", "fn50")}
-    summary.update({col.upper(): value for col, value in counts.items()})
-    summary["ACC50"] = percent(counts["tp50"], counts["tp50"] + counts["fp50"] + counts["fn50"])
-    summary["FNR"] = percent(counts["fn30"], counts["tp30"] + counts["fn30"])
-    summary["n_images"] = n_images
-    summary["n_images_with_gold"] = len(with_gold)
-    summary["n_normal_images"] = n_images - len(with_gold)
-    summary["n_gold_boxes"] = int(per_image["n_gold"].sum())
-    summary["n_predicted_boxes"] = int(per_image["n_pred"].sum())
-
-    status_counts = per_image["status"].value_counts()
-    for status in (*PREDICTION_STATUSES, MISSING_STATUS):
-        summary[f"n_{status}"] = int(status_counts.get(status, 0))
-    known = statuses is not None and n_images > 0
-    for key, status in (
-        ("parse_failure_rate", "parse_error"),
-        ("no_finding_rate", "no_finding"),
-        ("error_rate", "error"),
-    ):
-        summary[key] = percent(summary[f"n_{status}"], n_images) if known else math.nan
+    summary.update(_box_summary(per_image))
+    summary.update(
+        status_summary(
+            per_image["status"],
+            (*PREDICTION_STATUSES, MISSING_STATUS),
+            ("parse_error", "no_finding", "error"),
+            known=statuses is not None,
+        )
+    )
     return summary, per_image
 
 
