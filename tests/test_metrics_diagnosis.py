@@ -63,7 +63,7 @@ def test_hand_worked_image_scores() -> None:
     # Case level: mean over cases of per-case accuracy: (2/3 + 0 + 1 + 0) / 4, (1 + 0 + 1 + 0) / 4
     assert summary["Top-1_case"] == pytest.approx(100 * (2 / 3 + 1) / 4)
     assert summary["Top-5_case"] == pytest.approx(50.0)
-    assert summary["parse_failure_rate"] == pytest.approx(100 * 2 / 7)
+    assert summary["parse_error_rate"] == pytest.approx(100 * 2 / 7)
     assert summary["error_rate"] == pytest.approx(100 * 1 / 7)
     assert (summary["n_images"], summary["n_cases"]) == (7, 4)
     assert (summary["n_ok"], summary["n_parse_error"], summary["n_error"]) == (4, 2, 1)

@@ -5,7 +5,8 @@ Definitions (NOVA paper, with this project's documented choices):
 * **Top-1 / Top-5** (percent): share of units whose most likely diagnosis / any of the
   five ranked diagnoses matches the reference, as decided by the judge. Every image
   counts: parse failures and errors (rate limits, timeouts) are wrong answers and are
-  also reported separately (``parse_failure_rate``, ``error_rate``, percent of images).
+  also reported separately (``parse_error_rate``, ``error_rate``, percent of images,
+  with the counts; see ``novabench.metrics.status``).
 * **Case level**: ``Top-1_case`` is the mean over cases of the per-case image accuracy,
   so a case with 17 images weighs as much as a case with one. ``unit="case"`` makes the
   case-level numbers the headline ``Top-1``/``Top-5``; both levels are always reported.
@@ -28,6 +29,7 @@ import pandas as pd
 from scipy.stats import entropy
 
 from novabench.errors import ConfigError, NovaError
+from novabench.metrics.status import status_summary
 
 STATUSES = ("ok", "parse_error", "error")
 UNITS = ("image", "case")
@@ -110,6 +112,89 @@ def _default_label(text: str) -> str:
     return " ".join(text.casefold().split())
 
 
+def _ranked_lists(entries: list[dict[str, Any]]) -> list[list[str]]:
+    """The top five of each image's ranking; nothing for a failed prediction."""
+    return [
+        _predictions(record["predictions"])[:5] if record["status"] == "ok" else []
+        for record in entries
+    ]
+
+
+def _verdicts(
+    judge: DiagnosisJudge, entries: list[dict[str, Any]], ranked_lists: list[list[str]]
+) -> list[tuple[bool, bool]]:
+    """The judge's (top1, top5) per image; (0, 0) for an image without a ranking."""
+    judged = [
+        (ranked, str(record["reference"]))
+        for record, ranked in zip(entries, ranked_lists, strict=True)
+        if ranked
+    ]
+    match_ranked_many = getattr(judge, "match_ranked_many", None)
+    if match_ranked_many is not None:
+        verdicts = iter(list(match_ranked_many(judged)))
+    else:
+        verdicts = iter([judge.match_ranked(ranked, reference) for ranked, reference in judged])
+    return [next(verdicts) if ranked else (0, 0) for ranked in ranked_lists]
+
+
+def _per_image_table(
+    entries: list[dict[str, Any]],
+    ranked_lists: list[list[str]],
+    verdicts: list[tuple[bool, bool]],
+) -> pd.DataFrame:
+    rows = []
+    for record, ranked, (top1, top5) in zip(entries, ranked_lists, verdicts, strict=True):
+        rows.append(
+            {
+                "filename": record["filename"],
+                "case_id": record["case_id"],
+                "reference": record["reference"],
+                "top1_prediction": ranked[0] if ranked else "",
+                "predictions": " | ".join(ranked),
+                "top1_correct": bool(top1),
+                "top5_correct": bool(top5),
+                "status": record["status"],
+            }
+        )
+    return pd.DataFrame(rows, columns=list(COLUMNS))
+
+
+def _accuracy(table: pd.DataFrame, unit: str) -> tuple[dict[str, float], int]:
+    """Top-1/Top-5 at image and case level (the headline pair at ``unit`` level), and the
+    number of cases."""
+    per_case = table.groupby("case_id", sort=True)[["top1_correct", "top5_correct"]].mean()
+    image_top1 = 100.0 * table["top1_correct"].mean()
+    image_top5 = 100.0 * table["top5_correct"].mean()
+    case_top1 = 100.0 * per_case["top1_correct"].mean()
+    case_top5 = 100.0 * per_case["top5_correct"].mean()
+    return {
+        "Top-1": float(case_top1 if unit == "case" else image_top1),
+        "Top-5": float(case_top5 if unit == "case" else image_top5),
+        "Top-1_image": float(image_top1),
+        "Top-5_image": float(image_top5),
+        "Top-1_case": float(case_top1),
+        "Top-5_case": float(case_top5),
+    }, len(per_case)
+
+
+def _label_counts(
+    table: pd.DataFrame, judge: DiagnosisJudge, unit: str
+) -> tuple[Counter[str], Counter[str]]:
+    """Weighted distributions of the predicted top-1 and of the reference labels."""
+    label: Callable[[str], str] = getattr(judge, "canonical_label", _default_label)
+    case_size = table["case_id"].map(table["case_id"].value_counts())
+    weights = (1.0 / case_size) if unit == "case" else pd.Series(1.0, index=table.index)
+    predicted = table["top1_prediction"] != ""
+    predicted_counts = _label_distribution(
+        [label(text) for text in table.loc[predicted, "top1_prediction"]],
+        list(weights[predicted]),
+    )
+    reference_counts = _label_distribution(
+        [label(str(text)) for text in table["reference"]], list(weights)
+    )
+    return predicted_counts, reference_counts
+
+
 def score_diagnosis(
     records: Iterable[Mapping[str, Any]] | pd.DataFrame,
     judge: DiagnosisJudge,
@@ -126,81 +211,30 @@ def score_diagnosis(
     frame = _records_frame(records)
 
     entries = frame.to_dict("records")
-    ranked_lists = [
-        _predictions(record["predictions"])[:5] if record["status"] == "ok" else []
-        for record in entries
-    ]
-    judged = [
-        (ranked, str(record["reference"]))
-        for record, ranked in zip(entries, ranked_lists, strict=True)
-        if ranked
-    ]
-    match_ranked_many = getattr(judge, "match_ranked_many", None)
-    if match_ranked_many is not None:
-        verdicts = iter(list(match_ranked_many(judged)))
-    else:
-        verdicts = iter([judge.match_ranked(ranked, reference) for ranked, reference in judged])
-    rows = []
-    for record, ranked in zip(entries, ranked_lists, strict=True):
-        top1, top5 = next(verdicts) if ranked else (0, 0)
-        rows.append(
-            {
-                "filename": record["filename"],
-                "case_id": record["case_id"],
-                "reference": record["reference"],
-                "top1_prediction": ranked[0] if ranked else "",
-                "predictions": " | ".join(ranked),
-                "top1_correct": bool(top1),
-                "top5_correct": bool(top5),
-                "status": record["status"],
-            }
-        )
-    table = pd.DataFrame(rows, columns=list(COLUMNS))
-
-    per_case = table.groupby("case_id", sort=True)[["top1_correct", "top5_correct"]].mean()
-    image_top1 = 100.0 * table["top1_correct"].mean()
-    image_top5 = 100.0 * table["top5_correct"].mean()
-    case_top1 = 100.0 * per_case["top1_correct"].mean()
-    case_top5 = 100.0 * per_case["top5_correct"].mean()
-
-    label: Callable[[str], str] = getattr(judge, "canonical_label", _default_label)
-    case_size = table["case_id"].map(table["case_id"].value_counts())
-    weights = (1.0 / case_size) if unit == "case" else pd.Series(1.0, index=table.index)
-    predicted = table["top1_prediction"] != ""
-    predicted_counts = _label_distribution(
-        [label(text) for text in table.loc[predicted, "top1_prediction"]],
-        list(weights[predicted]),
-    )
-    reference_counts = _label_distribution(
-        [label(str(text)) for text in table["reference"]], list(weights)
-    )
+    ranked_lists = _ranked_lists(entries)
+    table = _per_image_table(entries, ranked_lists, _verdicts(judge, entries, ranked_lists))
+    accuracy, n_cases = _accuracy(table, unit)
+    predicted_counts, reference_counts = _label_counts(table, judge, unit)
     coverage = 100.0 * min(1.0, len(predicted_counts) / len(reference_counts))
 
-    n_images = len(table)
-    status_counts = table["status"].value_counts()
     summary: dict[str, Any] = {
         "unit": unit,
-        "Top-1": float(case_top1 if unit == "case" else image_top1),
-        "Top-5": float(case_top5 if unit == "case" else image_top5),
-        "Top-1_image": float(image_top1),
-        "Top-5_image": float(image_top5),
-        "Top-1_case": float(case_top1),
-        "Top-5_case": float(case_top5),
+        **accuracy,
         "Coverage": coverage,
         "Entropy": _entropy_bits(predicted_counts),
         "Entropy_reference": _entropy_bits(reference_counts),
-        "n_images": n_images,
-        "n_cases": len(per_case),
-        "n_ok": int(status_counts.get("ok", 0)),
-        "n_parse_error": int(status_counts.get("parse_error", 0)),
-        "n_error": int(status_counts.get("error", 0)),
-        "parse_failure_rate": float(100.0 * status_counts.get("parse_error", 0) / n_images),
-        "error_rate": float(100.0 * status_counts.get("error", 0) / n_images),
-        "n_distinct_predicted_labels": len(predicted_counts),
-        "n_distinct_reference_labels": len(reference_counts),
-        "label_normalization": (
-            "judge.canonical_label" if hasattr(judge, "canonical_label") else "casefold"
-        ),
-        "judge": judge.identity(),
+        "n_images": len(table),
+        "n_cases": n_cases,
     }
+    summary.update(status_summary(table["status"], STATUSES))
+    summary.update(
+        {
+            "n_distinct_predicted_labels": len(predicted_counts),
+            "n_distinct_reference_labels": len(reference_counts),
+            "label_normalization": (
+                "judge.canonical_label" if hasattr(judge, "canonical_label") else "casefold"
+            ),
+            "judge": judge.identity(),
+        }
+    )
     return summary, table
