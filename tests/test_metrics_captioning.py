@@ -207,7 +207,7 @@ def test_score_captioning_summary_and_table(nltk_data):
     assert summary["Binary_F1"] == pytest.approx(100 * 2 / 3)
     assert summary["Binary_accuracy"] == pytest.approx(100 * 2 / 3)
     assert summary["n_images"] == 3 and summary["n_parse_error"] == 1
-    assert summary["parse_error_pct"] == pytest.approx(100 / 3)
+    assert summary["parse_error_rate"] == pytest.approx(100 / 3)
     hyps = [
         "Axial T2: hyperintense lesion in the thalamus.",
         "",
@@ -234,7 +234,7 @@ def test_score_captioning_failed_requests(nltk_data):
     # Default: scored as an empty caption, like an image without boxes in localization.
     summary, table = score_captioning(records, _judge(), nltk_data)
     assert summary["n_error"] == 1 and summary["n_scored"] == 3
-    assert summary["error_pct"] == pytest.approx(100 / 3)
+    assert summary["error_rate"] == pytest.approx(100 / 3)
     assert table.iloc[0]["meteor"] == 0.0 and summary["Clinical_F1"] == 0.0
     # Excluded: left out of every metric, still counted.
     summary, table = score_captioning(records, _judge(), nltk_data, on_error="exclude")

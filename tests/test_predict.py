@@ -90,7 +90,7 @@ def test_garbage_answers_score_zero_with_their_parse_failure_rate(dataset, tmp_p
         out_csv=tmp_path / "g.csv",
     )
     assert scores["mAP@50"] == 0.0 and scores["Hit@30"] == 0.0
-    assert scores["parse_failure_rate"] == pytest.approx(75.0)
+    assert scores["parse_error_rate"] == pytest.approx(75.0)
     assert scores["error_rate"] == pytest.approx(25.0)
 
 

@@ -44,6 +44,7 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol
 import pandas as pd
 
 from novabench.errors import NovaError
+from novabench.metrics.status import status_summary
 
 if TYPE_CHECKING:
     from novabench.judges.keywords import KeywordSet
@@ -252,50 +253,57 @@ def _join(keywords: frozenset[str]) -> str:
     return "; ".join(sorted(keywords))
 
 
-def score_captioning(
-    records: Iterable[Mapping[str, Any]] | pd.DataFrame,
-    judge: CaptionJudge,
-    nltk_data_dir: Path,
-    on_error: Literal["empty", "exclude", "raise"] = "empty",
-) -> tuple[dict[str, Any], pd.DataFrame]:
-    """Score captions: the summary (all metrics x100, counts, identities) and a per-image table.
+PER_IMAGE_COLUMNS = (
+    "filename",
+    "status",
+    "bleu",
+    "meteor",
+    "clinical_f1",
+    "modality_f1",
+    "ref_abnormal",
+    "pred_abnormal",
+    "ref_clinical",
+    "pred_clinical",
+    "ref_modality",
+    "pred_modality",
+)
 
-    ``records`` hold ``filename``, ``reference``, ``prediction`` (text or None) and
-    ``status``. ``on_error`` handles images whose request failed (see the module docstring).
-    """
-    if on_error not in ("empty", "exclude", "raise"):
-        raise ValueError(f"on_error must be empty, exclude or raise, not {on_error!r}")
-    rows = _records(records)
-    counts = {status: sum(r["status"] == status for r in rows) for status in STATUSES}
-    if counts["error"] and on_error == "raise":
+
+def _scored_rows(rows: list[dict[str, Any]], on_error: str) -> list[dict[str, Any]]:
+    """The records that enter the metrics under ``on_error``."""
+    n_error = sum(r["status"] == "error" for r in rows)
+    if n_error and on_error == "raise":
         raise NovaError(
-            f"{counts['error']} of {len(rows)} images have no caption because the request "
+            f"{n_error} of {len(rows)} images have no caption because the request "
             "failed (status error)",
             "re-run predict to resume those images (received answers are cached)",
         )
     scored = [r for r in rows if on_error != "exclude" or r["status"] != "error"]
     if not scored:
         raise NovaError("no caption to score", "run captioning inference first")
+    return scored
 
-    refs = [r["reference"] for r in scored]
-    # parse_error (and error, unless excluded): no readable caption, scored as an empty one.
-    hyps = [r["prediction"] if r["status"] == "ok" else "" for r in scored]
+
+def _keywords(
+    judge: CaptionJudge, refs: list[str], hyps: list[str]
+) -> tuple[list[KeywordSet], list[KeywordSet]]:
+    """The judge's keywords of every reference and every hypothesis."""
     extract_many = getattr(judge, "extract_many", None)
     if extract_many is not None:
         keys = list(extract_many([*refs, *hyps]))
-        ref_keys, pred_keys = keys[: len(refs)], keys[len(refs) :]
-    else:
-        ref_keys = [judge.extract(text) for text in refs]
-        pred_keys = [judge.extract(text) for text in hyps]
+        return keys[: len(refs)], keys[len(refs) :]
+    return [judge.extract(text) for text in refs], [judge.extract(text) for text in hyps]
 
-    meteor_mean, meteor_per_image = meteor(refs, hyps, nltk_data_dir)
-    clinical = keyword_f1([k.clinical for k in ref_keys], [k.clinical for k in pred_keys])
-    modality = keyword_f1([k.modality for k in ref_keys], [k.modality for k in pred_keys])
-    binary = binary_f1([k.abnormal for k in ref_keys], [k.abnormal for k in pred_keys])
 
-    from novabench.wordnet import wordnet_identity
-
-    summary: dict[str, Any] = {
+def _metric_summary(
+    refs: list[str],
+    hyps: list[str],
+    meteor_mean: float,
+    clinical: dict[str, Any],
+    modality: dict[str, Any],
+    binary: dict[str, Any],
+) -> dict[str, Any]:
+    return {
         "BLEU-4": bleu4(refs, hyps),
         "METEOR": meteor_mean,
         "Clinical_F1": clinical["macro"],
@@ -314,14 +322,14 @@ def score_captioning(
         "Clinical_F1_n_both_empty": clinical["n_both_empty"],
         "Modality_F1_n": modality["n"],
         "Modality_F1_n_both_empty": modality["n_both_empty"],
-        "n_images": len(rows),
-        "n_scored": len(scored),
-        "n_ok": counts["ok"],
-        "n_parse_error": counts["parse_error"],
-        "n_error": counts["error"],
-        "parse_error_pct": 100.0 * counts["parse_error"] / len(rows),
-        "error_pct": 100.0 * counts["error"] / len(rows),
-        "on_error": on_error,
+    }
+
+
+def _implementations(nltk_data_dir: Path) -> dict[str, Any]:
+    """What computed the text metrics: settings, library versions and the WordNet used."""
+    from novabench.wordnet import wordnet_identity
+
+    return {
         "tokenizer": TOKENIZER,
         "bleu_smoothing": BLEU_SMOOTHING,
         "bleu_implementation": f"nltk {version('nltk')} corpus_bleu",
@@ -329,9 +337,19 @@ def score_captioning(
         "meteor_params": dict(METEOR_PARAMS),
         "tokenizer_implementation": f"sacrebleu {version('sacrebleu')} 13a",
         "wordnet": wordnet_identity(Path(nltk_data_dir)),
-        "judge": judge.identity(),
     }
 
+
+def _per_image_table(
+    rows: list[dict[str, Any]],
+    scored: list[dict[str, Any]],
+    texts: tuple[list[str], list[str]],
+    keys: tuple[list[KeywordSet], list[KeywordSet]],
+    per_image_scores: dict[str, list],
+) -> pd.DataFrame:
+    """One row per image; an image left out of the metrics has its status only."""
+    refs, hyps = texts
+    ref_keys, pred_keys = keys
     per_image = []
     scored_at = {r["filename"]: i for i, r in enumerate(scored)}
     for row in rows:
@@ -345,9 +363,7 @@ def score_captioning(
                 "filename": row["filename"],
                 "status": row["status"],
                 "bleu": sentence_bleu4(refs[i], hyps[i]),
-                "meteor": meteor_per_image[i],
-                "clinical_f1": clinical["per_image"][i],
-                "modality_f1": modality["per_image"][i],
+                **{name: values[i] for name, values in per_image_scores.items()},
                 "ref_abnormal": ref_k.abnormal,
                 "pred_abnormal": pred_k.abnormal,
                 "ref_clinical": _join(ref_k.clinical),
@@ -356,23 +372,52 @@ def score_captioning(
                 "pred_modality": _join(pred_k.modality),
             }
         )
-    columns = [
-        "filename",
-        "status",
-        "bleu",
-        "meteor",
-        "clinical_f1",
-        "modality_f1",
-        "ref_abnormal",
-        "pred_abnormal",
-        "ref_clinical",
-        "pred_clinical",
-        "ref_modality",
-        "pred_modality",
-    ]
-    table = pd.DataFrame(per_image, columns=columns)
+    table = pd.DataFrame(per_image, columns=list(PER_IMAGE_COLUMNS))
     for column in ("bleu", "meteor", "clinical_f1", "modality_f1"):
         table[column] = table[column].astype("float64")
     for column in ("ref_abnormal", "pred_abnormal"):
         table[column] = table[column].astype("boolean")
+    return table
+
+
+def score_captioning(
+    records: Iterable[Mapping[str, Any]] | pd.DataFrame,
+    judge: CaptionJudge,
+    nltk_data_dir: Path,
+    on_error: Literal["empty", "exclude", "raise"] = "empty",
+) -> tuple[dict[str, Any], pd.DataFrame]:
+    """Score captions: the summary (all metrics x100, counts, identities) and a per-image table.
+
+    ``records`` hold ``filename``, ``reference``, ``prediction`` (text or None) and
+    ``status``. ``on_error`` handles images whose request failed (see the module docstring).
+    Status counts and rates use the keys of ``novabench.metrics.status``.
+    """
+    if on_error not in ("empty", "exclude", "raise"):
+        raise ValueError(f"on_error must be empty, exclude or raise, not {on_error!r}")
+    rows = _records(records)
+    scored = _scored_rows(rows, on_error)
+
+    refs = [r["reference"] for r in scored]
+    # parse_error (and error, unless excluded): no readable caption, scored as an empty one.
+    hyps = [r["prediction"] if r["status"] == "ok" else "" for r in scored]
+    ref_keys, pred_keys = _keywords(judge, refs, hyps)
+
+    meteor_mean, meteor_per_image = meteor(refs, hyps, nltk_data_dir)
+    clinical = keyword_f1([k.clinical for k in ref_keys], [k.clinical for k in pred_keys])
+    modality = keyword_f1([k.modality for k in ref_keys], [k.modality for k in pred_keys])
+    binary = binary_f1([k.abnormal for k in ref_keys], [k.abnormal for k in pred_keys])
+
+    summary = _metric_summary(refs, hyps, meteor_mean, clinical, modality, binary)
+    summary.update({"n_images": len(rows), "n_scored": len(scored)})
+    summary.update(status_summary((r["status"] for r in rows), STATUSES))
+    summary["on_error"] = on_error
+    summary.update(_implementations(nltk_data_dir))
+    summary["judge"] = judge.identity()
+
+    per_image_scores = {
+        "meteor": meteor_per_image,
+        "clinical_f1": clinical["per_image"],
+        "modality_f1": modality["per_image"],
+    }
+    table = _per_image_table(rows, scored, (refs, hyps), (ref_keys, pred_keys), per_image_scores)
     return summary, table
