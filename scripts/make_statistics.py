@@ -16,6 +16,7 @@ def main(smk):
         reporting=smk.params.reporting,
         out=Path(smk.output.statistics),
         judge=smk.params.judge,
+        breakdown_out=Path(smk.output.breakdown),
     )
     log.info(
         "%s: %d entries x %d metrics bootstrapped in %.1f s",

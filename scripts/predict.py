@@ -15,7 +15,7 @@ def main(smk):
         prompt_path=Path(smk.input.prompt),
         out=Path(smk.output.predictions),
         summary_out=Path(smk.output.summary),
-        findings_predictions=Path(smk.input.findings) if hasattr(smk.input, "findings") else None,
+        upstream_predictions=Path(smk.input.upstream) if hasattr(smk.input, "upstream") else None,
         cache_dir=Path(smk.params.cache_dir),
     )
     log.info("%s/%s: %s", smk.wildcards.task, smk.wildcards.model, summary["status_counts"])

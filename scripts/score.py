@@ -14,7 +14,7 @@ def main(smk):
         out_json=Path(smk.output.scores),
         out_csv=Path(smk.output.per_image),
         judge_cfg=smk.params.judge,
-        unit=smk.params.unit,
+        options=smk.params.options,
         nltk_data=Path(smk.params.nltk_data),
         cache_dir=Path(smk.params.cache_dir),
     )

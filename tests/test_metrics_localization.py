@@ -438,7 +438,11 @@ def test_score_rater_is_score_localization_with_unscored_boxes():
     rater[next(iter(gold))] = [[300, 300, 20, 20], *rater.get(next(iter(gold)), [])]
     summary, per_image = score_rater(gold, rater)
     as_model = {k: [box(*b) for b in v] for k, v in rater.items()}
-    expected_summary, expected_per_image = score_localization(gold, as_model)
+    # An image the rater drew nothing on is the rater's "no finding".
+    blank = [k for k in gold if not rater.get(k)]
+    statuses = {k: "no_finding" if k in blank else "ok" for k in gold}
+    expected_summary, expected_per_image = score_localization(gold, as_model, statuses)
+    assert summary["n_no_finding"] == len(blank) and summary["n_ok"] == len(gold) - len(blank)
     assert summary.keys() == expected_summary.keys()
     for key, value in expected_summary.items():
         assert summary[key] == pytest.approx(value, nan_ok=True), key

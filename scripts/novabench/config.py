@@ -13,9 +13,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from novabench.errors import ConfigError
+from novabench.errors import ConfigError, NovaError
+from novabench.judges import judge_kind
+from novabench.models.base import adapter_class, adapter_exists
+from novabench.tasks import get_task, task_names
 
-TASKS = ("localization", "captioning", "diagnosis")
 FIX = "edit the config (every key is documented in config/README.md)"
 
 
@@ -72,8 +74,15 @@ class Plan:
     config: dict[str, Any]
     basedir: Path
 
+    def task_config(self, task: str) -> dict[str, Any]:
+        return self.config["tasks"].get(task) or {}
+
     def task_enabled(self, task: str) -> bool:
-        return bool(self.config["tasks"][task]["enabled"])
+        return bool(self.task_config(task).get("enabled", False))
+
+    def tasks(self) -> list[str]:
+        """Configured tasks, in the registry's (the clinical workflow's) order."""
+        return [task for task in task_names() if task in self.config["tasks"]]
 
     def model(self, name: str) -> dict[str, Any]:
         return self.config["models"][name]
@@ -85,7 +94,7 @@ class Plan:
         """Every (task, model) pair to predict and score, in a stable order."""
         return [
             (task, name)
-            for task in TASKS
+            for task in self.tasks()
             if self.task_enabled(task)
             for name in self.enabled_models()
             if task in self.model(name)["tasks"]
@@ -101,60 +110,98 @@ class Plan:
 
     def prompt(self, task: str, model: str) -> str:
         override = self.model(model).get("prompts", {}).get(task)
-        return self.resolve(override or self.config["tasks"][task]["prompt"])
+        return self.resolve(override or self.task_config(task)["prompt"])
 
-    def findings_model(self, task: str) -> str | None:
-        if task != "diagnosis":
-            return None
-        findings = self.config["tasks"]["diagnosis"]["findings"]
-        return None if findings == "reference" else findings
+    def options(self, task: str) -> dict[str, Any]:
+        """The task's scoring options (a change re-scores that task only)."""
+        return get_task(task).options(self.task_config(task))
+
+    def upstream(self, task: str) -> tuple[str, str] | None:
+        """(upstream task, model) whose predictions ``task`` reads, if configured."""
+        spec = get_task(task)
+        model = spec.upstream_model(self.task_config(task))
+        return None if model is None else (spec.upstream_task, model)
 
     def external_predictions(self, task: str, model: str) -> str | None:
-        cfg = self.model(model)
-        if cfg["adapter"] != "predictions_file":
-            return None
-        from novabench.models.predictions_file import predictions_path
+        path = adapter_class(model, self.model(model)).input_file(
+            model, self.model(model).get("settings", {}), task
+        )
+        return None if path is None else self.resolve(str(path))
 
-        return self.resolve(str(predictions_path(model, cfg.get("settings", {}), task)))
+    def judge(self, task: str) -> dict[str, Any] | None:
+        name = self.task_config(task).get("judge") if get_task(task).needs_judge else None
+        return None if name is None else {"name": name, **self.config["judges"][name]}
 
-    def check_environment(self) -> None:
-        """Once per real run, before any job: every enabled model, and the LLM judge of
-        every task that has jobs, can reach its backend."""
-        from novabench.judges import llm
-        from novabench.models.base import adapter_class
-
-        for name in self.enabled_models():
-            cfg = self.model(name)
-            if any(self.task_enabled(t) for t in cfg["tasks"]):
-                adapter_class(name, cfg).check_environment(name, cfg.get("settings", {}))
-        for name, tasks in self.llm_judge_tasks().items():
-            settings = self.config["judges"][name].get("settings", {})
-            llm.check_environment(name, settings, tasks, resolve=self.resolve)
-
-    def llm_judge_tasks(self) -> dict[str, list[str]]:
-        """Name of each `llm` judge that will run -> the tasks (with jobs) it judges."""
+    def judges_in_use(self) -> dict[str, list[str]]:
+        """Name of each judge that will run -> the tasks (with jobs) it judges."""
         judged: dict[str, list[str]] = {}
-        with_jobs = {task for task, _ in self.jobs()}
-        for task in TASKS:
-            judge = self.judge(task) if task in with_jobs else None
-            if judge is not None and judge["kind"] == "llm":
+        for task in dict.fromkeys(task for task, _ in self.jobs()):
+            judge = self.judge(task)
+            if judge is not None:
                 judged.setdefault(judge["name"], []).append(task)
         return judged
 
-    def judge(self, task: str) -> dict[str, Any] | None:
-        if task == "localization":
-            return None
-        name = self.config["tasks"][task]["judge"]
-        return {"name": name, **self.config["judges"][name]}
+    def judge_inputs(self, task: str) -> list[str]:
+        judge = self.judge(task)
+        if judge is None:
+            return []
+        kind = judge_kind(judge["kind"])
+        return kind.input_files(judge["name"], judge.get("settings", {}), task, self.resolve)
+
+    def api_resources(self) -> dict[str, dict[str, set[str]]]:
+        """``api_<provider>`` -> {"models": names, "tasks": tasks whose judge calls it}."""
+        resources: dict[str, dict[str, set[str]]] = {}
+        for name in self.enabled_models():
+            cfg = self.model(name)
+            resource = adapter_class(name, cfg).api_resource(cfg.get("settings", {}))
+            if resource:
+                resources.setdefault(resource, {"models": set(), "tasks": set()})
+                resources[resource]["models"].add(name)
+        for name, tasks in self.judges_in_use().items():
+            judge = self.config["judges"][name]
+            resource = judge_kind(judge["kind"]).api_resource(judge.get("settings", {}))
+            if resource:
+                resources.setdefault(resource, {"models": set(), "tasks": set()})
+                resources[resource]["tasks"].update(tasks)
+        return resources
+
+    def check_environment(self) -> None:
+        """Once per real run, before any job: every model with jobs and every judge in use
+        can reach its backend. Every problem is named at once, not the first only."""
+        problems: list[NovaError] = []
+        for name in dict.fromkeys(model for _, model in self.jobs()):
+            cfg = self.model(name)
+            try:
+                adapter_class(name, cfg).check_environment(name, cfg.get("settings", {}))
+            except NovaError as exc:
+                problems.append(exc)
+        for name, tasks in self.judges_in_use().items():
+            judge = self.config["judges"][name]
+            kind = judge_kind(judge["kind"])
+            problems += kind.environment_problems(
+                name, judge.get("settings", {}), tasks, self.resolve
+            )
+        if len(problems) == 1:
+            raise problems[0]
+        if problems:
+            raise NovaError(
+                f"{len(problems)} problems before the run: "
+                + " | ".join(f"({i}) {p}" for i, p in enumerate(problems, 1))
+            )
 
 
 def check_config(config: dict[str, Any], basedir: Path) -> Plan:
-    """Check what the schema cannot; return the run plan."""
-    from novabench.judges import llm
-    from novabench.models.base import adapter_exists
-
+    """Check what the schema cannot, at plan time (a dry run too); return the run plan."""
     plan = Plan(config, Path(basedir))
-    dataset = config["dataset"]
+    _check_dataset(config["dataset"])
+    _check_tasks(plan)
+    _check_judges(plan)
+    _check_models(plan)
+    _check_reporting(config)
+    return plan
+
+
+def _check_dataset(dataset: dict[str, Any]) -> None:
     if dataset["source"] == "local" and not dataset.get("local_path"):
         raise ConfigError(
             "dataset.source is local but dataset.local_path is not set",
@@ -165,48 +212,101 @@ def check_config(config: dict[str, Any], basedir: Path) -> Plan:
         raise ConfigError(
             f"dataset.sample.images_per_case is [{lo}, {hi}]", "give [minimum, maximum]"
         )
-    for name, judge in config["judges"].items():
-        if judge["kind"] == "llm":
-            llm.check_settings(name, judge.get("settings", {}), plan.resolve)
-    for name, model in config["models"].items():
+
+
+def _check_tasks(plan: Plan) -> None:
+    """Each enabled task: its judge exists and judges it, its upstream model runs."""
+    config = plan.config
+    for task in plan.tasks():
+        if not plan.task_enabled(task):
+            continue
+        judge = plan.task_config(task).get("judge")
+        if get_task(task).needs_judge and judge not in config["judges"]:
+            raise ConfigError(
+                f"tasks.{task}.judge names {judge!r}, which is not under judges:",
+                "add it under judges: or name an existing judge",
+            )
+        if judge is not None:
+            _check_judge_task(f"tasks.{task}.judge", judge, config["judges"][judge], task)
+        upstream = plan.upstream(task)
+        if upstream:
+            _check_upstream(plan, task, *upstream)
+
+
+def _check_judge_task(key: str, name: str, judge: dict[str, Any], task: str) -> None:
+    kind = judge_kind(judge["kind"])
+    if task not in kind.tasks:
+        raise ConfigError(
+            f"{key}: judge {name!r} is a {kind.name} judge, which judges "
+            f"{', '.join(kind.tasks)}, not {task}",
+            f"name a judge of a kind that judges {task}",
+        )
+
+
+def _check_upstream(plan: Plan, task: str, upstream_task: str, name: str) -> None:
+    model = plan.config["models"].get(name)
+    if (
+        model is None
+        or not model.get("enabled", True)
+        or upstream_task not in model["tasks"]
+        or not plan.task_enabled(upstream_task)
+    ):
+        raise ConfigError(
+            f"tasks.{task} reads the {upstream_task} of {name!r}, which is not an enabled "
+            f"{upstream_task} model",
+            f"use `reference` or the name of a model that runs {upstream_task}",
+        )
+
+
+def _check_judges(plan: Plan) -> None:
+    for name, judge in plan.config["judges"].items():
+        judge_kind(judge["kind"]).check_settings(name, judge.get("settings", {}), plan.resolve)
+
+
+def _check_models(plan: Plan) -> None:
+    """Every model: a known adapter, valid settings, the tasks it can run, its prompts."""
+    for name, model in plan.config["models"].items():
         if not adapter_exists(model["adapter"]):
             raise ConfigError(
                 f"models.{name}.adapter: no adapter called {model['adapter']!r}",
                 "use an adapter documented in config/README.md",
             )
-    for task in TASKS:
-        if not plan.task_enabled(task):
-            continue
-        judge = config["tasks"][task].get("judge")
-        if judge is not None and judge not in config["judges"]:
+        adapter_class(name, model).check_settings(name, model.get("settings", {}))
+    for task, name in plan.jobs():
+        adapter = adapter_class(name, plan.model(name))
+        if task not in adapter.supported_tasks:
             raise ConfigError(
-                f"tasks.{task}.judge names {judge!r}, which is not under judges:",
-                "add it under judges: or name an existing judge",
+                f"models.{name}: the {plan.model(name)['adapter']} adapter cannot run {task}",
+                f"remove {task} from models.{name}.tasks",
             )
-        if judge is not None and config["judges"][judge]["kind"] == "llm":
-            settings = config["judges"][judge].get("settings", {})
-            paths = llm.check_settings(judge, settings, plan.resolve)["prompts"]
-            llm.read_prompt(judge, task, paths[task])
-        for name in plan.enabled_models():
-            if task in plan.model(name)["tasks"]:
-                prompt = plan.prompt(task, name)
-                if not Path(prompt).is_file():
-                    raise ConfigError(
-                        f"prompt template {prompt} (task {task}, model {name}) does not exist",
-                        "fix tasks.<task>.prompt or models.<name>.prompts",
-                    )
-    upstream = plan.findings_model("diagnosis")
-    if upstream and plan.task_enabled("diagnosis"):
-        model = config["models"].get(upstream)
-        if (
-            model is None
-            or not model.get("enabled", True)
-            or "captioning" not in model["tasks"]
-            or not plan.task_enabled("captioning")
-        ):
+        prompt = plan.prompt(task, name)
+        if not Path(prompt).is_file():
             raise ConfigError(
-                f"tasks.diagnosis.findings names {upstream!r}, which is not an enabled "
-                "captioning model",
-                "use `reference` or the name of a model that runs captioning",
+                f"prompt template {prompt} (task {task}, model {name}) does not exist",
+                f"fix tasks.{task}.prompt or models.{name}.prompts",
             )
-    return plan
+
+
+def _check_reporting(config: dict[str, Any]) -> None:
+    """The models and judges ``reporting:`` names exist; agreement judges judge the task."""
+    reporting, models = config.get("reporting") or {}, config.get("models") or {}
+    named = [("reporting.reference_model", reporting.get("reference_model"))]
+    named += [("reporting.controls", name) for name in reporting.get("controls") or []]
+    for key, name in named:
+        if name is not None and name not in models:
+            raise ConfigError(
+                f"{key} names {name!r}, which is not under models:",
+                "name a configured model (or null for the default)",
+            )
+    judges = config.get("judges") or {}
+    for task, names in (reporting.get("agreement_judges") or {}).items():
+        key = f"reporting.agreement_judges.{task}"
+        for name in names:
+            if name not in judges:
+                raise ConfigError(f"{key} names {name!r}, which is not under judges:", "add it")
+            _check_judge_task(key, name, judges[name], task)
+            if name == (config.get("tasks") or {}).get(task, {}).get("judge"):
+                raise ConfigError(
+                    f"{key} lists {name!r}, the task's own judge",
+                    "list only the judges to compare it with",
+                )

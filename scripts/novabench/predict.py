@@ -14,10 +14,9 @@ failed). The three failure kinds are counted separately and never confused.
 from __future__ import annotations
 
 import json
-import os
 import time
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -25,10 +24,11 @@ import pandas as pd
 
 from novabench.dataset.read import load_nova
 from novabench.errors import ConfigError, NovaError
+from novabench.io import atomic_write_text
 from novabench.models.base import Adapter, Response, Sample, load_adapter
 from novabench.provenance import canonical_json, sha256_text
+from novabench.tasks import AnswerContext, Parsed, Task, get_task
 
-TASKS = ("localization", "captioning", "diagnosis")
 STATUSES = ("ok", "no_finding", "parse_error", "error")
 
 
@@ -67,81 +67,46 @@ def read_predictions(path: Path) -> list[dict[str, Any]]:
             ) from exc
 
 
-def findings_from_predictions(path: Path) -> dict[str, str | None]:
-    """Captions of a captioning model, for the diagnosis task's "model caption" mode."""
+def upstream_answers(path: Path) -> dict[str, dict[str, Any] | None]:
+    """Parsed answers of an upstream model (e.g. captions for diagnosis); None where the
+    model gave no usable answer."""
     return {
-        r["filename"]: (r["parsed"] or {}).get("caption") if r["status"] == "ok" else None
+        r["filename"]: (r["parsed"] or {}) if r["status"] == "ok" else None
         for r in read_predictions(path)
     }
 
 
 def build_samples(
     frame: pd.DataFrame,
-    task: str,
+    task: Task,
     template: str,
     prompt_path: str,
-    findings: dict[str, str | None] | None = None,
+    upstream: Mapping[str, dict[str, Any] | None] | None = None,
 ) -> list[Sample]:
+    """One sample per dataset row: the rendered prompt, the image if the task sends one."""
     samples = []
     for row in frame.itertuples(index=False):
-        reference = {
-            "gold_boxes": row.gold_boxes,
-            "caption": row.caption,
-            "final_diagnosis": row.final_diagnosis,
-        }
-        inputs = {"width": row.width, "height": row.height}
-        if task == "diagnosis":
-            text = row.caption if findings is None else (findings.get(row.filename) or "")
-            inputs.update(clinical_history=row.clinical_history, findings=text)
+        inputs = {"width": row.width, "height": row.height, **task.prompt_inputs(row, upstream)}
         samples.append(
             Sample(
                 filename=row.filename,
                 case_id=row.case_id,
-                task=task,
+                task=task.name,
                 prompt=render_prompt(template, inputs, prompt_path),
-                # Diagnosis is text-only in NOVA: history and findings, no image.
-                image_png=None if task == "diagnosis" else row.image["bytes"],
+                image_png=row.image["bytes"] if task.uses_image else None,
                 width=int(row.width),
                 height=int(row.height),
                 inputs={k: str(v) for k, v in inputs.items()},
-                reference=reference,
+                reference={column: getattr(row, column) for column in task.reference_columns},
             )
         )
     return samples
 
 
-def parse_answer(
-    task: str,
-    raw: str | None,
-    box_format: str | None,
-    width: int,
-    height: int,
-    frame_size: tuple[int, int] | None = None,
-) -> tuple[str, dict[str, Any] | None, str | None]:
-    """Turn raw model text into (status, parsed, error) for a task.
-
-    ``frame_size`` is the (width, height) the adapter resized the image to; it is used
-    where the box convention is in pixels of that frame (``qwen25_bbox_2d``).
-    """
-    if task == "localization":
-        from novabench import boxes
-
-        resized = frame_size if box_format == "qwen25_bbox_2d" else None
-        parsed = boxes.parse_boxes(
-            raw or "", box_format, image_size=(width, height), resized_size=resized
-        )
-        return parsed.status, boxes.to_dict(parsed), parsed.error
-    if task == "captioning":
-        caption = " ".join((raw or "").split())
-        if not caption:
-            return "parse_error", None, "empty answer"
-        return "ok", {"caption": caption}, None
-    from novabench.diagnosis import parse_diagnosis
-
-    parsed = parse_diagnosis(raw or "")
-    if parsed.status != "ok":
-        return parsed.status, None, parsed.error
-    return "ok", {"ranked": list(parsed.ranked)}, None
+def parse_answer(task: Task, raw: str, context: AnswerContext) -> Parsed:
+    """Read one answer with the task's parser. The parser never raises on any text, so an
+    exception here is a bug in our code and is left to crash the job."""
+    return task.parse(raw, context)
 
 
 def model_box_format(name: str, model_cfg: dict[str, Any], adapter: Adapter) -> str | None:
@@ -163,13 +128,8 @@ def model_box_format(name: str, model_cfg: dict[str, Any], adapter: Adapter) -> 
 
 
 def write_jsonl(records: Sequence[dict[str, Any]], path: Path) -> None:
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    with open(tmp, "w", encoding="utf-8") as handle:
-        for record in records:
-            handle.write(json.dumps(record, ensure_ascii=False, sort_keys=True) + "\n")
-    os.replace(tmp, path)
+    lines = (json.dumps(r, ensure_ascii=False, sort_keys=True) + "\n" for r in records)
+    atomic_write_text(path, "".join(lines))
 
 
 def summarize(records: Sequence[dict[str, Any]], wall_s: float) -> dict[str, Any]:
@@ -192,30 +152,31 @@ def run_predictions(
     task: str,
     model_name: str,
     model_cfg: dict[str, Any],
-    prompt_path: Path,
+    prompt_path: Path | None,
     out: Path,
     summary_out: Path,
-    findings_predictions: Path | None = None,
+    upstream_predictions: Path | None = None,
     cache_dir: Path | None = None,
 ) -> dict[str, Any]:
-    """Run ``model_name`` on every image for ``task``; write the JSONL and its summary."""
-    if task not in TASKS:
-        raise ConfigError(f"unknown task {task!r}", f"use one of {', '.join(TASKS)}")
+    """Run ``model_name`` on every image for ``task``; write the JSONL and its summary.
+
+    ``prompt_path`` None sends an empty prompt: only for adapters that read no prompt
+    (``predictions_file``, controls). ``upstream_predictions`` is the prediction file of
+    the model named by the task's upstream option (diagnosis: a captioning model).
+    """
     started = time.perf_counter()
+    spec = get_task(task)
     adapter = load_adapter(model_name, model_cfg, cache_dir=cache_dir)
     if task not in adapter.supported_tasks:
         raise ConfigError(
             f"models.{model_name}: the {model_cfg['adapter']} adapter cannot run {task}",
             f"remove {task} from models.{model_name}.tasks",
         )
-    box_format = (
-        model_box_format(model_name, model_cfg, adapter) if task == "localization" else None
-    )
+    box_format = model_box_format(model_name, model_cfg, adapter) if spec.needs_box_format else None
     adapter.preflight(task)
-    template, prompt_id, prompt_sha = load_prompt(prompt_path)
-    findings = findings_from_predictions(findings_predictions) if findings_predictions else None
-    frame = load_nova(dataset)
-    samples = build_samples(frame, task, template, str(prompt_path), findings)
+    template, prompt_id, prompt_sha = load_prompt(prompt_path) if prompt_path else ("", None, None)
+    upstream = upstream_answers(upstream_predictions) if upstream_predictions else None
+    samples = build_samples(load_nova(dataset), spec, template, str(prompt_path), upstream)
     request = {
         "prompt_id": prompt_id,
         "prompt_sha256": prompt_sha,
@@ -223,10 +184,11 @@ def run_predictions(
             canonical_json({**adapter.identity(), "box_format": box_format})
         ),
     }
-    records = []
     responses = adapter.predict(samples)
-    for sample, response in zip(samples, responses, strict=True):
-        records.append(_record(sample, response, model_name, request, box_format))
+    records = [
+        _record(spec, sample, response, model_name, request, box_format)
+        for sample, response in zip(samples, responses, strict=True)
+    ]
     summary = {
         "task": task,
         "model": model_name,
@@ -241,7 +203,7 @@ def run_predictions(
         summary["cost_usd"] = cost(summary["usage"])
     check_error_rate(model_name, model_cfg, adapter, records)
     write_jsonl(records, out)
-    Path(summary_out).write_text(json.dumps(summary, indent=2, sort_keys=True) + "\n")
+    atomic_write_text(summary_out, json.dumps(summary, indent=2, sort_keys=True) + "\n")
     return summary
 
 
@@ -268,19 +230,18 @@ def check_error_rate(
 
 
 def _record(
-    sample: Sample, response: Response, model: str, request: dict[str, Any], box_format: str | None
+    task: Task,
+    sample: Sample,
+    response: Response,
+    model: str,
+    request: dict[str, Any],
+    box_format: str | None,
 ) -> dict[str, Any]:
     if response.error is not None or response.raw is None:
-        status, parsed, error = "error", None, response.error or "no answer"
+        parsed = Parsed("error", None, response.error or "no answer")
     else:
-        status, parsed, error = parse_answer(
-            sample.task,
-            response.raw,
-            box_format,
-            sample.width,
-            sample.height,
-            frame_size=response.frame_size,
-        )
+        context = AnswerContext(sample.width, sample.height, box_format, response.frame_size)
+        parsed = parse_answer(task, response.raw, context)
     return {
         "filename": sample.filename,
         "case_id": sample.case_id,
@@ -288,9 +249,9 @@ def _record(
         "model": model,
         "request": request,
         "raw": response.raw,
-        "parsed": parsed,
-        "status": status,
-        "error": error,
+        "parsed": parsed.value,
+        "status": parsed.status,
+        "error": parsed.error,
         "latency_s": None if response.latency_s is None else round(response.latency_s, 4),
         "usage": response.usage,
         "cached": response.cached,

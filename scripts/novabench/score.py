@@ -9,19 +9,21 @@ from __future__ import annotations
 
 import json
 import math
-import os
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
-from novabench.config import rater_slug
 from novabench.dataset.read import load_nova
 from novabench.errors import NovaError
+from novabench.io import atomic_path, atomic_write_text
+from novabench.judges import make_judge
 from novabench.predict import read_predictions
 from novabench.provenance import sha256_file
+from novabench.tasks import Answers, ScoringContext, get_task
 
-TEXT_COLUMNS = ["filename", "case_id", "caption", "final_diagnosis", "gold_boxes", "rater_boxes"]
+KEY_COLUMNS = ["filename", "case_id"]
 
 
 def _json_safe(value: Any) -> Any:
@@ -40,50 +42,19 @@ def _json_safe(value: Any) -> Any:
 def write_scores(
     payload: dict[str, Any], per_image: pd.DataFrame, out_json: Path, out_csv: Path
 ) -> None:
-    out_json, out_csv = Path(out_json), Path(out_csv)
-    out_json.parent.mkdir(parents=True, exist_ok=True)
-    per_image.to_csv(out_csv.with_name(out_csv.name + ".tmp"), index=False, float_format="%.6g")
-    os.replace(out_csv.with_name(out_csv.name + ".tmp"), out_csv)
-    tmp = out_json.with_name(out_json.name + ".tmp")
-    tmp.write_text(json.dumps(_json_safe(payload), indent=2, sort_keys=False) + "\n")
-    os.replace(tmp, out_json)
+    with atomic_path(out_csv) as tmp:
+        per_image.to_csv(tmp, index=False, float_format="%.6g")
+    atomic_write_text(out_json, json.dumps(_json_safe(payload), indent=2) + "\n")
 
 
-def _by_filename(records: list[dict[str, Any]], frame: pd.DataFrame, path: Path) -> dict[str, dict]:
-    by_name = {r["filename"]: r for r in records}
-    unknown = sorted(set(by_name) - set(frame["filename"]))
+def _check_filenames(records: list[dict[str, Any]], frame: pd.DataFrame, path: Path) -> None:
+    unknown = sorted({r["filename"] for r in records} - set(frame["filename"]))
     if unknown:
         raise NovaError(
             f"{path} has predictions for {len(unknown)} image(s) not in the dataset, "
             f"e.g. {unknown[0]}",
             f"delete {path} and re-run `predict` against the current dataset",
         )
-    return by_name
-
-
-def make_judge(judge_cfg: dict[str, Any], task: str | None = None, cache_dir: Path | None = None):
-    """Build the configured judge; fail loudly if it cannot run (never fall back).
-
-    An ``llm`` judge needs the ``task`` it judges, and keeps its answers under
-    ``cache_dir`` (none: not cached).
-    """
-    kind, settings = judge_cfg["kind"], judge_cfg.get("settings", {})
-    if kind == "llm":
-        from novabench.judges.llm import make_llm_judge
-
-        return make_llm_judge(judge_cfg.get("name") or "llm", settings, task, cache_dir)
-    if kind == "keyword-lexicon":
-        from novabench.judges.keywords import KeywordJudge
-
-        return KeywordJudge(**settings)
-    if kind == "diagnosis-matcher":
-        from novabench.judges.diagnosis_matcher import DiagnosisMatcher
-
-        return DiagnosisMatcher(**settings)
-    raise NovaError(
-        f"judge {judge_cfg.get('name')!r} of kind {kind!r} cannot run in this version",
-        "use a keyword-lexicon judge for captioning or a diagnosis-matcher judge for diagnosis",
-    )
 
 
 def score_predictions(
@@ -93,72 +64,31 @@ def score_predictions(
     predictions: Path,
     out_json: Path,
     out_csv: Path,
-    judge_cfg: dict[str, Any] | None = None,
-    unit: str = "image",
+    judge_cfg: Mapping[str, Any] | None = None,
+    options: Mapping[str, Any] | None = None,
     nltk_data: Path | None = None,
     cache_dir: Path | None = None,
 ) -> dict[str, Any]:
-    """Score one prediction file; ``cache_dir`` keeps an LLM judge's answers."""
-    frame = load_nova(dataset, columns=TEXT_COLUMNS)
+    """Score one prediction file with the task's scorer; write the score file and the
+    per-image table; return the metrics.
+
+    ``judge_cfg`` is ``{kind, settings, name}`` for tasks scored through a judge (None:
+    the task's default offline judge). ``options`` are the task's scoring options
+    (``Task.options``). ``cache_dir`` keeps an LLM judge's answers.
+    """
+    spec = get_task(task)
+    frame = load_nova(dataset, columns=[*KEY_COLUMNS, *spec.reference_columns])
     records = read_predictions(predictions)
-    by_name = _by_filename(records, frame, Path(predictions))
+    _check_filenames(records, frame, Path(predictions))
     model = records[0]["model"] if records else Path(predictions).stem
-    if task not in ("localization", "captioning", "diagnosis"):
-        raise NovaError(f"unknown task {task!r}", "use localization, captioning or diagnosis")
-    missing = {"status": "error", "parsed": None}  # an image the model never answered
-
-    def answer(filename: str, key: str, default: Any = None) -> tuple[Any, str]:
-        rec = by_name.get(filename, missing)
-        return (rec.get("parsed") or {}).get(key, default), rec["status"]
-
-    judge = (
-        None if task == "localization" else make_judge(judge_cfg, task=task, cache_dir=cache_dir)
-    )
-    if task == "localization":
-        from novabench.metrics.localization import score_localization
-
-        gold, preds, statuses = {}, {}, {}
-        for r in frame.itertuples(index=False):
-            gold[r.filename] = [[b["x"], b["y"], b["width"], b["height"]] for b in r.gold_boxes]
-            preds[r.filename], statuses[r.filename] = answer(r.filename, "boxes", [])
-        metrics, per_image = score_localization(gold, preds, statuses)
-    elif task == "captioning":
-        from novabench.metrics.captioning import score_captioning
-
-        rows = []
-        for r in frame.itertuples(index=False):
-            caption, status = answer(r.filename, "caption")
-            rows.append(
-                {
-                    "filename": r.filename,
-                    "reference": r.caption,
-                    "prediction": caption,
-                    "status": status,
-                }
-            )
-        metrics, per_image = score_captioning(rows, judge, nltk_data)
-    else:
-        from novabench.metrics.diagnosis import score_diagnosis
-
-        rows = []
-        for r in frame.itertuples(index=False):
-            ranked, status = answer(r.filename, "ranked", [])
-            rows.append(
-                {
-                    "filename": r.filename,
-                    "case_id": r.case_id,
-                    "reference": r.final_diagnosis,
-                    "predictions": ranked,
-                    "status": status,
-                }
-            )
-        metrics, per_image = score_diagnosis(rows, judge, unit=unit)
-    judge_identity = judge.identity() if judge is not None else None
+    judge = make_judge(judge_cfg, task, cache_dir=cache_dir) if spec.needs_judge else None
+    context = ScoringContext(judge=judge, options=dict(options or {}), nltk_data=nltk_data)
+    metrics, per_image = spec.score(frame, Answers(records), context)
     payload = {
         "task": task,
         "model": model,
         "metrics": metrics,
-        "judge": judge_identity,
+        "judge": judge.identity() if judge is not None else None,
         # An LLM judge's requests: how many were answered from the cache, failed, cost.
         "judge_usage": judge.usage() if hasattr(judge, "usage") else None,
         "inputs": {
@@ -173,25 +103,22 @@ def score_predictions(
 def score_rater(*, rater: str, dataset: Path, out_json: Path, out_csv: Path) -> dict[str, Any]:
     """The human reference: one rater's boxes scored against gold with the same code.
 
-    ``rater`` is the rater's slug (:func:`rater_slug`).
+    ``rater`` is the rater's slug (:func:`novabench.config.rater_slug`).
     """
-    from novabench.metrics.localization import score_localization
+    from novabench.config import rater_slug
+    from novabench.metrics.localization import score_rater as score_rater_boxes
+    from novabench.tasks.localization import xywh
 
-    frame = load_nova(dataset, columns=TEXT_COLUMNS)
-    gold, preds = {}, {}
+    frame = load_nova(dataset, columns=[*KEY_COLUMNS, "gold_boxes", "rater_boxes"])
+    gold, boxes = {}, {}
     for r in frame.itertuples(index=False):
-        gold[r.filename] = [[b["x"], b["y"], b["width"], b["height"]] for b in r.gold_boxes]
-        preds[r.filename] = [
-            {"x": b["x"], "y": b["y"], "width": b["width"], "height": b["height"]}
-            for b in r.rater_boxes
-            if rater_slug(b["rater"]) == rater
-        ]
-    if not any(preds.values()):
+        gold[r.filename] = xywh(r.gold_boxes)
+        boxes[r.filename] = xywh(b for b in r.rater_boxes if rater_slug(b["rater"]) == rater)
+    if not any(boxes.values()):
         raise NovaError(
             f"rater {rater!r} has no boxes in {dataset}", "check the dataset manifest's raters"
         )
-    statuses = {name: "ok" if boxes else "no_finding" for name, boxes in preds.items()}
-    metrics, per_image = score_localization(gold, preds, statuses)
+    metrics, per_image = score_rater_boxes(gold, boxes)
     payload = {
         "task": "localization",
         "model": f"rater-{rater}",

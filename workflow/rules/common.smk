@@ -14,6 +14,7 @@ from novabench.config import (  # noqa: E402
     describe_validation_error,
     rater_slug,
 )
+from novabench.tasks import get_task, task_names  # noqa: E402
 
 try:
     validate(config, schema="../schemas/config.schema.yaml")
@@ -22,16 +23,12 @@ except WorkflowError as exc:
 
 PLAN = check_config(config, Path(workflow.basedir))
 
-from novabench.report.inputs import check_reporting  # noqa: E402
-
-check_reporting(config)
-
 DATASET = "results/dataset/nova.parquet"
 MANIFEST = "results/dataset/manifest.json"
 
 
 wildcard_constraints:
-    task="localization|captioning|diagnosis",
+    task="|".join(task_names()),
     model=r"(?!rater-)[A-Za-z0-9][A-Za-z0-9._-]*",
     rater=r"[A-Za-z0-9][A-Za-z0-9._-]*",
 
@@ -48,9 +45,9 @@ def predict_inputs(wildcards):
         "dataset": DATASET,
         "prompt": PLAN.prompt(wildcards.task, wildcards.model),
     }
-    upstream = PLAN.findings_model(wildcards.task)
+    upstream = PLAN.upstream(wildcards.task)
     if upstream:
-        inputs["findings"] = f"results/predictions/captioning/{upstream}.jsonl"
+        inputs["upstream"] = "results/predictions/{}/{}.jsonl".format(*upstream)
     extra = PLAN.external_predictions(wildcards.task, wildcards.model)
     if extra:
         inputs["answers"] = extra
@@ -70,50 +67,30 @@ def predict_gpus(wildcards):
     return job_gpus(PLAN.model(wildcards.model))
 
 
-def api_resources():
-    """`api_<provider>: 1` per job on a chat-completions endpoint, so that e.g.
-    `--resources api_openai=2` caps the jobs sending to one provider at the same time.
+def api_resources(what):
+    """`api_<provider>: 1` per job that sends to a chat-completions endpoint, so that e.g.
+    `--resources api_openai=2` caps the jobs sending to one provider at the same time:
+    prediction jobs of its models (`what="models"`) and score jobs whose judge calls it
+    (`what="tasks"`).
     """
-    from novabench.models.openai_compatible import api_resource
-
-    providers = {}
-    for name in PLAN.enabled_models():
-        cfg = PLAN.model(name)
-        if cfg["adapter"] == "openai_compatible":
-            providers.setdefault(api_resource(cfg.get("settings", {})), set()).add(name)
+    wildcard = {"models": "model", "tasks": "task"}[what]
     return {
-        resource: lambda wildcards, names=frozenset(names): int(
-            wildcards.model in names
+        resource: lambda wildcards, names=frozenset(users[what]): int(
+            getattr(wildcards, wildcard) in names
         )
-        for resource, names in providers.items()
+        for resource, users in PLAN.api_resources().items()
+        if users[what]
     }
 
 
-def judge_api_resources():
-    """`api_<provider>: 1` per score job whose judge is an LLM on that provider, so that
-    `--resources api_openai=2` caps judging and predicting against one provider together.
-    """
-    from novabench.judges.llm import api_resource
-
-    providers = {}
-    for name, tasks in PLAN.llm_judge_tasks().items():
-        resource = api_resource(config["judges"][name].get("settings", {}))
-        providers.setdefault(resource, set()).update(tasks)
-    return {
-        resource: lambda wildcards, tasks=frozenset(tasks): int(wildcards.task in tasks)
-        for resource, tasks in providers.items()
-    }
+def judge_inputs(wildcards):
+    """Files behind the task's judge (an LLM judge's prompt): editing them re-scores."""
+    return PLAN.judge_inputs(wildcards.task)
 
 
-def judge_prompt(wildcards):
-    """The prompt file of the task's judge when it is an LLM, else nothing."""
-    from novabench.judges.llm import prompt_paths
-
-    judge = PLAN.judge(wildcards.task)
-    if judge is None or judge["kind"] != "llm":
-        return []
-    paths = prompt_paths(judge["name"], judge.get("settings", {}), PLAN.resolve)
-    return [paths[wildcards.task]]
+def score_options(wildcards):
+    """Only the task's own scoring options, so a change re-scores that task only."""
+    return PLAN.options(wildcards.task)
 
 
 def rater_score_files(wildcards):
@@ -137,7 +114,7 @@ def all_targets(wildcards):
 
 def human_reference_targets(wildcards):
     """Rater scores: the raters are only known once the dataset is built."""
-    if not PLAN.task_enabled("localization"):
+    if "localization" not in PLAN.tasks() or not PLAN.task_enabled("localization"):
         return []
     return rater_score_files(wildcards)
 
@@ -150,18 +127,16 @@ def task_models(task):
     return [model for job_task, model in PLAN.jobs() if job_task == task]
 
 
-REPORT_TASKS = [
-    t for t in ("localization", "captioning", "diagnosis") if task_models(t)
-]
+REPORT_TASKS = [task for task in PLAN.tasks() if task_models(task)]
 # Only what the report reads of each model (its adapter decides control or model), so
 # that editing a model's settings does not re-run the report.
 REPORT_MODELS = {
     name: {"adapter": m["adapter"]} for name, m in config["models"].items()
 }
-TASK_TITLES = {
-    "localization": "Localization",
-    "captioning": "Captioning",
-    "diagnosis": "Diagnosis",
+# Task-specific figure families (results/figures/{task}_{family}); `breakdown` has a rule
+# of its own (it also writes its numbers).
+TASK_FIGURES = {
+    task: [f for f in get_task(task).figures if f != "breakdown"] for task in REPORT_TASKS
 }
 
 
@@ -199,7 +174,7 @@ def report_code(*names):
 
 
 def report_category(wildcards):
-    return TASK_TITLES[wildcards.task]
+    return get_task(wildcards.task).category
 
 
 def task_score_files(wildcards, task):
@@ -221,14 +196,6 @@ def task_report_inputs(wildcards, task=None):
             f"results/predictions/{task}/{model}.jsonl" for model in task_models(task)
         ],
     }
-
-
-def localization_report_inputs(wildcards):
-    return task_report_inputs(wildcards, "localization")
-
-
-def diagnosis_report_inputs(wildcards):
-    return task_report_inputs(wildcards, "diagnosis")
 
 
 def tables_inputs(wildcards):
@@ -253,7 +220,7 @@ def report_tables():
             report_flag(
                 f"results/tables/{task}.csv",
                 caption="../report/tables.rst",
-                category=TASK_TITLES[task],
+                category=get_task(task).category,
                 subcategory="Tables",
                 labels={"table": f"{task} (paper layout)", "models": "all"},
             )
@@ -290,17 +257,8 @@ def report_targets(wildcards):
         return []
     targets = ["results/tables/summary.md", "results/manifest.json"]
     for task in REPORT_TASKS:
-        targets += [
-            f"results/figures/{task}_metrics.png",
-            f"results/figures/{task}_breakdown.png",
-        ]
-    if "localization" in REPORT_TASKS:
-        targets += [
-            f"results/figures/localization_{family}.png"
-            for family in ("iou", "lesion_size", "examples")
-        ]
-    if "diagnosis" in REPORT_TASKS:
-        targets.append("results/figures/diagnosis_labels.png")
+        targets.append(f"results/figures/{task}_metrics.png")
+        targets += [f"results/figures/{task}_{f}.png" for f in get_task(task).figures]
     if AGREEMENT_JUDGES:
         targets.append("results/figures/judge_agreement.png")
     return targets

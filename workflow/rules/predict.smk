@@ -14,7 +14,7 @@ rule predict:
     conda:
         predict_env
     resources:
-        **api_resources(),
+        **api_resources("models"),
         # GPUs for local VLMs (0 for other models): the SLURM executor asks for --gpus=N;
         # `--resources gpu=1` on a workstation runs one such job at a time.
         gpu=predict_gpus,

@@ -10,7 +10,7 @@ rule statistics:
     input:
         unpack(task_report_inputs),
         code=report_code(
-            "make_statistics.py", "bootstrap.py", "statistics.py", "inputs.py"
+            "make_statistics.py", "bootstrap.py", "statistics.py", "inputs.py", "imaging.py"
         ),
     output:
         statistics=report(
@@ -20,6 +20,8 @@ rule statistics:
             subcategory="Statistics",
             labels=lambda wildcards: {"table": f"{wildcards.task} statistics"},
         ),
+        # The breakdown figure's numbers, on the same case resamples.
+        breakdown="results/statistics/{task}_breakdown.csv",
     log:
         "results/logs/report/statistics/{task}.log",
     benchmark:
@@ -90,10 +92,8 @@ rule figure_metrics:
 
 rule figure_breakdown:
     input:
-        unpack(task_report_inputs),
-        code=report_code(
-            "make_figures.py", "figures.py", "inputs.py", "imaging.py", "bootstrap.py"
-        ),
+        table="results/statistics/{task}_breakdown.csv",
+        code=report_code("make_figures.py", "figures.py"),
     output:
         png=report(
             "results/figures/{task}_breakdown.png",
@@ -103,7 +103,6 @@ rule figure_breakdown:
             labels={"figure": "by sequence and plane", "models": "all"},
         ),
         pdf="results/figures/{task}_breakdown.pdf",
-        table="results/figures/{task}_breakdown.csv",
     log:
         "results/logs/report/figure_breakdown/{task}.log",
     benchmark:
@@ -119,64 +118,36 @@ rule figure_breakdown:
         "../../scripts/make_figures.py"
 
 
-rule figure_localization:
+rule figure_task:
     input:
-        unpack(localization_report_inputs),
+        unpack(task_report_inputs),
         code=report_code("make_figures.py", "figures.py", "inputs.py"),
     output:
         png=report(
-            "results/figures/localization_{family}.png",
-            caption="../report/localization.rst",
-            category="Localization",
+            "results/figures/{task}_{family}.png",
+            caption="../report/task_figures.rst",
+            category=report_category,
             subcategory="Figures",
             labels=lambda wildcards: {
                 "figure": wildcards.family.replace("_", " "),
                 "models": "all",
             },
         ),
-        pdf="results/figures/localization_{family}.pdf",
+        pdf="results/figures/{task}_{family}.pdf",
     log:
-        "results/logs/report/figure_localization/{family}.log",
+        "results/logs/report/figure_task/{task}_{family}.log",
     benchmark:
-        "results/benchmarks/report/figure_localization/{family}.tsv"
+        "results/benchmarks/report/figure_task/{task}_{family}.tsv"
     wildcard_constraints:
-        family="iou|lesion_size|examples",
+        family="|".join(sorted({f for fs in TASK_FIGURES.values() for f in fs}) or ["none"]),
     conda:
         "../../envs/reporting.yaml"
     params:
         family=lambda wildcards: wildcards.family,
-        task="localization",
+        task=lambda wildcards: wildcards.task,
         models=REPORT_MODELS,
         reporting=config["reporting"],
-    script:
-        "../../scripts/make_figures.py"
-
-
-rule figure_diagnosis_labels:
-    input:
-        unpack(diagnosis_report_inputs),
-        code=report_code("make_figures.py", "figures.py", "inputs.py"),
-    output:
-        png=report(
-            "results/figures/diagnosis_labels.png",
-            caption="../report/diagnosis_labels.rst",
-            category="Diagnosis",
-            subcategory="Figures",
-            labels={"figure": "label distributions", "models": "all"},
-        ),
-        pdf="results/figures/diagnosis_labels.pdf",
-    log:
-        "results/logs/report/figure_diagnosis_labels.log",
-    benchmark:
-        "results/benchmarks/report/figure_diagnosis_labels.tsv"
-    conda:
-        "../../envs/reporting.yaml"
-    params:
-        family="diagnosis_labels",
-        task="diagnosis",
-        models=REPORT_MODELS,
-        reporting=config["reporting"],
-        judge=PLAN.judge("diagnosis") if "diagnosis" in REPORT_TASKS else None,
+        judge=lambda wildcards: PLAN.judge(wildcards.task),
     script:
         "../../scripts/make_figures.py"
 

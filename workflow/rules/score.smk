@@ -6,7 +6,7 @@ rule score:
         dataset=DATASET,
         predictions="results/predictions/{task}/{model}.jsonl",
         # An LLM judge's prompt: editing it re-scores (nothing for offline judges).
-        judge_prompt=judge_prompt,
+        judge=judge_inputs,
     output:
         scores="results/scores/{task}/{model}.json",
         per_image="results/scores/{task}/{model}.images.csv",
@@ -18,10 +18,10 @@ rule score:
         "../../envs/scoring.yaml"
     resources:
         # An LLM judge's endpoint counts against `api_<provider>` like a model's.
-        **judge_api_resources(),
+        **api_resources("tasks"),
     params:
         judge=lambda wildcards: PLAN.judge(wildcards.task),
-        unit=config["tasks"]["diagnosis"]["unit"],
+        options=score_options,
         nltk_data="results/nltk_data",
         cache_dir="results/cache",
     script:

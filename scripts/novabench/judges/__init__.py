@@ -1,1 +1,27 @@
-"""Judges that turn free text into comparable labels for the text metrics."""
+"""Judges that turn free text into comparable labels for the text metrics.
+
+See :mod:`novabench.judges.base`: judge kinds register themselves by module, and
+:func:`make_judge` builds the configured one.
+"""
+
+from novabench.judges.base import (
+    CaptionJudge,
+    DiagnosisJudge,
+    JudgeKind,
+    KeywordSet,
+    judge_kind,
+    judge_kinds,
+    make_judge,
+    register_judge_kind,
+)
+
+__all__ = [
+    "CaptionJudge",
+    "DiagnosisJudge",
+    "JudgeKind",
+    "KeywordSet",
+    "judge_kind",
+    "judge_kinds",
+    "make_judge",
+    "register_judge_kind",
+]

@@ -43,11 +43,12 @@ import unicodedata
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import yaml
 
 from novabench.errors import NovaError
+from novabench.judges.base import JudgeKind, register_judge_kind
 from novabench.knowledge_base import american_spelling, load_knowledge_base
 from novabench.provenance import sha256_file
 
@@ -618,3 +619,28 @@ def _prediction_alternatives(text: str) -> list[str]:
     """The prediction's main text, then the contents of its parentheses (fallback only)."""
     main = _strip_parentheses(text)
     return [t for t in dict.fromkeys([main, *_PARENTHESIS.findall(text)]) if t.strip()] or [text]
+
+
+@register_judge_kind
+class DiagnosisMatcherKind(JudgeKind):
+    """``kind: diagnosis-matcher``: this module's offline diagnosis judge."""
+
+    name = "diagnosis-matcher"
+    tasks = ("diagnosis",)
+    settings_schema: ClassVar[dict[str, Any]] = {
+        "type": "object",
+        "additionalProperties": False,
+        "properties": {
+            "synonyms_path": {"type": "string", "minLength": 1},
+            "knowledge_base_path": {"type": "string", "minLength": 1},
+            "embedding_fallback": {"type": "boolean"},
+            "threshold": {"type": "number", "exclusiveMinimum": 0, "maximum": 1},
+        },
+    }
+
+    def build(self, name, settings, task, cache_dir=None) -> DiagnosisMatcher:
+        return DiagnosisMatcher(**settings)
+
+    def labeler(self, settings):
+        # Labels never use the embedding model: built without it, nothing to load.
+        return DiagnosisMatcher(**{**settings, "embedding_fallback": False}).canonical_label

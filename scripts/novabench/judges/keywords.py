@@ -14,10 +14,12 @@ import hashlib
 import re
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any, ClassVar
 
 import yaml
 
 from novabench.errors import ConfigError
+from novabench.judges.base import JudgeKind, register_judge_kind
 from novabench.metrics.captioning import MODALITY_KEYWORDS
 
 DEFAULT_LEXICON = Path(__file__).with_name("lexicon.yaml")
@@ -248,3 +250,19 @@ class KeywordJudge:
             for key, negated in mentions
         )
         return KeywordSet.from_keywords(keywords, abnormal)
+
+
+@register_judge_kind
+class KeywordLexiconKind(JudgeKind):
+    """``kind: keyword-lexicon``: this module's offline caption judge."""
+
+    name = "keyword-lexicon"
+    tasks = ("captioning",)
+    settings_schema: ClassVar[dict[str, Any]] = {
+        "type": "object",
+        "additionalProperties": False,
+        "properties": {"lexicon_path": {"type": "string", "minLength": 1}},
+    }
+
+    def build(self, name, settings, task, cache_dir=None) -> KeywordJudge:
+        return KeywordJudge(**settings)

@@ -36,6 +36,7 @@ from typing import Any, ClassVar, TypeVar
 
 from novabench.cache import request_key
 from novabench.errors import ConfigError, NovaError, settings_error
+from novabench.judges.base import JudgeKind, register_judge_kind
 from novabench.judges.keywords import NEGATED_PREFIX, KeywordSet
 from novabench.models import openai_compatible
 from novabench.provenance import sha256_text
@@ -663,3 +664,32 @@ def make_llm_judge(
             "build it for the task it judges (make_judge(..., task=...))",
         )
     return JUDGES[task](name, settings, cache_dir=cache_dir, resolve=resolve)
+
+
+@register_judge_kind
+class LLMKind(JudgeKind):
+    """``kind: llm``: a chat model behind an OpenAI-compatible endpoint (this module)."""
+
+    name = "llm"
+    tasks = tuple(JUDGES)
+    settings_schema = SETTINGS_SCHEMA
+    remote = True
+
+    def check_settings(self, name, settings, resolve) -> None:
+        resolved = check_settings(name, dict(settings), resolve)
+        for task, path in resolved["prompts"].items():
+            read_prompt(name, task, path)
+
+    def build(self, name, settings, task, cache_dir=None) -> _LLMJudge:
+        return make_llm_judge(name, dict(settings), task, cache_dir)
+
+    def input_files(self, name, settings, task, resolve) -> list[str]:
+        return [prompt_paths(name, dict(settings), resolve)[task]]
+
+    def environment_problems(self, name, settings, tasks, resolve) -> list[NovaError]:
+        backend = check_settings(name, dict(settings), resolve)["backend"]
+        problem = _missing_key(name, backend) or _unreachable(name, backend)
+        return [] if problem is None else [problem]
+
+    def api_resource(self, settings) -> str:
+        return api_resource(dict(settings))

@@ -377,8 +377,8 @@ def score_rater(
 ) -> tuple[dict[str, float], pd.DataFrame]:
     """Score one human rater's boxes against gold, as a model with score 1.0 in their order.
 
-    Images of ``gold`` the rater has no boxes for count as "no prediction"; to score only
-    the images a rater saw, pass ``gold`` restricted to them.
+    An image of ``gold`` the rater drew no box on is the rater's "no finding" (status
+    ``no_finding``); to score only the images a rater saw, pass ``gold`` restricted to them.
     """
     predictions = {
         filename: [
@@ -387,7 +387,8 @@ def score_rater(
         ]
         for filename, boxes in rater_boxes.items()
     }
-    return score_localization(gold, predictions)
+    statuses = {name: "ok" if predictions.get(name) else "no_finding" for name in gold}
+    return score_localization(gold, predictions, statuses)
 
 
 # The IoU thresholds of one COCO evaluation here: 0.3, then 0.50:0.05:0.95.

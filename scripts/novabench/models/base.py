@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
 
-from novabench.errors import ConfigError
+from novabench.errors import ConfigError, settings_error
 
 
 @dataclass(frozen=True)
@@ -71,6 +71,34 @@ class Adapter(ABC):
         self.settings = dict(settings)
         # Where backends that call a service keep their persistent response cache.
         self.cache_dir = cache_dir
+
+    #: JSON schema of the model's ``settings``, checked at plan time (a dry run too).
+    settings_schema: ClassVar[dict[str, Any]] = {
+        "type": "object",
+        "additionalProperties": False,
+        "properties": {},
+    }
+
+    @classmethod
+    def check_settings(cls, name: str, settings: dict[str, Any]) -> None:
+        """Raise ConfigError naming ``models.<name>.settings.<key>`` and the fix."""
+        import jsonschema
+
+        try:
+            jsonschema.validate(settings, cls.settings_schema)
+        except jsonschema.ValidationError as exc:
+            fix = f"see the {cls.__module__.rsplit('.', 1)[-1]} adapter in config/README.md"
+            raise settings_error(exc, f"models.{name}.settings", fix) from None
+
+    @classmethod
+    def input_file(cls, name: str, settings: dict[str, Any], task: str) -> Path | None:
+        """A file the model's answers are read from (a job input), if any."""
+        return None
+
+    @classmethod
+    def api_resource(cls, settings: dict[str, Any]) -> str | None:
+        """The Snakemake resource ``api_<provider>`` that caps jobs per provider, if any."""
+        return None
 
     @classmethod  # noqa: B027 - optional hook, empty by default
     def check_environment(cls, name: str, settings: dict[str, Any]) -> None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator, Sequence
+from typing import Any, ClassVar
 
 from novabench.dataset.read import decode_image
 from novabench.models.base import Adapter as BaseAdapter
@@ -19,6 +20,11 @@ from novabench.models.base import Response, Sample
 class Adapter(BaseAdapter):
     box_format = "pixel_xyxy"
     supported_tasks = ("localization", "captioning")
+    settings_schema: ClassVar[dict[str, Any]] = {
+        "type": "object",
+        "additionalProperties": False,
+        "properties": {"max_boxes": {"type": "integer", "minimum": 1}},
+    }
 
     def predict(self, samples: Sequence[Sample]) -> Iterator[Response]:
         from novabench import captioner, detector

@@ -262,6 +262,8 @@ def _rgb(png: bytes) -> Any:
 class Adapter(BaseAdapter):
     """A local transformers VLM; settings are documented in config/README.md."""
 
+    settings_schema = SETTINGS_SCHEMA
+
     #: Diagnosis prompts (text only) go through the same chat template, without an image.
     supported_tasks: ClassVar[tuple[str, ...]] = ("localization", "captioning", "diagnosis")
 

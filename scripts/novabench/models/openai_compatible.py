@@ -178,6 +178,12 @@ class ChatRequest:
 class Adapter(BaseAdapter):
     """A chat-completions endpoint; settings are documented in config/README.md."""
 
+    settings_schema = SETTINGS_SCHEMA
+
+    @classmethod
+    def api_resource(cls, settings: dict[str, Any]) -> str:
+        return api_resource(settings)
+
     #: Percent of failed requests above which a prediction job fails (models.<name>.max_error_rate
     #: overrides it). The answers that did arrive are cached, so a re-run resends only failures.
     max_error_rate: ClassVar[float] = 10.0

@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator, Sequence
 from pathlib import Path
+from typing import Any, ClassVar
 
 from novabench.errors import ConfigError, NovaError
 from novabench.models.base import Adapter as BaseAdapter
@@ -52,6 +53,22 @@ def read_answers(path: Path) -> dict[str, str]:
 
 
 class Adapter(BaseAdapter):
+    settings_schema: ClassVar[dict[str, Any]] = {
+        "type": "object",
+        "additionalProperties": False,
+        "properties": {
+            "path": {"type": "string", "minLength": 1},
+            "paths": {
+                "type": "object",
+                "additionalProperties": {"type": "string", "minLength": 1},
+            },
+        },
+    }
+
+    @classmethod
+    def input_file(cls, name: str, settings: dict, task: str) -> Path:
+        return predictions_path(name, settings, task)
+
     def predict(self, samples: Sequence[Sample]) -> Iterator[Response]:
         if not samples:
             return

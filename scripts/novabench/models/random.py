@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Iterator, Sequence
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -21,6 +22,16 @@ from novabench.models.base import Response, Sample
 class Adapter(BaseAdapter):
     box_format = "pixel_xyxy"
     supported_tasks = ("localization",)
+    settings_schema: ClassVar[dict[str, Any]] = {
+        "type": "object",
+        "additionalProperties": False,
+        "properties": {
+            "seed": {"type": "integer"},
+            "max_boxes": {"type": "integer", "minimum": 1},
+            "min_size": {"type": "number", "exclusiveMinimum": 0},
+            "max_size": {"type": "number", "exclusiveMinimum": 0},
+        },
+    }
 
     def _rng(self, filename: str) -> np.random.Generator:
         digest = hashlib.sha256(f"{self.settings.get('seed', 0)}:{filename}".encode()).digest()

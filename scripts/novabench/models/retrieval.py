@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 from functools import cached_property
-from typing import Any
+from typing import Any, ClassVar
 
 from novabench.models.base import Adapter as BaseAdapter
 from novabench.models.base import Response, Sample
@@ -19,6 +19,17 @@ from novabench.models.base import Response, Sample
 
 class Adapter(BaseAdapter):
     supported_tasks = ("diagnosis",)
+    settings_schema: ClassVar[dict[str, Any]] = {
+        "type": "object",
+        "additionalProperties": False,
+        "properties": {
+            "k1": {"type": "number", "minimum": 0},
+            "b": {"type": "number", "minimum": 0, "maximum": 1},
+            "name_weight": {"type": "integer", "minimum": 0},
+            "top_k": {"type": "integer", "minimum": 1, "maximum": 5},
+            "knowledge_base": {"type": "string", "minLength": 1},
+        },
+    }
 
     @cached_property
     def _diagnoser(self):

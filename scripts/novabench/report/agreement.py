@@ -21,8 +21,6 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-LABELS = {"captioning": ("abnormal",), "diagnosis": ("top1_correct", "top5_correct")}
-
 
 def cohen_kappa(a: Sequence[Any], b: Sequence[Any]) -> float:
     """Cohen's kappa of two raters' labels of the same items.
@@ -47,20 +45,15 @@ def cohen_kappa(a: Sequence[Any], b: Sequence[Any]) -> float:
 def judge_labels(task: str, judge: Any, dataset: pd.DataFrame, predictions: Path) -> pd.DataFrame:
     """One judge's per-image labels of one prediction file, as the scorer would give them."""
     from novabench.predict import read_predictions
+    from novabench.tasks import Answers, get_task
 
-    records = {r["filename"]: r for r in read_predictions(predictions)}
-    rows = []
-    for row in dataset.itertuples(index=False):
-        record = records.get(row.filename, {"status": "error", "parsed": None})
-        parsed = record.get("parsed") or {}
-        if task == "captioning":
-            caption = parsed.get("caption") if record["status"] == "ok" else ""
-            rows.append({"abnormal": bool(judge.extract(caption or "").abnormal)})
-        else:
-            ranked = list(parsed.get("ranked") or [])[:5] if record["status"] == "ok" else []
-            top1, top5 = judge.match_ranked(ranked, str(row.final_diagnosis)) if ranked else (0, 0)
-            rows.append({"top1_correct": bool(top1), "top5_correct": bool(top5)})
-    return pd.DataFrame(rows, index=list(dataset["filename"]))
+    spec = get_task(task)
+    records = Answers(read_predictions(predictions)).by_filename
+    rows = [
+        spec.judge_labels(judge, row, records.get(row.filename, Answers.MISSING))
+        for row in dataset.itertuples(index=False)
+    ]
+    return pd.DataFrame(rows, index=list(dataset["filename"]), columns=list(spec.agreement_labels))
 
 
 def agreement_table(
@@ -71,10 +64,12 @@ def agreement_table(
 
     ``labels[model][judge]`` is :func:`judge_labels` of that model's predictions.
     """
+    from novabench.tasks import get_task
+
     rows = []
     for model, by_judge in labels.items():
         for first, second in itertools.combinations(by_judge, 2):
-            for label in LABELS[task]:
+            for label in get_task(task).agreement_labels:
                 a, b = by_judge[first][label], by_judge[second][label]
                 rows.append(
                     {
@@ -113,15 +108,14 @@ def write_agreement(
     LLM judges answer from the same response cache as scoring, so re-judging predictions
     that were already scored sends no request.
     """
-    from novabench.dataset.read import load_nova
-    from novabench.score import make_judge
+    from novabench.judges import make_judge
+    from novabench.report.inputs import load_dataset
 
-    dataset = load_nova(Path(dataset_path), columns=["filename", "final_diagnosis"])
+    dataset = load_dataset(Path(dataset_path))
     tables = []
     for task, paths in predictions.items():
         built = {
-            cfg["name"]: make_judge(dict(cfg), task=task, cache_dir=cache_dir)
-            for cfg in judges[task]
+            cfg["name"]: make_judge(dict(cfg), task, cache_dir=cache_dir) for cfg in judges[task]
         }
         labels = {
             Path(path).stem: {

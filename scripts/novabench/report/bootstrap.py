@@ -23,7 +23,7 @@ scorers on the resampled images (the reference in the tests) sees them too.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -92,10 +92,6 @@ def weighted_mean(weights: np.ndarray, values: Sequence[float], scale: float = 1
     defined = ~np.isnan(values)
     w = weights.astype(float)
     return _divide(w @ np.where(defined, values, 0.0), w @ defined, scale)
-
-
-def weighted_sum(weights: np.ndarray, values: Sequence[float]) -> np.ndarray:
-    return weights.astype(float) @ np.nan_to_num(np.asarray(values, dtype=float))
 
 
 # --- localization ------------------------------------------------------------------------
@@ -417,30 +413,25 @@ def paired_p_value(model: np.ndarray, reference: np.ndarray) -> float:
     return min(1.0, 2 * (1 + tail) / (len(difference) + 1))
 
 
-# Metrics without a CI: the plug-in entropy of a resample is biased low (drawing cases
-# with replacement repeats some labels and drops others), by more than its spread, so a
-# percentile interval would not even cover the estimate (on the sample, Entropy 3.07
-# with a "CI" of [1.80, 2.94]).
-NO_INTERVAL = frozenset({"Entropy", "Entropy_reference"})
-
-
 def summarize(
     replicates: Mapping[str, Mapping[str, np.ndarray]],
     estimates: Mapping[str, Mapping[str, float]],
     reference: str | None,
     confidence: float,
+    no_interval: Iterable[str] = (),
 ) -> pd.DataFrame:
     """One row per (model, metric): estimate, CI, and the paired test against ``reference``.
 
     ``replicates[model][metric]`` are the resampled values, ``estimates[model][metric]``
-    the point estimates (those of the score files). Metrics in :data:`NO_INTERVAL` get
-    neither a CI nor a test.
+    the point estimates (those of the score files). Metrics in ``no_interval`` (a task's
+    metrics declared without an interval) get neither a CI nor a test.
     """
+    no_interval = frozenset(no_interval)
     rows = []
     for model, metrics in replicates.items():
         for metric, values in metrics.items():
             low, high, n_defined = percentile_interval(values, confidence)
-            if metric in NO_INTERVAL:
+            if metric in no_interval:
                 low = high = math.nan
             row = {
                 "model": model,
@@ -460,7 +451,7 @@ def summarize(
                 reference
                 and model != reference
                 and ref_values is not None
-                and metric not in NO_INTERVAL
+                and metric not in no_interval
             ):
                 ref_estimate = estimates.get(reference, {}).get(metric, math.nan)
                 row["difference"] = row["estimate"] - ref_estimate

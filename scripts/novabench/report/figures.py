@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 import math
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -146,10 +147,11 @@ def _placeholder(message: str, png: Path, pdf: Path) -> None:
 
 def plot_metric_bars(task: str, statistics: pd.DataFrame, png: Path, pdf: Path) -> None:
     """One panel per table metric (counts left out: other scale): a bar per entry, 95% CI."""
-    from novabench.report.tables import COLUMNS
+    from novabench.tasks import get_task
 
     apply_style()
-    columns = [c for c in COLUMNS[task] if c.decimals != 0]
+    # Counts are left out: another scale.
+    columns = [m for m in get_task(task).table_metrics if m.decimals != 0]
     names = list(dict.fromkeys(statistics["model"]))
     if not names:
         _placeholder(f"No {task} scores.", png, pdf)
@@ -423,63 +425,6 @@ def plot_examples(
 
 # --- breakdowns by sequence and plane ------------------------------------------------------
 
-# The per-image headline metric of each task, and how to read it from the per-image table.
-BREAKDOWN_METRIC = {
-    "localization": ("Hit@30 (%)", "hit30"),
-    "captioning": ("Clinical F1", "clinical_f1"),
-    "diagnosis": ("Top-1 (%)", "top1_correct"),
-}
-
-
-def per_image_values(task: str, per_image: pd.DataFrame) -> np.ndarray:
-    """The breakdown metric per image, NaN where it is undefined (x100 for rates)."""
-    column = BREAKDOWN_METRIC[task][1]
-    if task == "localization":
-        hit = per_image[column].astype("boolean").astype("Float64")
-        hit = hit.to_numpy(dtype=float, na_value=np.nan)
-        return np.where(per_image["n_gold"].to_numpy() > 0, 100 * hit, np.nan)
-    if task == "diagnosis":
-        values = per_image[column].astype("boolean").astype("Float64")
-        return 100 * values.to_numpy(dtype=float, na_value=np.nan)
-    return per_image[column].to_numpy(dtype=float)
-
-
-def breakdown_table(
-    task: str,
-    categories: pd.Series,
-    entries: Sequence[tuple[str, str, pd.DataFrame]],
-    weights: np.ndarray,
-    confidence: float,
-) -> pd.DataFrame:
-    """Per entry and category: mean of the task's per-image metric, its case-bootstrap CI,
-    the number of images it is defined on."""
-    from novabench.report.bootstrap import percentile_interval, weighted_mean
-
-    rows = []
-    for name, group, per_image in entries:
-        values = per_image_values(task, per_image)
-        for category in pd.unique(categories):
-            mask = (categories == category).to_numpy()
-            selected = np.where(mask, values, np.nan)
-            n = int((~np.isnan(selected)).sum())
-            if not n:
-                continue
-            low, high, _ = percentile_interval(weighted_mean(weights, selected), confidence)
-            rows.append(
-                {
-                    "model": name,
-                    "group": group,
-                    "category": category,
-                    "value": float(np.nanmean(selected)),
-                    "ci_low": low,
-                    "ci_high": high,
-                    "n_images": n,
-                }
-            )
-    return pd.DataFrame(
-        rows, columns=["model", "group", "category", "value", "ci_low", "ci_high", "n_images"]
-    )
-
 
 def plot_breakdown(
     task: str,
@@ -487,10 +432,10 @@ def plot_breakdown(
     groups: Mapping[str, str],
     png: Path,
     pdf: Path,
+    label: str = "",
 ) -> None:
     """Grouped bars: the task's per-image metric per category (sequence, plane), per entry."""
     apply_style()
-    label = BREAKDOWN_METRIC[task][0]
     names = by_group(list(dict.fromkeys(n for _, t, _ in panels for n in t["model"])), groups)
     if not names:
         _placeholder(f"No {task} scores to break down.", png, pdf)
@@ -631,111 +576,128 @@ def plot_judge_agreement(table: pd.DataFrame, png: Path, pdf: Path) -> None:
 
 # --- rule `figure` ---------------------------------------------------------------------------
 
-FAMILIES = (
-    "metrics",
-    "breakdown",
-    "iou",
-    "lesion_size",
-    "examples",
-    "diagnosis_labels",
-    "judge_agreement",
-)
+
+def _figure_metrics(ctx: FigureContext) -> None:
+    plot_metric_bars(ctx.task, pd.read_csv(ctx.statistics), ctx.png, ctx.pdf)
 
 
-def make_figure(
-    family: str,
-    *,
-    png: Path,
-    pdf: Path,
-    task: str | None = None,
-    statistics: Path | None = None,
-    dataset: Path | None = None,
-    scores: Sequence[Path] = (),
-    predictions: Mapping[str, Path] | None = None,
-    models: Mapping[str, Any] | None = None,
-    reporting: Mapping[str, Any] | None = None,
-    table: Path | None = None,
-    judge: Mapping[str, Any] | None = None,
-) -> None:
-    """Draw one figure family from the files the scoring and statistics stages wrote.
+def _figure_judge_agreement(ctx: FigureContext) -> None:
+    plot_judge_agreement(pd.read_csv(ctx.table), ctx.png, ctx.pdf)
 
-    ``table`` is an output (the breakdown's numbers) or, for ``judge_agreement``, the
-    agreement table to draw.
-    """
+
+def _figure_breakdown(ctx: FigureContext) -> None:
+    """Grouped bars from the statistics stage's breakdown table (CIs computed there)."""
+    from novabench.report.imaging import MULTIPLE, PLANES, SEQUENCES, UNSPECIFIED
+
+    table = pd.read_csv(ctx.table, keep_default_na=False, na_values=[""])
+    groups = dict(zip(table["model"], table["group"], strict=True))
+    panels = [
+        (
+            title,
+            table[table["breakdown"] == title.removeprefix("By ")],
+            [*order, MULTIPLE, UNSPECIFIED],
+        )
+        for title, order in (("By sequence", SEQUENCES), ("By plane", PLANES))
+    ]
+    label = str(table["label"].iloc[0]) if len(table) else ""
+    plot_breakdown(ctx.task, panels, groups, ctx.png, ctx.pdf, label)
+
+
+def _figure_iou(ctx: FigureContext) -> None:
+    entries = ctx.entries()
+    plot_iou_distribution([(e.name, e.group, e.per_image) for e in entries], ctx.png, ctx.pdf)
+
+
+def _figure_lesion_size(ctx: FigureContext) -> None:
     from novabench.report import inputs
 
-    reporting = reporting or {}
-    controls = reporting.get("controls")
-    if family == "metrics":
-        plot_metric_bars(task, pd.read_csv(statistics), png, pdf)
-        return
-    if family == "judge_agreement":
-        plot_judge_agreement(pd.read_csv(table), png, pdf)
-        return
-    frame = inputs.load_dataset(dataset)
-    if family == "examples":
-        from novabench.dataset.read import decode_image, load_nova
-
-        frame = load_nova(Path(dataset), columns=[*inputs.DATASET_COLUMNS, "image"])
-    entries = inputs.load_entries(task, scores, frame, models or {}, controls, predictions)
+    entries, frame = ctx.entries(), ctx.frame()
+    boxes = {e.name: inputs.predicted_boxes(frame, e.name, e.predictions) for e in entries}
     groups = {e.name: e.group for e in entries}
-    if family == "iou":
-        plot_iou_distribution([(e.name, e.group, e.per_image) for e in entries], png, pdf)
-    elif family == "lesion_size":
-        boxes = {e.name: inputs.predicted_boxes(frame, e.name, e.predictions) for e in entries}
-        plot_hit_by_lesion_size(inputs.gold_boxes(frame), boxes, groups, png, pdf)
-    elif family == "examples":
-        picks = pick_examples(frame, int(reporting.get("examples", 6)), _seed(reporting))
-        chosen = frame.set_index("filename").loc[picks]
-        images = {f: decode_image(row["image"]["bytes"], f) for f, row in chosen.iterrows()}
-        gold = {f: _xywh(row["gold_boxes"]) for f, row in chosen.iterrows()}
-        raters = {f: _xywh(row["rater_boxes"]) for f, row in chosen.iterrows()}
-        shown = [e for e in entries if e.group == GROUP_MODEL]
-        shown += [e for e in entries if e.group == GROUP_CONTROL]
-        predicted = {
-            e.name: inputs.predicted_boxes(frame, e.name, e.predictions)
-            for e in shown[:MAX_EXAMPLE_COLUMNS]
-        }
-        plot_examples(images, gold, raters, predicted, png, pdf)
-    elif family == "breakdown":
-        from novabench.report.bootstrap import draw_cases
-        from novabench.report.imaging import (
-            MULTIPLE,
-            PLANES,
-            SEQUENCES,
-            UNSPECIFIED,
-            parse_plane,
-            parse_sequence,
+    plot_hit_by_lesion_size(inputs.gold_boxes(frame), boxes, groups, ctx.png, ctx.pdf)
+
+
+def _figure_examples(ctx: FigureContext) -> None:
+    from novabench.dataset.read import decode_image
+    from novabench.report import inputs
+
+    frame = ctx.frame(with_images=True)
+    entries = ctx.entries(frame)
+    picks = pick_examples(frame, int(ctx.reporting.get("examples", 6)), _seed(ctx.reporting))
+    chosen = frame.set_index("filename").loc[picks]
+    images = {f: decode_image(row["image"]["bytes"], f) for f, row in chosen.iterrows()}
+    gold = {f: _xywh(row["gold_boxes"]) for f, row in chosen.iterrows()}
+    raters = {f: _xywh(row["rater_boxes"]) for f, row in chosen.iterrows()}
+    shown = [e for e in entries if e.group == GROUP_MODEL]
+    shown += [e for e in entries if e.group == GROUP_CONTROL]
+    predicted = {
+        e.name: inputs.predicted_boxes(frame, e.name, e.predictions)
+        for e in shown[:MAX_EXAMPLE_COLUMNS]
+    }
+    plot_examples(images, gold, raters, predicted, ctx.png, ctx.pdf)
+
+
+def _figure_labels(ctx: FigureContext) -> None:
+    from novabench.tasks.diagnosis import diagnosis_labeler, diagnosis_labels
+
+    labeler = diagnosis_labeler(ctx.judge)
+    labelled = [(e.name, e.group, *diagnosis_labels(e.per_image, labeler)) for e in ctx.entries()]
+    reference = labelled[0][3] if labelled else []
+    plot_diagnosis_labels([(n, g, p) for n, g, p, _ in labelled], reference, ctx.png, ctx.pdf)
+
+
+@dataclass
+class FigureContext:
+    """What a figure family may read: the report stage's inputs of one job."""
+
+    png: Path
+    pdf: Path
+    task: str | None = None
+    statistics: Path | None = None
+    dataset: Path | None = None
+    scores: Sequence[Path] = ()
+    predictions: Mapping[str, Path] | None = None
+    models: Mapping[str, Any] | None = None
+    reporting: Mapping[str, Any] = field(default_factory=dict)
+    table: Path | None = None
+    judge: Mapping[str, Any] | None = None
+
+    def frame(self, with_images: bool = False) -> pd.DataFrame:
+        from novabench.report import inputs
+
+        columns = [*inputs.DATASET_COLUMNS, "image"] if with_images else None
+        return inputs.load_dataset(self.dataset, columns)
+
+    def entries(self, frame: pd.DataFrame | None = None) -> list:
+        from novabench.report import inputs
+
+        frame = self.frame() if frame is None else frame
+        controls = self.reporting.get("controls")
+        return inputs.load_entries(
+            self.task, self.scores, frame, self.models or {}, controls, self.predictions
         )
 
-        boot = reporting.get("bootstrap", {})
-        case_ids = list(frame["case_id"])
-        weights = draw_cases(case_ids, int(boot.get("resamples", 1000)), _seed(reporting)).weights(
-            case_ids
-        )
-        confidence = float(boot.get("confidence", 0.95))
-        payload = [(e.name, e.group, e.per_image) for e in entries]
-        panels, tables = [], []
-        for title, parser, order in (
-            ("By sequence", parse_sequence, SEQUENCES),
-            ("By plane", parse_plane, PLANES),
-        ):
-            categories = frame["caption"].map(parser)
-            part = breakdown_table(task, categories, payload, weights, confidence)
-            panels.append((title, part, [*order, MULTIPLE, UNSPECIFIED]))
-            tables.append(part.assign(breakdown=title.removeprefix("By ")))
-        plot_breakdown(task, panels, groups, png, pdf)
-        if table is not None:
-            pd.concat(tables).to_csv(table, index=False, float_format="%.6g")
-    elif family == "diagnosis_labels":
-        from novabench.report.statistics import diagnosis_labeler, diagnosis_labels
 
-        labeler = diagnosis_labeler(judge)
-        labelled = [(e.name, e.group, *diagnosis_labels(e.per_image, labeler)) for e in entries]
-        reference = labelled[0][3] if labelled else []
-        plot_diagnosis_labels([(n, g, p) for n, g, p, _ in labelled], reference, png, pdf)
-    else:
-        raise ValueError(f"unknown figure family {family!r}; one of {FAMILIES}")
+# Figure family -> how to draw it. Task-specific families are named by the task
+# (``Task.figures``); `metrics` exists for every task, `judge_agreement` once.
+FAMILIES = {
+    "metrics": _figure_metrics,
+    "judge_agreement": _figure_judge_agreement,
+    "breakdown": _figure_breakdown,
+    "iou": _figure_iou,
+    "lesion_size": _figure_lesion_size,
+    "examples": _figure_examples,
+    "labels": _figure_labels,
+}
+
+
+def make_figure(family: str, **inputs: Any) -> None:
+    """Draw one figure family from the files the scoring and statistics stages wrote
+    (keyword arguments: the fields of :class:`FigureContext`)."""
+    if family not in FAMILIES:
+        raise ValueError(f"unknown figure family {family!r}; one of {sorted(FAMILIES)}")
+    inputs["reporting"] = inputs.get("reporting") or {}
+    FAMILIES[family](FigureContext(**inputs))
 
 
 MAX_EXAMPLE_COLUMNS = 5  # entries shown beside the reference in the qualitative grid
@@ -746,4 +708,5 @@ def _xywh(boxes: Sequence[Mapping[str, float]]) -> list[list[float]]:
 
 
 def _seed(reporting: Mapping[str, Any]) -> int:
-    return int(reporting.get("bootstrap", {}).get("seed", 0))
+    """The configured bootstrap seed (the schema always sets it) also picks the examples."""
+    return int(reporting["bootstrap"]["seed"])

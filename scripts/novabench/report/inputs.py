@@ -159,10 +159,14 @@ def captions(frame: pd.DataFrame, predictions: Path) -> list[str]:
     return out
 
 
-def load_dataset(path: Path) -> pd.DataFrame:
+def load_dataset(path: Path, columns: Sequence[str] | None = None) -> pd.DataFrame:
+    """The dataset columns the report reads: keys, boxes, and every task's references."""
     from novabench.dataset.read import load_nova
+    from novabench.tasks import get_task, task_names
 
-    return load_nova(Path(path), columns=DATASET_COLUMNS)
+    references = [c for t in task_names() for c in get_task(t).reference_columns]
+    wanted = list(dict.fromkeys([*(columns or DATASET_COLUMNS), *references]))
+    return load_nova(Path(path), columns=wanted)
 
 
 def load_entries(
@@ -202,40 +206,3 @@ def bleu_inputs(dataset: pd.DataFrame, entry: Entry) -> np.ndarray | None:
         return None
     hypotheses = captions(dataset, entry.predictions)
     return bleu_statistics(list(dataset["caption"]), hypotheses)
-
-
-def check_reporting(config: Mapping[str, Any]) -> None:
-    """What the schema cannot check in ``reporting:``: the models and judges it names exist
-    and the agreement judges can judge their task."""
-    from novabench.errors import ConfigError
-
-    reporting = config.get("reporting") or {}
-    models = config.get("models") or {}
-    named = [("reporting.reference_model", reporting.get("reference_model"))]
-    named += [("reporting.controls", name) for name in reporting.get("controls") or []]
-    for key, name in named:
-        if name is not None and name not in models:
-            raise ConfigError(
-                f"{key} names {name!r}, which is not under models:",
-                "name a configured model (or null for the default)",
-            )
-    judges = config.get("judges") or {}
-    for task, names in (reporting.get("agreement_judges") or {}).items():
-        key = f"reporting.agreement_judges.{task}"
-        for name in names:
-            if name not in judges:
-                raise ConfigError(f"{key} names {name!r}, which is not under judges:", "add it")
-            if judges[name]["kind"] != AGREEMENT_KINDS[task]:
-                raise ConfigError(
-                    f"{key}: judge {name!r} is a {judges[name]['kind']} judge",
-                    f"list {AGREEMENT_KINDS[task]} judges for {task}",
-                )
-            if name == (config.get("tasks") or {}).get(task, {}).get("judge"):
-                raise ConfigError(
-                    f"{key} lists {name!r}, the task's own judge",
-                    "list only the judges to compare it with",
-                )
-
-
-# The judge kinds that can re-judge a task's predictions offline.
-AGREEMENT_KINDS = {"captioning": "keyword-lexicon", "diagnosis": "diagnosis-matcher"}

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -19,16 +19,10 @@ import numpy as np
 import pandas as pd
 
 from novabench.errors import NovaError
+from novabench.io import atomic_path
 from novabench.report import bootstrap
-from novabench.report.inputs import (
-    Entry,
-    bleu_inputs,
-    gold_boxes,
-    load_dataset,
-    load_entries,
-    predicted_boxes,
-    reference_model,
-)
+from novabench.report.inputs import Entry, load_dataset, load_entries, reference_model
+from novabench.tasks import Task, get_task
 
 STATISTICS_COLUMNS = (
     "task",
@@ -48,71 +42,11 @@ STATISTICS_COLUMNS = (
     "n_images",
     "n_cases",
 )
-# Largest |bootstrap point estimate - score file| accepted: AP and counts are recomputed
-# exactly; per-image METEOR is read from a CSV written with 6 significant digits.
-_TOLERANCE = {"METEOR": 1e-3}
-_DEFAULT_TOLERANCE = 1e-6
 
 
-def diagnosis_labeler(judge: Mapping[str, Any] | None) -> Callable[[str], str]:
-    """The label function the diagnosis scorer counted Coverage and Entropy with: the
-    judge's ``canonical_label`` where it has one, else case- and space-folded text.
-
-    The diagnosis matcher's labels do not use its embedding model, so it is built
-    without it (no model load for counting labels).
-    """
-    if judge and judge.get("kind") == "diagnosis-matcher":
-        from novabench.judges.diagnosis_matcher import DiagnosisMatcher
-
-        settings = {**(judge.get("settings") or {}), "embedding_fallback": False}
-        return DiagnosisMatcher(**settings).canonical_label
-    return lambda text: " ".join(text.casefold().split())
-
-
-def diagnosis_labels(
-    per_image: pd.DataFrame, labeler: Callable[[str], str]
-) -> tuple[list[str | None], list[str]]:
-    """Canonical top-1 labels (None without a prediction) and reference labels."""
-    predicted = [
-        labeler(text) if isinstance(text, str) and text else None
-        for text in per_image["top1_prediction"]
-    ]
-    reference = [labeler(str(text)) for text in per_image["reference"]]
-    return predicted, reference
-
-
-def entry_replicates(
-    task: str,
-    entry: Entry,
-    dataset: pd.DataFrame,
-    weights: np.ndarray,
-    labeler: Callable[[str], str] | None = None,
-) -> dict[str, np.ndarray]:
-    """Every table metric of one entry under each weight vector."""
-    if task == "localization":
-        from novabench.metrics.localization import coco_detection_matches
-
-        matches = entry.extra.get("matches")
-        if matches is None:
-            matches = entry.extra["matches"] = coco_detection_matches(
-                gold_boxes(dataset), predicted_boxes(dataset, entry.name, entry.predictions)
-            )
-        return bootstrap.localization_replicates(entry.per_image, matches, weights)
-    if task == "captioning":
-        stats = entry.extra.get("bleu")
-        if stats is None:
-            stats = entry.extra["bleu"] = bleu_inputs(dataset, entry)
-        return bootstrap.captioning_replicates(entry.per_image, stats, weights)
-    if task == "diagnosis":
-        labels = entry.extra.get("labels")
-        if labels is None:
-            labels = entry.extra["labels"] = diagnosis_labels(entry.per_image, labeler)
-        unit = entry.scores["metrics"].get("unit", "image")
-        return bootstrap.diagnosis_replicates(entry.per_image, weights, *labels, unit=unit)
-    raise NovaError(f"unknown task {task!r}", "use localization, captioning or diagnosis")
-
-
-def check_point_estimates(entry: Entry, point: Mapping[str, np.ndarray], where: str) -> None:
+def check_point_estimates(
+    task: Task, entry: Entry, point: Mapping[str, np.ndarray], where: str
+) -> None:
     metrics = entry.metrics
     for metric, values in point.items():
         if metric not in metrics:
@@ -120,7 +54,8 @@ def check_point_estimates(entry: Entry, point: Mapping[str, np.ndarray], where: 
         ours, theirs = float(values[0]), metrics[metric]
         if math.isnan(ours) and math.isnan(theirs):
             continue
-        tolerance = _TOLERANCE.get(metric, _DEFAULT_TOLERANCE) * max(1.0, abs(theirs))
+        spec = task.metric(metric)
+        tolerance = (spec.tolerance if spec else 1e-6) * max(1.0, abs(theirs))
         if not abs(ours - theirs) <= tolerance:
             raise NovaError(
                 f"{where}: {metric} recomputed from the per-image data is {ours:.6g} but the "
@@ -144,16 +79,17 @@ def task_statistics(
     resamples = bootstrap.draw_cases(list(dataset["case_id"]), n_resamples, seed)
     weights = resamples.weights(list(dataset["case_id"]))
     ones = bootstrap.unit_weights(len(dataset))
-    labeler = diagnosis_labeler(judge) if task == "diagnosis" else None
+    spec = get_task(task)
     replicates, estimates = {}, {}
     for entry in entries:
-        point = entry_replicates(task, entry, dataset, ones, labeler)
-        check_point_estimates(entry, point, f"{task}/{entry.name}")
-        replicates[entry.name] = entry_replicates(task, entry, dataset, weights, labeler)
+        point = spec.replicates(entry, dataset, ones, judge)
+        check_point_estimates(spec, entry, point, f"{task}/{entry.name}")
+        replicates[entry.name] = spec.replicates(entry, dataset, weights, judge)
         estimates[entry.name] = {
             metric: entry.metrics.get(metric, float(values[0])) for metric, values in point.items()
         }
-    table = bootstrap.summarize(replicates, estimates, reference, confidence)
+    no_interval = {m.key for m in spec.metrics if not m.interval}
+    table = bootstrap.summarize(replicates, estimates, reference, confidence, no_interval)
     groups = {entry.name: entry.group for entry in entries}
     table.insert(0, "task", task)
     table.insert(2, "group", table["model"].map(groups))
@@ -173,8 +109,10 @@ def write_task_statistics(
     reporting: Mapping[str, Any],
     out: Path,
     judge: Mapping[str, Any] | None = None,
+    breakdown_out: Path | None = None,
 ) -> pd.DataFrame:
-    """Rule `statistics`: read one task's score files, bootstrap them, write the table."""
+    """Rule `statistics`: read one task's score files, bootstrap them, write the table
+    and (``breakdown_out``) the breakdown by sequence and plane on the same resamples."""
     started = time.perf_counter()
     dataset = load_dataset(dataset_path)
     entries = load_entries(
@@ -193,8 +131,72 @@ def write_task_statistics(
         reference=reference_model(task, names, groups, reporting.get("reference_model")),
         judge=judge,
     )
-    out = Path(out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    table.to_csv(out, index=False)  # full precision: the tables equal the score files
+    with atomic_path(out) as tmp:
+        table.to_csv(tmp, index=False)  # full precision: the tables equal the score files
+    if breakdown_out is not None:
+        case_ids = list(dataset["case_id"])
+        weights = bootstrap.draw_cases(case_ids, int(boot["resamples"]), int(boot["seed"]))
+        part = task_breakdown(
+            get_task(task), entries, dataset, weights.weights(case_ids), float(boot["confidence"])
+        )
+        with atomic_path(breakdown_out) as tmp:
+            part.to_csv(tmp, index=False, float_format="%.6g")
     table.attrs["seconds"] = time.perf_counter() - started
     return table
+
+
+BREAKDOWN_COLUMNS = ["breakdown", "model", "group", "category", "value", "ci_low", "ci_high"]
+BREAKDOWN_COLUMNS += ["n_images", "label"]
+
+
+def breakdown_table(
+    task: Task,
+    categories: pd.Series,
+    entries: Sequence[Entry],
+    weights: np.ndarray,
+    confidence: float,
+) -> pd.DataFrame:
+    """Per entry and category: mean of the task's per-image breakdown metric, its
+    case-bootstrap CI, the number of images it is defined on."""
+    rows = []
+    for entry in entries:
+        label, values = task.breakdown_values(entry.per_image)
+        for category in pd.unique(categories):
+            selected = np.where((categories == category).to_numpy(), values, np.nan)
+            n = int((~np.isnan(selected)).sum())
+            if not n:
+                continue
+            replicates = bootstrap.weighted_mean(weights, selected)
+            low, high, _ = bootstrap.percentile_interval(replicates, confidence)
+            rows.append(
+                {
+                    "model": entry.name,
+                    "group": entry.group,
+                    "category": category,
+                    "value": float(np.nanmean(selected)),
+                    "ci_low": low,
+                    "ci_high": high,
+                    "n_images": n,
+                    "label": label,
+                }
+            )
+    return pd.DataFrame(rows, columns=BREAKDOWN_COLUMNS[1:])
+
+
+def task_breakdown(
+    task: Task,
+    entries: Sequence[Entry],
+    dataset: pd.DataFrame,
+    weights: np.ndarray,
+    confidence: float,
+) -> pd.DataFrame:
+    """The breakdown metric by sequence and by plane (read from the reference captions)."""
+    from novabench.report.imaging import parse_plane, parse_sequence
+
+    if "breakdown" not in task.figures:
+        return pd.DataFrame(columns=BREAKDOWN_COLUMNS)
+    parts = []
+    for name, parser in (("sequence", parse_sequence), ("plane", parse_plane)):
+        part = breakdown_table(task, dataset["caption"].map(parser), entries, weights, confidence)
+        parts.append(part.assign(breakdown=name))
+    return pd.concat(parts).reindex(columns=BREAKDOWN_COLUMNS)

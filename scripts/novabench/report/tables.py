@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -23,88 +22,12 @@ import pandas as pd
 
 from novabench.errors import ConfigError
 from novabench.report.inputs import GROUP_MODEL, GROUP_TITLES, GROUPS
-
-TASKS = ("localization", "captioning", "diagnosis")
-TASK_TITLES = {
-    "localization": "Anomaly localization",
-    "captioning": "Image captioning",
-    "diagnosis": "Diagnostic reasoning",
-}
+from novabench.tasks import Metric, get_task, task_names
 
 
-@dataclass(frozen=True)
-class Column:
-    """A metric column: score-file key, header text, direction, decimals."""
-
-    key: str
-    label: str
-    better: str | None  # "higher", "lower" or None (no best)
-    decimals: int = 1
-
-    @property
-    def arrow(self) -> str:
-        return {"higher": "↑", "lower": "↓"}.get(self.better or "", "")
-
-    @property
-    def latex_label(self) -> str:
-        arrow = {"higher": r"$\uparrow$", "lower": r"$\downarrow$"}.get(self.better or "", "")
-        return latex_escape(self.label) + arrow
-
-
-COLUMNS: dict[str, tuple[Column, ...]] = {
-    "localization": (
-        Column("mAP@30", "mAP@30", "higher"),
-        Column("mAP@50", "mAP@50", "higher"),
-        Column("mAP@[50:95]", "mAP@[50:95]", "higher"),
-        Column("ACC50", "ACC50", "higher"),
-        Column("TP30", "TP30", "higher", 0),
-        Column("FP30", "FP30", "lower", 0),
-        Column("FNR", "FNR", "lower"),
-        Column("Hit@30", "Hit@30", "higher"),
-        Column("Hit@50", "Hit@50", "higher"),
-    ),
-    "captioning": (
-        Column("Clinical_F1", "Clinical F1", "higher"),
-        Column("Modality_F1", "Modality F1", "higher"),
-        Column("BLEU-4", "BLEU-4", "higher", 2),
-        Column("METEOR", "METEOR", "higher"),
-        Column("Binary_F1", "Binary F1", "higher"),
-    ),
-    "diagnosis": (
-        Column("Top-1", "Top-1", "higher"),
-        Column("Top-5", "Top-5", "higher"),
-        Column("Coverage", "Coverage", "higher"),
-        # Entropy has no "better": it is read against the reference labels' entropy.
-        Column("Entropy", "Entropy", None, 2),
-    ),
-}
-# The across-task summary: two headline metrics per task.
-SUMMARY_COLUMNS: dict[str, tuple[str, ...]] = {
-    "localization": ("mAP@50", "Hit@30"),
-    "captioning": ("Clinical_F1", "BLEU-4"),
-    "diagnosis": ("Top-1", "Top-5"),
-}
-
-CAPTIONS = {
-    "localization": (
-        "mAP: COCO average precision (101-point interpolation, one class, score 1 for boxes "
-        "without a confidence) at IoU 0.3, 0.5 and 0.50:0.05:0.95. ACC50 = TP/(TP+FP+FN) of a "
-        "greedy one-to-one matching at IoU 0.5; TP30, FP30 (counts) and FNR = FN/(TP+FN) at "
-        "IoU 0.3. Hit@$\\tau$: share of images with a gold box where the best IoU is at least "
-        "$\\tau$."
-    ),
-    "captioning": (
-        "Clinical and Modality F1: per-image F1 of judge keywords (Modality: sequence and "
-        "plane words), averaged over images. BLEU-4: corpus level; METEOR: mean over images; "
-        "Binary F1: normal vs abnormal, positive = abnormal."
-    ),
-    "diagnosis": (
-        "Top-1/Top-5: the reference diagnosis is the first / among the five ranked answers, "
-        "as decided by the judge. Coverage: distinct predicted top-1 labels over distinct "
-        "reference labels (at most 100). Entropy: Shannon entropy (bits) of the predicted "
-        "top-1 labels; no CI, as the entropy of a case resample is biased low."
-    ),
-}
+def latex_label(metric: Metric) -> str:
+    arrow = {"higher": r"$\uparrow$", "lower": r"$\downarrow$"}.get(metric.better or "", "")
+    return latex_escape(metric.label) + arrow
 
 
 def latex_escape(text: str) -> str:
@@ -153,7 +76,7 @@ def task_table(
     rows = []
     for name in names:
         row: dict[str, Any] = {"group": groups.get(name, GROUP_MODEL), "model": name}
-        for column in COLUMNS[task]:
+        for column in get_task(task).table_metrics:
             value = estimates.get(name, {}).get(column.key, math.nan)
             stat = (
                 by_key.loc[(name, column.key)]
@@ -171,12 +94,12 @@ def task_table(
         return pd.DataFrame(columns=["group", "model"])
     table["_order"] = table["group"].map({g: i for i, g in enumerate(GROUPS)})
     table = table.sort_values("_order", kind="stable").drop(columns="_order")
-    for column in COLUMNS[task]:
+    for column in get_task(task).table_metrics:
         table[f"{column.key}_best"] = best_mask(table, column)
     return table.reset_index(drop=True)
 
 
-def best_mask(table: pd.DataFrame, column: Column) -> pd.Series:
+def best_mask(table: pd.DataFrame, column: Metric) -> pd.Series:
     """True for the best model(s) of a column as shown (rounded); controls and raters never
     count; no best when fewer than two models compete or all show the same value."""
     best = pd.Series(False, index=table.index)
@@ -194,7 +117,7 @@ def best_mask(table: pd.DataFrame, column: Column) -> pd.Series:
 # --- writing -------------------------------------------------------------------------------
 
 
-def _cell_parts(row: pd.Series, column: Column) -> tuple[str, str | None, bool]:
+def _cell_parts(row: pd.Series, column: Metric) -> tuple[str, str | None, bool]:
     value = _number(row[column.key], column.decimals)
     low, high = row.get(f"{column.key}_ci_low"), row.get(f"{column.key}_ci_high")
     has_ci = value != "–" and not (pd.isna(low) or pd.isna(high))
@@ -203,7 +126,7 @@ def _cell_parts(row: pd.Series, column: Column) -> tuple[str, str | None, bool]:
 
 
 def latex_table(
-    task: str, table: pd.DataFrame, caption: str, label: str, columns: Sequence[Column]
+    task: str, table: pd.DataFrame, caption: str, label: str, columns: Sequence[Metric]
 ) -> str:
     """A ``table*`` float with a booktabs tabular, shrunk to the text width if wider."""
     n_cols = len(columns) + 1
@@ -217,7 +140,7 @@ def latex_table(
         "\\resizebox{\\ifdim\\width>\\textwidth\\textwidth\\else\\width\\fi}{!}{%",
         f"\\begin{{tabular}}{{l{'c' * len(columns)}}}",
         "\\toprule",
-        "Model & " + " & ".join(c.latex_label for c in columns) + " \\\\",
+        "Model & " + " & ".join(latex_label(c) for c in columns) + " \\\\",
     ]
     if table.empty:
         lines += ["\\midrule", f"\\multicolumn{{{n_cols}}}{{c}}{{\\textit{{No scores.}}}} \\\\"]
@@ -244,7 +167,7 @@ def latex_table(
     return "\n".join(lines)
 
 
-def markdown_table(table: pd.DataFrame, columns: Sequence[Column], title: str, note: str) -> str:
+def markdown_table(table: pd.DataFrame, columns: Sequence[Metric], title: str, note: str) -> str:
     """The same content as the LaTeX table, as a GitHub-flavoured Markdown table."""
     header = ["Group", "Model", *(f"{c.label} {c.arrow}".strip() for c in columns)]
     lines = [f"## {title}", "", "| " + " | ".join(header) + " |"]
@@ -261,7 +184,7 @@ def markdown_table(table: pd.DataFrame, columns: Sequence[Column], title: str, n
     return "\n".join([*lines, "", note, ""])
 
 
-def csv_table(table: pd.DataFrame, columns: Sequence[Column]) -> pd.DataFrame:
+def csv_table(table: pd.DataFrame, columns: Sequence[Metric]) -> pd.DataFrame:
     """Every number behind the table: value, CI, paired p-value and best flag per metric."""
     ordered = ["group", "model", "reference"]
     for column in columns:
@@ -282,12 +205,12 @@ def table_note(task: str, context: Mapping[str, Any]) -> str:
         f"Values with {round(100 * context.get('confidence', 0.95))}\\% CIs from "
         f"{context.get('n_resamples', '?')} case-level bootstrap resamples.",
         "Best model per column in bold (controls and human raters excluded).",
-        CAPTIONS[task],
+        get_task(task).caption,
     ]
     if context.get("judge"):
         parts.append(f"Judge: {latex_escape(context['judge'])}.")
-    if task == "diagnosis" and context.get("entropy_reference") is not None:
-        parts.append(f"Entropy of the reference labels: {context['entropy_reference']:.2f} bits.")
+    if context.get("task_note"):
+        parts.append(context["task_note"])
     return " ".join(parts)
 
 
@@ -297,14 +220,15 @@ def write_task_tables(
     """Write ``{task}.tex``, ``{task}.csv`` and ``{task}.md`` into ``out_dir``."""
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
-    columns = COLUMNS[task]
+    spec = get_task(task)
+    columns = spec.table_metrics
     note = table_note(task, context)
-    caption = f"{TASK_TITLES[task]} on NOVA. {note}"
+    caption = f"{spec.title} on NOVA. {note}"
     paths = {ext: out_dir / f"{task}.{ext}" for ext in ("tex", "csv", "md")}
     paths["tex"].write_text(latex_table(task, table, caption, f"tab:nova-{task}", columns))
     csv_table(table, columns).to_csv(paths["csv"], index=False)
     md_note = note.replace("\\%", "%").replace("$\\tau$", "τ")
-    paths["md"].write_text(markdown_table(table, columns, TASK_TITLES[task], md_note))
+    paths["md"].write_text(markdown_table(table, columns, spec.title, md_note))
     return paths
 
 
@@ -321,7 +245,7 @@ def load_paper_reference(path: Path) -> dict[str, Any]:
     except (OSError, yaml.YAMLError) as exc:
         raise ConfigError(f"cannot read {path} ({exc})", "fix the YAML syntax") from exc
     models, sources = data.get("models") or {}, data.get("sources") or {}
-    known = {task: {c.key for c in cols} for task, cols in COLUMNS.items()}
+    known = {task: {m.key for m in get_task(task).table_metrics} for task in task_names()}
     for i, item in enumerate(data.get("reported") or []):
         where = f"{path} reported[{i}]"
         missing = {"model", "task", "metric", "value", "source"} - set(item)
@@ -448,14 +372,14 @@ AGREEMENT_NOTES = {
 
 def summary_markdown(tables: Mapping[str, pd.DataFrame], agreement: bool = False) -> str:
     """One Markdown table across tasks: two headline metrics per configured task."""
-    tasks = [t for t in TASKS if t in tables]
-    columns = [(t, c) for t in tasks for c in COLUMNS[t] if c.key in SUMMARY_COLUMNS[t]]
+    tasks = [t for t in task_names() if t in tables]
+    columns = [(t, m) for t in tasks for m in get_task(t).table_metrics if m.headline]
     entries: dict[str, str] = {}
     for task in tasks:
         for row in tables[task].itertuples(index=False):
             entries.setdefault(row.model, row.group)
     order = sorted(entries, key=lambda n: GROUPS.index(entries[n]))
-    header = ["Model", "Group", *(f"{TASK_TITLES[t]}: {c.label}" for t, c in columns)]
+    header = ["Model", "Group", *(f"{get_task(t).title}: {c.label}" for t, c in columns)]
     lines = [
         "# NOVA: summary across tasks",
         "",
@@ -506,18 +430,16 @@ def write_all_tables(
 
     out_dir = Path(out_dir)
     tables: dict[str, pd.DataFrame] = {}
-    for task in TASKS:
+    for task in task_names():
         if task not in statistics:
             continue
         stats = pd.read_csv(statistics[task])
-        estimates, judge, entropy_reference = {}, None, None
+        estimates, judge = {}, None
         for path in scores.get(task, []):
             payload = read_scores(Path(path))
             name = Path(path).name.removesuffix(".json")
-            metrics = Entry(name, GROUP_MODEL, payload, pd.DataFrame()).metrics
-            estimates[name] = metrics
+            estimates[name] = Entry(name, GROUP_MODEL, payload, pd.DataFrame()).metrics
             judge = judge or _judge_name(payload.get("judge"))
-            entropy_reference = metrics.get("Entropy_reference", entropy_reference)
         table = task_table(task, stats, estimates)
         first = stats.iloc[0] if len(stats) else {}
         context = {
@@ -526,7 +448,7 @@ def write_all_tables(
             "n_resamples": int(first["n_resamples"]) if len(stats) else "?",
             "confidence": float(first["confidence"]) if len(stats) else 0.95,
             "judge": judge,
-            "entropy_reference": entropy_reference,
+            "task_note": get_task(task).table_note(estimates),
         }
         write_task_tables(task, table, context, out_dir)
         tables[task] = table

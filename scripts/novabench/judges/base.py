@@ -1,0 +1,165 @@
+"""What a judge is, and the registry of judge kinds.
+
+A judge turns free text into what a text metric counts: keywords and a normal/abnormal
+label of a caption (captioning), or whether a ranked list of diagnoses names the
+reference (diagnosis). Judges are configured like models: ``judges.<name>`` in the config
+gives a ``kind`` and its ``settings``. A kind is a :class:`JudgeKind` subclass registered
+with :func:`register_judge_kind` in one module of this package; adding a judge is adding
+that module. Judges import nothing from :mod:`novabench.metrics`: the metrics decide what
+a verdict counts for (e.g. the Clinical/Modality split of keywords).
+"""
+
+from __future__ import annotations
+
+import importlib
+import pkgutil
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, ClassVar, Protocol
+
+from novabench.errors import ConfigError, NovaError, settings_error
+
+
+@dataclass(frozen=True)
+class KeywordSet:
+    """A caption judge's verdict on one caption: normalized keywords and its label.
+
+    Negated findings carry the prefix ``neg:`` ("neg:hemorrhage").
+    """
+
+    keywords: frozenset[str]
+    abnormal: bool
+
+
+NEGATED_PREFIX = "neg:"
+
+
+class CaptionJudge(Protocol):
+    """What captioning scores need. A judge may also have ``extract_many(texts)``; it is
+    then given every caption at once (an LLM judge sends its requests concurrently)."""
+
+    def extract(self, text: str) -> KeywordSet: ...
+
+    def identity(self) -> dict[str, Any]: ...
+
+
+class DiagnosisJudge(Protocol):
+    """What diagnosis scores need: (top-1 correct, top-5 correct) of a ranked list. A judge
+    may also have ``match_ranked_many(pairs)`` for every image at once, and
+    ``canonical_label(text)`` to count distinct labels (Coverage, Entropy)."""
+
+    def match_ranked(self, ranked: Sequence[str], reference: str) -> tuple[bool, bool]: ...
+
+    def identity(self) -> dict[str, Any]: ...
+
+
+Resolve = Callable[[str], str]
+
+
+class JudgeKind:
+    """A kind of judge: its settings, how to build one, what it needs before a run."""
+
+    name: ClassVar[str]  # the config's `kind`
+    tasks: ClassVar[tuple[str, ...]]  # the tasks it can judge
+    settings_schema: ClassVar[dict[str, Any]] = {"type": "object"}
+    #: Whether it calls a service (checked before a run, capped by `api_<provider>`).
+    remote: ClassVar[bool] = False
+
+    def check_settings(self, name: str, settings: Mapping[str, Any], resolve: Resolve) -> None:
+        """Raise ConfigError naming ``judges.<name>.settings.<key>``; at plan time."""
+        import jsonschema
+
+        try:
+            jsonschema.validate(dict(settings), self.settings_schema)
+        except jsonschema.ValidationError as exc:
+            fix = f"see the {self.name} judge in config/README.md"
+            raise settings_error(exc, f"judges.{name}.settings", fix) from None
+
+    def build(
+        self,
+        name: str,
+        settings: Mapping[str, Any],
+        task: str,
+        cache_dir: Path | None = None,
+    ) -> Any:
+        """A judge for ``task`` (a :class:`CaptionJudge` or :class:`DiagnosisJudge`)."""
+        raise NotImplementedError
+
+    def input_files(
+        self, name: str, settings: Mapping[str, Any], task: str, resolve: Resolve
+    ) -> list[str]:
+        """Files whose content determines the verdicts (editing them re-scores)."""
+        return []
+
+    def environment_problems(
+        self, name: str, settings: Mapping[str, Any], tasks: Sequence[str], resolve: Resolve
+    ) -> list[NovaError]:
+        """Before a real run (not a dry run): keys set, endpoints reachable."""
+        return []
+
+    def api_resource(self, settings: Mapping[str, Any]) -> str | None:
+        """The Snakemake resource ``api_<provider>`` its requests count against."""
+        return None
+
+    def labeler(self, settings: Mapping[str, Any]) -> Callable[[str], str] | None:
+        """The label function diagnosis counts distinct labels with; None: case-folding."""
+        return None
+
+
+_KINDS: dict[str, JudgeKind] = {}
+
+
+def register_judge_kind(cls: type[JudgeKind]) -> type[JudgeKind]:
+    """Class decorator: register a judge kind under ``cls.name``."""
+    _KINDS[cls.name] = cls()
+    return cls
+
+
+def _discover() -> None:
+    """Import every module of this package once, so each registers its kinds."""
+    import novabench.judges as package
+
+    for module in pkgutil.iter_modules(package.__path__):
+        importlib.import_module(f"{package.__name__}.{module.name}")
+
+
+def judge_kinds() -> dict[str, JudgeKind]:
+    _discover()
+    return dict(_KINDS)
+
+
+def judge_kind(kind: str) -> JudgeKind:
+    if kind not in _KINDS:
+        _discover()
+    if kind not in _KINDS:
+        raise ConfigError(
+            f"no judge kind called {kind!r}", f"use one of {', '.join(sorted(_KINDS))}"
+        )
+    return _KINDS[kind]
+
+
+# The task's judge when none is configured (a notebook or the command line): offline.
+DEFAULT_KINDS = {"captioning": "keyword-lexicon", "diagnosis": "diagnosis-matcher"}
+
+
+def make_judge(
+    judge_cfg: Mapping[str, Any] | None, task: str, cache_dir: Path | None = None
+) -> Any:
+    """Build the configured judge of ``task``; fail loudly if it cannot run (never fall back).
+
+    ``judge_cfg`` is ``{kind, settings, name}``; None: the task's default offline kind.
+    """
+    if judge_cfg is None:
+        if task not in DEFAULT_KINDS:
+            raise ConfigError(f"task {task} needs a judge", f"configure tasks.{task}.judge")
+        judge_cfg = {"kind": DEFAULT_KINDS[task]}
+    kind = judge_kind(judge_cfg["kind"])
+    name = judge_cfg.get("name") or kind.name
+    if task not in kind.tasks:
+        raise ConfigError(
+            f"judges.{name} is a {kind.name} judge, which judges {', '.join(kind.tasks)}, "
+            f"not {task}",
+            f"name a judge of another kind under tasks.{task}.judge",
+        )
+    return kind.build(name, judge_cfg.get("settings") or {}, task, cache_dir)

@@ -1,0 +1,215 @@
+"""What a task is: the one place that says how a NOVA task is asked, read, scored and reported.
+
+A task is an object of a :class:`Task` subclass, registered by name with
+:func:`register_task`. Prediction, scoring, statistics, tables, figures and config checks
+ask the registry for the task and call these hooks; none of them branches on a task's
+name. Adding a task is one module that defines and registers it (see the built-in ones
+next to this file); a test registers a yes/no task from inside the test suite.
+
+Hooks take plain data (dataset rows, prediction records, per-image tables), so they can
+be called from a notebook as well as from the pipeline.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, ClassVar
+
+import numpy as np
+import pandas as pd
+
+from novabench.errors import ConfigError
+
+if TYPE_CHECKING:
+    from novabench.report.inputs import Entry
+
+
+@dataclass(frozen=True)
+class Metric:
+    """One metric of a task's score file, as the report uses it."""
+
+    key: str  # the key in the score file and the statistics table
+    label: str  # the column header
+    better: str | None = "higher"  # "higher", "lower" or None (no best, e.g. Entropy)
+    decimals: int = 1
+    percent: bool = True  # on a 0-100 scale
+    headline: bool = False  # one of the task's columns in the across-task summary
+    table: bool = True  # a column of the task's table (else only in the statistics)
+    interval: bool = True  # whether a bootstrap CI is defined
+    # Largest |bootstrap point estimate - score file| accepted, relative to max(1, |value|).
+    tolerance: float = 1e-6
+
+    @property
+    def arrow(self) -> str:
+        return {"higher": "↑", "lower": "↓"}.get(self.better or "", "")
+
+
+@dataclass(frozen=True)
+class AnswerContext:
+    """What reading one answer needs besides its text."""
+
+    width: int
+    height: int
+    box_format: str | None = None
+    # (width, height) of the frame a local model resized the image to, where known.
+    frame_size: tuple[int, int] | None = None
+
+
+@dataclass(frozen=True)
+class Parsed:
+    """A read answer: ``status`` ok / no_finding / parse_error, the parsed value, why not."""
+
+    status: str
+    value: dict[str, Any] | None = None
+    error: str | None = None
+
+
+@dataclass(frozen=True)
+class ScoringContext:
+    """Everything a scorer may need beyond the dataset and the answers."""
+
+    judge: Any = None
+    options: Mapping[str, Any] = field(default_factory=dict)
+    nltk_data: Path | None = None
+
+
+class Answers:
+    """A model's prediction records by filename; an image it never answered is an error."""
+
+    MISSING: ClassVar[dict[str, Any]] = {"status": "error", "parsed": None}
+
+    def __init__(self, records: Sequence[Mapping[str, Any]]):
+        self.by_filename = {r["filename"]: r for r in records}
+
+    def get(self, filename: str, key: str, default: Any = None) -> tuple[Any, str]:
+        """(the parsed ``key`` of the image's answer or ``default``, the answer's status)."""
+        record = self.by_filename.get(filename, self.MISSING)
+        return (record.get("parsed") or {}).get(key, default), record["status"]
+
+
+class Task:
+    """Base class of every task. Subclasses set the class attributes and the hooks."""
+
+    name: ClassVar[str]
+    title: ClassVar[str]  # e.g. "Anomaly localization" (table titles)
+    caption: ClassVar[str]  # what the table's metrics are (LaTeX allowed)
+    metrics: ClassVar[tuple[Metric, ...]]
+    # Dataset columns the prompt, the gold control and the scorer read.
+    reference_columns: ClassVar[tuple[str, ...]]
+    uses_image: ClassVar[bool] = True  # False: a text-only task (no image sent)
+    needs_box_format: ClassVar[bool] = False  # answers are boxes in a declared convention
+    needs_judge: ClassVar[bool] = False  # scored through a judge (tasks.<name>.judge)
+    # Per-image label columns of the judge that judge agreement compares (none: no agreement).
+    agreement_labels: ClassVar[tuple[str, ...]] = ()
+    # Task-specific figure families beyond the metric bars (results/figures/<task>_<family>).
+    figures: ClassVar[tuple[str, ...]] = ()
+    # The task whose predictions this one can read as an input (diagnosis: captioning).
+    upstream_task: ClassVar[str | None] = None
+
+    @property
+    def category(self) -> str:
+        """The HTML report's category."""
+        return self.name.capitalize()
+
+    # --- configuration -----------------------------------------------------------------
+
+    def options(self, task_config: Mapping[str, Any]) -> dict[str, Any]:
+        """The scoring options of ``tasks.<name>`` (only these re-run scoring on change)."""
+        return {}
+
+    def upstream_model(self, task_config: Mapping[str, Any]) -> str | None:
+        """The model whose ``upstream_task`` predictions this task reads, if any."""
+        return None
+
+    # --- prediction --------------------------------------------------------------------
+
+    def prompt_inputs(self, row: Any, upstream: Mapping[str, Any] | None) -> dict[str, Any]:
+        """Template values of the prompt for one dataset row (``width`` and ``height``
+        are always there); ``upstream`` maps filenames to the upstream model's parsed answer
+        (None where it failed) when the config names an upstream model."""
+        return {}
+
+    def gold_answer(self, reference: Mapping[str, Any]) -> str:
+        """The reference as a model would write it (the positive control answers this)."""
+        raise NotImplementedError
+
+    def parse(self, raw: str, context: AnswerContext) -> Parsed:
+        """Read a model's answer text; never raises on any text."""
+        raise NotImplementedError
+
+    # --- scoring -------------------------------------------------------------------------
+
+    def score(
+        self, frame: pd.DataFrame, answers: Answers, context: ScoringContext
+    ) -> tuple[dict[str, Any], pd.DataFrame]:
+        """(summary metrics, per-image table) of one model's answers over ``frame``."""
+        raise NotImplementedError
+
+    # --- report ------------------------------------------------------------------------
+
+    def replicates(
+        self,
+        entry: Entry,
+        dataset: pd.DataFrame,
+        weights: np.ndarray,
+        judge: Mapping[str, Any] | None = None,
+    ) -> dict[str, np.ndarray]:
+        """Every metric of ``entry`` under each weight vector over images (the bootstrap)."""
+        raise NotImplementedError
+
+    def breakdown_values(self, per_image: pd.DataFrame) -> tuple[str, np.ndarray] | None:
+        """(axis label, per-image values) of the metric broken down by sequence and plane;
+        None: no breakdown figure."""
+        return None
+
+    def table_note(self, estimates: Mapping[str, Mapping[str, float]]) -> str | None:
+        """An extra sentence for the table caption, from the entries' score-file values."""
+        return None
+
+    def judge_labels(self, judge: Any, reference: Any, record: Mapping[str, Any]) -> dict:
+        """The judge's per-image labels (``agreement_labels``) of one answer."""
+        raise NotImplementedError
+
+    # --- derived -------------------------------------------------------------------------
+
+    def metric(self, key: str) -> Metric | None:
+        return next((m for m in self.metrics if m.key == key), None)
+
+    @property
+    def table_metrics(self) -> tuple[Metric, ...]:
+        return tuple(m for m in self.metrics if m.table)
+
+    @property
+    def headline_metrics(self) -> tuple[Metric, ...]:
+        return tuple(m for m in self.metrics if m.headline)
+
+
+_REGISTRY: dict[str, Task] = {}
+
+
+def register_task(task: Task) -> Task:
+    """Add ``task`` to the registry under ``task.name`` (replacing one of that name)."""
+    if not isinstance(task, Task):
+        raise TypeError(f"{task!r} is not a Task")
+    _REGISTRY[task.name] = task
+    return task
+
+
+def unregister_task(name: str) -> None:
+    _REGISTRY.pop(name, None)
+
+
+def task_names() -> tuple[str, ...]:
+    """Registered task names, in registration order (the clinical workflow's order)."""
+    return tuple(_REGISTRY)
+
+
+def get_task(name: str) -> Task:
+    try:
+        return _REGISTRY[name]
+    except KeyError:
+        raise ConfigError(
+            f"unknown task {name!r}", f"use one of {', '.join(task_names())}"
+        ) from None

@@ -1,0 +1,76 @@
+"""Task 2, image captioning: image in, a radiology-style description out."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from novabench.tasks.base import AnswerContext, Answers, Metric, Parsed, ScoringContext, Task
+
+
+class Captioning(Task):
+    name = "captioning"
+    title = "Image captioning"
+    caption = (
+        "Clinical and Modality F1: per-image F1 of judge keywords (Modality: sequence and "
+        "plane words), averaged over images. BLEU-4: corpus level; METEOR: mean over images; "
+        "Binary F1: normal vs abnormal, positive = abnormal."
+    )
+    metrics = (
+        Metric("Clinical_F1", "Clinical F1", headline=True),
+        Metric("Modality_F1", "Modality F1"),
+        Metric("BLEU-4", "BLEU-4", decimals=2, headline=True),
+        # Per-image METEOR is read back from a CSV written with 6 significant digits.
+        Metric("METEOR", "METEOR", tolerance=1e-3),
+        Metric("Binary_F1", "Binary F1"),
+    )
+    reference_columns = ("caption",)
+    needs_judge = True
+    agreement_labels = ("abnormal",)
+    figures = ("breakdown",)
+
+    def gold_answer(self, reference: Mapping[str, Any]) -> str:
+        return reference["caption"]
+
+    def parse(self, raw: str, context: AnswerContext) -> Parsed:
+        caption = " ".join(raw.split())
+        if not caption:
+            return Parsed("parse_error", None, "empty answer")
+        return Parsed("ok", {"caption": caption})
+
+    def score(
+        self, frame: pd.DataFrame, answers: Answers, context: ScoringContext
+    ) -> tuple[dict[str, Any], pd.DataFrame]:
+        from novabench.metrics.captioning import score_captioning
+
+        rows = []
+        for row in frame.itertuples(index=False):
+            caption, status = answers.get(row.filename, "caption")
+            rows.append(
+                {
+                    "filename": row.filename,
+                    "reference": row.caption,
+                    "prediction": caption,
+                    "status": status,
+                }
+            )
+        return score_captioning(rows, context.judge, context.nltk_data)
+
+    def replicates(self, entry, dataset, weights, judge=None) -> dict[str, np.ndarray]:
+        from novabench.report.bootstrap import captioning_replicates
+        from novabench.report.inputs import bleu_inputs
+
+        stats = entry.extra.get("bleu")
+        if stats is None:
+            stats = entry.extra["bleu"] = bleu_inputs(dataset, entry)
+        return captioning_replicates(entry.per_image, stats, weights)
+
+    def breakdown_values(self, per_image: pd.DataFrame) -> tuple[str, np.ndarray]:
+        return "Clinical F1", per_image["clinical_f1"].to_numpy(dtype=float)
+
+    def judge_labels(self, judge: Any, reference: Any, record: Mapping[str, Any]) -> dict:
+        caption = (record.get("parsed") or {}).get("caption") if record["status"] == "ok" else ""
+        return {"abnormal": bool(judge.extract(caption or "").abnormal)}

@@ -1,0 +1,147 @@
+"""Task 3, diagnostic reasoning: clinical history and MRI findings in, a ranked top-5 out."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from novabench.tasks.base import AnswerContext, Answers, Metric, Parsed, ScoringContext, Task
+
+UNITS = ("image", "case")
+
+
+class Diagnosis(Task):
+    name = "diagnosis"
+    title = "Diagnostic reasoning"
+    caption = (
+        "Top-1/Top-5: the reference diagnosis is the first / among the five ranked answers, "
+        "as decided by the judge. Coverage: distinct predicted top-1 labels over distinct "
+        "reference labels (at most 100). Entropy: Shannon entropy (bits) of the predicted "
+        "top-1 labels; no CI, as the entropy of a case resample is biased low."
+    )
+    metrics = (
+        Metric("Top-1", "Top-1", headline=True),
+        Metric("Top-5", "Top-5", headline=True),
+        Metric("Coverage", "Coverage"),
+        # No "better": Entropy is read against the reference labels' entropy. No CI: the
+        # plug-in entropy of a case resample is biased low by more than its spread.
+        Metric("Entropy", "Entropy", None, decimals=2, percent=False, interval=False),
+        Metric("Entropy_reference", "Entropy (reference)", None, 2, False, table=False,
+               interval=False),
+        Metric("Top-1_image", "Top-1 (image)", table=False),
+        Metric("Top-5_image", "Top-5 (image)", table=False),
+        Metric("Top-1_case", "Top-1 (case)", table=False),
+        Metric("Top-5_case", "Top-5 (case)", table=False),
+    )  # fmt: skip
+    reference_columns = ("caption", "clinical_history", "final_diagnosis")
+    # Diagnosis is text-only in NOVA: history and findings, no image.
+    uses_image = False
+    needs_judge = True
+    agreement_labels = ("top1_correct", "top5_correct")
+    figures = ("breakdown", "labels")
+    upstream_task = "captioning"
+
+    def options(self, task_config: Mapping[str, Any]) -> dict[str, Any]:
+        return {"unit": task_config.get("unit", "image")}
+
+    def upstream_model(self, task_config: Mapping[str, Any]) -> str | None:
+        findings = task_config.get("findings", "reference")
+        return None if findings == "reference" else findings
+
+    def prompt_inputs(self, row: Any, upstream: Mapping[str, Any] | None) -> dict[str, Any]:
+        """Findings are the reference caption (the paper's setting) or a model's caption."""
+        if upstream is None:
+            findings = row.caption
+        else:
+            findings = (upstream.get(row.filename) or {}).get("caption") or ""
+        return {"clinical_history": row.clinical_history, "findings": findings}
+
+    def gold_answer(self, reference: Mapping[str, Any]) -> str:
+        answer = {
+            "most_likely_diagnosis": reference["final_diagnosis"],
+            "other_possible_diagnoses": [],
+        }
+        return json.dumps(answer)
+
+    def parse(self, raw: str, context: AnswerContext) -> Parsed:
+        from novabench.diagnosis import parse_diagnosis
+
+        parsed = parse_diagnosis(raw)
+        if parsed.status != "ok":
+            return Parsed(parsed.status, None, parsed.error)
+        return Parsed("ok", {"ranked": list(parsed.ranked)})
+
+    def score(
+        self, frame: pd.DataFrame, answers: Answers, context: ScoringContext
+    ) -> tuple[dict[str, Any], pd.DataFrame]:
+        from novabench.metrics.diagnosis import score_diagnosis
+
+        rows = []
+        for row in frame.itertuples(index=False):
+            ranked, status = answers.get(row.filename, "ranked", [])
+            rows.append(
+                {
+                    "filename": row.filename,
+                    "case_id": row.case_id,
+                    "reference": row.final_diagnosis,
+                    "predictions": ranked,
+                    "status": status,
+                }
+            )
+        unit = context.options.get("unit", "image")
+        return score_diagnosis(rows, context.judge, unit=unit)
+
+    def replicates(self, entry, dataset, weights, judge=None) -> dict[str, np.ndarray]:
+        from novabench.report.bootstrap import diagnosis_replicates
+
+        labels = entry.extra.get("labels")
+        if labels is None:
+            labels = entry.extra["labels"] = diagnosis_labels(
+                entry.per_image, diagnosis_labeler(judge)
+            )
+        unit = entry.scores["metrics"].get("unit", "image")
+        return diagnosis_replicates(entry.per_image, weights, *labels, unit=unit)
+
+    def breakdown_values(self, per_image: pd.DataFrame) -> tuple[str, np.ndarray]:
+        values = per_image["top1_correct"].astype("boolean").astype("Float64")
+        return "Top-1 (%)", 100 * values.to_numpy(dtype=float, na_value=np.nan)
+
+    def table_note(self, estimates: Mapping[str, Mapping[str, float]]) -> str | None:
+        values = [m["Entropy_reference"] for m in estimates.values() if "Entropy_reference" in m]
+        if not values:
+            return None
+        return f"Entropy of the reference labels: {values[-1]:.2f} bits."
+
+    def judge_labels(self, judge: Any, reference: Any, record: Mapping[str, Any]) -> dict:
+        parsed = record.get("parsed") or {}
+        ranked = list(parsed.get("ranked") or [])[:5] if record["status"] == "ok" else []
+        top1, top5 = (
+            judge.match_ranked(ranked, str(reference.final_diagnosis)) if ranked else (0, 0)
+        )
+        return {"top1_correct": bool(top1), "top5_correct": bool(top5)}
+
+
+def diagnosis_labeler(judge: Mapping[str, Any] | None):
+    """The label function the scorer counted Coverage and Entropy with: the judge's
+    ``canonical_label`` where it has one, else case- and space-folded text."""
+    from novabench.judges import judge_kind
+
+    if judge:
+        labeler = judge_kind(judge["kind"]).labeler(judge.get("settings") or {})
+        if labeler is not None:
+            return labeler
+    return lambda text: " ".join(text.casefold().split())
+
+
+def diagnosis_labels(per_image: pd.DataFrame, labeler) -> tuple[list[str | None], list[str]]:
+    """Canonical top-1 labels (None without a prediction) and reference labels."""
+    predicted = [
+        labeler(text) if isinstance(text, str) and text else None
+        for text in per_image["top1_prediction"]
+    ]
+    reference = [labeler(str(text)) for text in per_image["reference"]]
+    return predicted, reference

@@ -1,0 +1,94 @@
+"""Task 1, anomaly localization: image in, bounding boxes out."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from novabench.tasks.base import AnswerContext, Answers, Metric, Parsed, ScoringContext, Task
+
+
+def xywh(boxes: Any) -> list[list[float]]:
+    """Dataset box records as ``[x, y, width, height]`` lists."""
+    return [[b["x"], b["y"], b["width"], b["height"]] for b in boxes]
+
+
+class Localization(Task):
+    name = "localization"
+    title = "Anomaly localization"
+    caption = (
+        "mAP: COCO average precision (101-point interpolation, one class, score 1 for boxes "
+        "without a confidence) at IoU 0.3, 0.5 and 0.50:0.05:0.95. ACC50 = TP/(TP+FP+FN) of a "
+        "greedy one-to-one matching at IoU 0.5; TP30, FP30 (counts) and FNR = FN/(TP+FN) at "
+        "IoU 0.3. Hit@$\\tau$: share of images with a gold box where the best IoU is at least "
+        "$\\tau$."
+    )
+    metrics = (
+        Metric("mAP@30", "mAP@30"),
+        Metric("mAP@50", "mAP@50", headline=True),
+        Metric("mAP@[50:95]", "mAP@[50:95]"),
+        Metric("ACC50", "ACC50"),
+        Metric("TP30", "TP30", decimals=0, percent=False),
+        Metric("FP30", "FP30", "lower", decimals=0, percent=False),
+        Metric("FNR", "FNR", "lower"),
+        Metric("Hit@30", "Hit@30", headline=True),
+        Metric("Hit@50", "Hit@50"),
+        Metric("mean_best_IoU", "mean best IoU", decimals=3, percent=False, table=False),
+        Metric("FN30", "FN30", "lower", decimals=0, percent=False, table=False),
+    )
+    reference_columns = ("gold_boxes",)
+    needs_box_format = True
+    figures = ("breakdown", "iou", "lesion_size", "examples")
+
+    def gold_answer(self, reference: Mapping[str, Any]) -> str:
+        boxes = [
+            {"bbox_2d": [x, y, x + w, y + h], "score": 1.0}
+            for x, y, w, h in xywh(reference["gold_boxes"])
+        ]
+        return json.dumps(boxes) if boxes else "no finding"
+
+    def parse(self, raw: str, context: AnswerContext) -> Parsed:
+        from novabench import boxes
+
+        # Only this convention is in pixels of the frame the model saw.
+        resized = context.frame_size if context.box_format == "qwen25_bbox_2d" else None
+        parsed = boxes.parse_boxes(
+            raw,
+            context.box_format,
+            image_size=(context.width, context.height),
+            resized_size=resized,
+        )
+        return Parsed(parsed.status, boxes.to_dict(parsed), parsed.error)
+
+    def score(
+        self, frame: pd.DataFrame, answers: Answers, context: ScoringContext
+    ) -> tuple[dict[str, Any], pd.DataFrame]:
+        from novabench.metrics.localization import score_localization
+
+        gold, predicted, statuses = {}, {}, {}
+        for row in frame.itertuples(index=False):
+            gold[row.filename] = xywh(row.gold_boxes)
+            predicted[row.filename], statuses[row.filename] = answers.get(row.filename, "boxes", [])
+        return score_localization(gold, predicted, statuses)
+
+    def replicates(self, entry, dataset, weights, judge=None) -> dict[str, np.ndarray]:
+        from novabench.metrics.localization import coco_detection_matches
+        from novabench.report.bootstrap import localization_replicates
+        from novabench.report.inputs import gold_boxes, predicted_boxes
+
+        matches = entry.extra.get("matches")
+        if matches is None:
+            matches = entry.extra["matches"] = coco_detection_matches(
+                gold_boxes(dataset), predicted_boxes(dataset, entry.name, entry.predictions)
+            )
+        return localization_replicates(entry.per_image, matches, weights)
+
+    def breakdown_values(self, per_image: pd.DataFrame) -> tuple[str, np.ndarray]:
+        hit = per_image["hit30"].astype("boolean").astype("Float64")
+        hit = hit.to_numpy(dtype=float, na_value=np.nan)
+        # Hit is defined on images with a gold box only.
+        return "Hit@30 (%)", np.where(per_image["n_gold"].to_numpy() > 0, 100 * hit, np.nan)
