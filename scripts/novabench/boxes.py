@@ -193,6 +193,68 @@ def _object_fields(obj: str) -> tuple[float | None, str | None]:
     return score, label
 
 
+def _check_arguments(
+    box_format: str, image_size: tuple[int, int], resized_size: tuple[int, int] | None
+) -> tuple[tuple[int, int], tuple[int, int] | None]:
+    """The checked ``image_size`` and ``resized_size``; bad arguments raise ``ConfigError``."""
+    if box_format not in BOX_FORMATS:
+        raise ConfigError(
+            f"unknown box format {box_format!r}",
+            fix=f"set the model's box_format to one of {', '.join(BOX_FORMATS)}",
+        )
+    size = _check_size("image_size", image_size)
+    if resized_size is not None:
+        if box_format != "qwen25_bbox_2d":
+            raise ConfigError(
+                f"resized_size is only used by qwen25_bbox_2d, not {box_format}",
+                fix="remove resized_size for this model",
+            )
+        resized_size = _check_size("resized_size", resized_size)
+    return size, resized_size
+
+
+def _pixel_corners(
+    match: re.Match, box_format: str, scales: tuple[float, float], size: tuple[int, int]
+) -> tuple[float, float, float, float] | None:
+    """``x1, y1, x2, y2`` in image pixels, clipped to the image; None for a box to drop."""
+    (scale_x, scale_y), (width, height) = scales, size
+    a, b, c, d = (float(v) for v in match.groups() if v is not None)
+    if box_format == "gemini_yxyx_1000":
+        a, b, c, d = b, a, d, c  # yxyx -> xyxy
+    x1, x2 = sorted((a * scale_x, c * scale_x))
+    y1, y2 = sorted((b * scale_y, d * scale_y))
+    if not all(math.isfinite(v) for v in (x1, y1, x2, y2)):
+        return None
+    x1, x2 = min(max(x1, 0.0), width), min(max(x2, 0.0), width)
+    y1, y2 = min(max(y1, 0.0), height), min(max(y2, 0.0), height)
+    if x2 - x1 <= 0 or y2 - y1 <= 0:
+        return None
+    return x1, y1, x2, y2
+
+
+def _box_annotations(
+    text: str, match: re.Match, objects: list[tuple[int, int]], object_starts: list[int]
+) -> tuple[float | None, str | None]:
+    """Score and label of a box: from the flat object around it, else a label before it."""
+    score, label = None, None
+    i = bisect.bisect_right(object_starts, match.start()) - 1
+    if i >= 0 and objects[i][1] >= match.end():
+        score, label = _object_fields(text[objects[i][0] : objects[i][1]])
+    if label is None:
+        label = _find_label(text, match.start())
+    return score, label
+
+
+def _boxless_answer(text: str) -> ParsedBoxes:
+    """An answer without any box: a 'no finding' answer, or unreadable."""
+    unfenced = _CODE_FENCE.sub("", text).strip()
+    if _NO_FINDING.search(unfenced) or unfenced.lower() == "null":
+        return ParsedBoxes("no_finding", (), 0, None)
+    return ParsedBoxes(
+        "parse_error", (), 0, "no box of four numbers and no 'no finding' answer found"
+    )
+
+
 def parse_boxes(
     text: str | None,
     box_format: str,
@@ -206,23 +268,11 @@ def parse_boxes(
     frame Qwen2.5-VL saw (``qwen25_bbox_2d`` only); when None it is computed with
     ``smart_resize`` from ``image_size``. Bad arguments (not the text) raise ``ConfigError``.
     """
-    if box_format not in BOX_FORMATS:
-        raise ConfigError(
-            f"unknown box format {box_format!r}",
-            fix=f"set the model's box_format to one of {', '.join(BOX_FORMATS)}",
-        )
-    width, height = _check_size("image_size", image_size)
-    if resized_size is not None:
-        if box_format != "qwen25_bbox_2d":
-            raise ConfigError(
-                f"resized_size is only used by qwen25_bbox_2d, not {box_format}",
-                fix="remove resized_size for this model",
-            )
-        resized_size = _check_size("resized_size", resized_size)
+    size, resized_size = _check_arguments(box_format, image_size, resized_size)
     if not isinstance(text, str) or not text.strip():
         return ParsedBoxes("parse_error", (), 0, "empty answer")
 
-    scale_x, scale_y = _scales(box_format, (width, height), resized_size)
+    scales = _scales(box_format, size, resized_size)
     objects = [(m.start(), m.end()) for m in _FLAT_OBJECT.finditer(text)]
     object_starts = [start for start, _ in objects]
 
@@ -231,36 +281,17 @@ def parse_boxes(
     n_found = 0
     for match in _BOX_PATTERN.finditer(text):
         n_found += 1
-        a, b, c, d = (float(v) for v in match.groups() if v is not None)
-        if box_format == "gemini_yxyx_1000":
-            a, b, c, d = b, a, d, c  # yxyx -> xyxy
-        x1, x2 = sorted((a * scale_x, c * scale_x))
-        y1, y2 = sorted((b * scale_y, d * scale_y))
-        if not all(math.isfinite(v) for v in (x1, y1, x2, y2)):
+        corners = _pixel_corners(match, box_format, scales, size)
+        if corners is None:
             dropped += 1
             continue
-        x1, x2 = min(max(x1, 0.0), width), min(max(x2, 0.0), width)
-        y1, y2 = min(max(y1, 0.0), height), min(max(y2, 0.0), height)
-        if x2 - x1 <= 0 or y2 - y1 <= 0:
-            dropped += 1
-            continue
-
-        score, label = None, None
-        i = bisect.bisect_right(object_starts, match.start()) - 1
-        if i >= 0 and objects[i][1] >= match.end():
-            score, label = _object_fields(text[objects[i][0] : objects[i][1]])
-        if label is None:
-            label = _find_label(text, match.start())
+        x1, y1, x2, y2 = corners
+        score, label = _box_annotations(text, match, objects, object_starts)
         boxes.append(Box(x1, y1, x2 - x1, y2 - y1, score=score, label=label))
 
     if n_found:
         return ParsedBoxes("ok", tuple(boxes), dropped, None)
-    unfenced = _CODE_FENCE.sub("", text).strip()
-    if _NO_FINDING.search(unfenced) or unfenced.lower() == "null":
-        return ParsedBoxes("no_finding", (), 0, None)
-    return ParsedBoxes(
-        "parse_error", (), 0, "no box of four numbers and no 'no finding' answer found"
-    )
+    return _boxless_answer(text)
 
 
 def to_dict(parsed: ParsedBoxes) -> dict[str, Any]:
