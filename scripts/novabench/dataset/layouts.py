@@ -191,6 +191,64 @@ def _float(value: str, where: str) -> float:
         ) from exc
 
 
+def _legacy_cases(root: Path) -> dict[Any, dict[str, Any]]:
+    """case_metadata.csv as case_id -> its other columns."""
+    cases = _read_csv(
+        root / "case_metadata.csv", {"case_id", "clinical_history", "final_diagnosis"}
+    )
+    if cases["case_id"].duplicated().any():
+        dup = cases.loc[cases["case_id"].duplicated(), "case_id"].iloc[0]
+        raise DatasetError(f"case_metadata.csv lists case {dup} twice", "fix the metadata file")
+    return cases.set_index("case_id").to_dict(orient="index")
+
+
+def _boxes_by_file(
+    table: pd.DataFrame, source: str, *, with_rater: bool = False
+) -> dict[str, list[dict[str, Any]]]:
+    """filename -> its boxes in file order, each led by its rater when ``with_rater``."""
+    by_file: dict[str, list[dict[str, Any]]] = {}
+    for rec in table.to_dict(orient="records"):
+        where = f"{source}, {rec['filename']}"
+        box = {k: _float(rec[k], where) for k in ("x", "y", "width", "height")}
+        if with_rater:
+            box = {"rater": rec["rater"].strip(), **box}
+        by_file.setdefault(rec["filename"], []).append(box)
+    return by_file
+
+
+def _legacy_image(
+    rec: dict[str, Any],
+    case_meta: dict[Any, dict[str, Any]],
+    gold_by_file: dict[str, list[dict[str, Any]]],
+    raters_by_file: dict[str, list[dict[str, Any]]],
+) -> RawImage:
+    """One captions.csv row with its case and boxes; the boxes are popped from the maps,
+    so what is left there belongs to no image."""
+    filename = rec["filename"].strip()
+    case = dict(case_meta.get(rec["case_id"], {}))
+    if not case:
+        raise DatasetError(
+            f"case {rec['case_id']} of {filename} is not in case_metadata.csv",
+            "re-download the dataset repository; the metadata is incomplete",
+        )
+    extra = {k: v for k, v in rec.items() if k not in {"filename", "case_id", "scan_id", "caption"}}
+    extra.update(
+        {k: v for k, v in case.items() if k not in {"clinical_history", "final_diagnosis"}}
+    )
+    return RawImage(
+        filename=filename,
+        case_id=rec["case_id"].strip(),
+        scan_id=_text(rec.get("scan_id")),
+        caption=_text(rec["caption"]),
+        clinical_history=_text(case.get("clinical_history")),
+        final_diagnosis=_text(case.get("final_diagnosis")),
+        image_path=f"{LEGACY_IMAGE_DIR}/{filename}",
+        gold_boxes=gold_by_file.pop(filename, []),
+        rater_boxes=raters_by_file.pop(filename, []),
+        meta=extra,
+    )
+
+
 def read_legacy(root: Path) -> list[RawImage]:
     root = Path(root)
     captions = _read_csv(root / "captions.csv", {"filename", "case_id", "caption"})
@@ -198,59 +256,13 @@ def read_legacy(root: Path) -> list[RawImage]:
     raters = _read_csv(
         root / "bboxes_raters.csv", {"filename", "rater", "x", "y", "width", "height"}
     )
-    cases = _read_csv(
-        root / "case_metadata.csv", {"case_id", "clinical_history", "final_diagnosis"}
-    )
-    if cases["case_id"].duplicated().any():
-        dup = cases.loc[cases["case_id"].duplicated(), "case_id"].iloc[0]
-        raise DatasetError(f"case_metadata.csv lists case {dup} twice", "fix the metadata file")
-    case_meta = cases.set_index("case_id").to_dict(orient="index")
-
-    gold_by_file: dict[str, list[dict[str, float]]] = {}
-    for rec in gold.to_dict(orient="records"):
-        where = f"bboxes_gold.csv, {rec['filename']}"
-        gold_by_file.setdefault(rec["filename"], []).append(
-            {k: _float(rec[k], where) for k in ("x", "y", "width", "height")}
-        )
-    raters_by_file: dict[str, list[dict[str, Any]]] = {}
-    for rec in raters.to_dict(orient="records"):
-        where = f"bboxes_raters.csv, {rec['filename']}"
-        raters_by_file.setdefault(rec["filename"], []).append(
-            {
-                "rater": rec["rater"].strip(),
-                **{k: _float(rec[k], where) for k in ("x", "y", "width", "height")},
-            }
-        )
-
-    rows = []
-    for rec in captions.to_dict(orient="records"):
-        filename = rec["filename"].strip()
-        case = dict(case_meta.get(rec["case_id"], {}))
-        if not case:
-            raise DatasetError(
-                f"case {rec['case_id']} of {filename} is not in case_metadata.csv",
-                "re-download the dataset repository; the metadata is incomplete",
-            )
-        extra = {
-            k: v for k, v in rec.items() if k not in {"filename", "case_id", "scan_id", "caption"}
-        }
-        extra.update(
-            {k: v for k, v in case.items() if k not in {"clinical_history", "final_diagnosis"}}
-        )
-        rows.append(
-            RawImage(
-                filename=filename,
-                case_id=rec["case_id"].strip(),
-                scan_id=_text(rec.get("scan_id")),
-                caption=_text(rec["caption"]),
-                clinical_history=_text(case.get("clinical_history")),
-                final_diagnosis=_text(case.get("final_diagnosis")),
-                image_path=f"{LEGACY_IMAGE_DIR}/{filename}",
-                gold_boxes=gold_by_file.pop(filename, []),
-                rater_boxes=raters_by_file.pop(filename, []),
-                meta=extra,
-            )
-        )
+    case_meta = _legacy_cases(root)
+    gold_by_file = _boxes_by_file(gold, "bboxes_gold.csv")
+    raters_by_file = _boxes_by_file(raters, "bboxes_raters.csv", with_rater=True)
+    rows = [
+        _legacy_image(rec, case_meta, gold_by_file, raters_by_file)
+        for rec in captions.to_dict(orient="records")
+    ]
     orphans = sorted(set(gold_by_file) | set(raters_by_file))
     if orphans:
         raise DatasetError(
