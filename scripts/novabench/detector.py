@@ -219,6 +219,81 @@ def _score_maps(
     return bright, dark.astype(np.float32)
 
 
+def _component_stats(
+    score: np.ndarray,
+    grown: np.ndarray,
+    labels: np.ndarray,
+    count: int,
+    seeds_allowed: np.ndarray,
+    params: DetectorParams,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Per component: area, summed excess over the grow threshold, peak, and whether it
+    holds a seed."""
+    # Over the grown pixels only, with bincount and maximum.at, which are several times
+    # faster here than ndimage's labelled reductions.
+    ids = labels[grown]
+    values = score[grown]
+    n = count + 1
+    areas = np.bincount(ids, minlength=n)[1:].astype(float)
+    excess = np.bincount(ids, weights=values - params.grow_threshold, minlength=n)[1:]
+    peaks = np.zeros(n)
+    np.maximum.at(peaks, ids, values)
+    seed_peaks = np.zeros(n)
+    np.maximum.at(seed_peaks, ids, np.where(seeds_allowed[grown], values, 0.0))
+    return areas, excess, peaks[1:], seed_peaks[1:] > params.seed_threshold
+
+
+def _core_box(
+    local: np.ndarray,
+    region: tuple[slice, slice],
+    peak: float,
+    factor: int,
+    shape: tuple[int, int],
+    params: DetectorParams,
+) -> tuple[tuple[int, int, int, int], tuple[float, float]]:
+    """The box ``x0, y0, x1, y1`` in image pixels of the core around the component's peak,
+    and the core's centroid (row, column) on the working grid."""
+    # The box follows the part above a fraction of the peak, around the peak: a lesion's
+    # oedema or a faint neighbouring area can keep the grown region connected far
+    # beyond the lesion itself.
+    core = local > max(params.grow_threshold, params.core_fraction * peak)
+    core_labels, _ = ndimage.label(core)
+    peak_at = np.unravel_index(int(np.argmax(local)), local.shape)
+    core = core_labels == core_labels[peak_at]
+    core_rows, core_cols = np.nonzero(core)
+    r0, r1 = region[0].start + core_rows.min(), region[0].start + core_rows.max() + 1
+    c0, c1 = region[1].start + core_cols.min(), region[1].start + core_cols.max() + 1
+    height, width = shape
+    box = (c0 * factor, r0 * factor, min(c1 * factor, width), min(r1 * factor, height))
+    cy = region[0].start + float(core_rows.mean())
+    cx = region[1].start + float(core_cols.mean())
+    return box, (cy, cx)
+
+
+def _candidate(
+    box: tuple[int, int, int, int],
+    centroid: tuple[float, float],
+    peak: float,
+    evidence: float,
+    bright_share: float,
+    factor: int,
+    params: DetectorParams,
+) -> Candidate:
+    x0, y0, x1, y1 = box
+    cy, cx = centroid
+    confidence = 1.0 - math.exp(-evidence / params.confidence_scale)
+    return Candidate(
+        detection=Detection(
+            float(x0), float(y0), float(x1 - x0), float(y1 - y0), round(confidence, 6)
+        ),
+        signal="hyperintense" if bright_share >= 0.5 else "hypointense",
+        centroid_y=float(cy * factor + (factor - 1) / 2),
+        centroid_x=float(cx * factor + (factor - 1) / 2),
+        peak=peak,
+        evidence=evidence,
+    )
+
+
 def _components(
     score: np.ndarray,
     is_bright: np.ndarray,
@@ -232,54 +307,21 @@ def _components(
     labels, count = ndimage.label(grown)
     if count == 0:
         return []
-    # Per-component statistics over the grown pixels only, with bincount and maximum.at,
-    # which are several times faster here than ndimage's labelled reductions.
-    ids = labels[grown]
-    values = score[grown]
-    n = count + 1
-    areas = np.bincount(ids, minlength=n)[1:].astype(float)
-    excess = np.bincount(ids, weights=values - params.grow_threshold, minlength=n)[1:]
-    peaks = np.zeros(n)
-    np.maximum.at(peaks, ids, values)
-    seed_peaks = np.zeros(n)
-    np.maximum.at(seed_peaks, ids, np.where(seeds_allowed[grown], values, 0.0))
-    peaks, seeded = peaks[1:], seed_peaks[1:] > params.seed_threshold
+    areas, excess, peaks, seeded = _component_stats(
+        score, grown, labels, count, seeds_allowed, params
+    )
     slices = ndimage.find_objects(labels)
     min_area = max(2.0, params.min_area_fraction * brain_area)
     found = []
-    height, width = shape
     for i in np.nonzero(seeded & (areas >= min_area))[0]:
         region = slices[i]
-        local = np.where(labels[region] == i + 1, score[region], 0.0)
-        # The box follows the part above a fraction of the peak, around the peak: a lesion's
-        # oedema or a faint neighbouring area can keep the grown region connected far
-        # beyond the lesion itself.
-        core = local > max(params.grow_threshold, params.core_fraction * float(peaks[i]))
-        core_labels, _ = ndimage.label(core)
-        peak_at = np.unravel_index(int(np.argmax(local)), local.shape)
-        core = core_labels == core_labels[peak_at]
-        core_rows, core_cols = np.nonzero(core)
-        r0, r1 = region[0].start + core_rows.min(), region[0].start + core_rows.max() + 1
-        c0, c1 = region[1].start + core_cols.min(), region[1].start + core_cols.max() + 1
-        x0, y0 = c0 * factor, r0 * factor
-        x1, y1 = min(c1 * factor, width), min(r1 * factor, height)
+        inside = labels[region] == i + 1
+        local = np.where(inside, score[region], 0.0)
+        box, centroid = _core_box(local, region, float(peaks[i]), factor, shape, params)
         evidence = 1000.0 * float(excess[i]) / max(brain_area, 1)
-        confidence = 1.0 - math.exp(-evidence / params.confidence_scale)
-        bright_share = float(np.mean(is_bright[region][labels[region] == i + 1]))
-        signal = "hyperintense" if bright_share >= 0.5 else "hypointense"
-        cy = region[0].start + float(core_rows.mean())
-        cx = region[1].start + float(core_cols.mean())
+        bright_share = float(np.mean(is_bright[region][inside]))
         found.append(
-            Candidate(
-                detection=Detection(
-                    float(x0), float(y0), float(x1 - x0), float(y1 - y0), round(confidence, 6)
-                ),
-                signal=signal,
-                centroid_y=float(cy * factor + (factor - 1) / 2),
-                centroid_x=float(cx * factor + (factor - 1) / 2),
-                peak=float(peaks[i]),
-                evidence=evidence,
-            )
+            _candidate(box, centroid, float(peaks[i]), evidence, bright_share, factor, params)
         )
     return found
 
