@@ -37,7 +37,8 @@ from novabench.judges.llm import (
 from novabench.metrics.captioning import score_captioning
 from novabench.metrics.diagnosis import score_diagnosis
 from novabench.predict import run_predictions
-from novabench.score import make_judge, score_predictions
+from novabench.judges import make_judge
+from novabench.score import score_predictions
 from openai_server import Fail, FakeOpenAI, Reply
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -336,7 +337,7 @@ def test_a_prompt_with_the_wrong_placeholders_is_refused(tmp_path):
     with pytest.raises(ConfigError, match=r"placeholders .*\{caption\}"):
         LLMKeywordJudge("j", settings)
     with pytest.raises(
-        ConfigError, match=r"judges\.j: an llm judge judges captioning or diagnosis"
+        ConfigError, match=r"judges\.j \(kind llm\) judges captioning, diagnosis, not localization"
     ):
         make_judge({"name": "j", "kind": "llm", "settings": settings}, task="localization")
 

@@ -8,9 +8,9 @@ import math
 import pandas as pd
 import pytest
 
+from novabench.config import check_reporting
 from novabench.errors import ConfigError
 from novabench.report.agreement import agreement_table, cohen_kappa, judge_labels
-from novabench.report.inputs import check_reporting
 
 
 def test_cohen_kappa_by_hand():
@@ -98,7 +98,9 @@ def test_reporting_config_checks():
         check_reporting(config(controls=["m", "y"]))
     with pytest.raises(ConfigError, match="not under judges"):
         check_reporting(config(agreement_judges={"diagnosis": ["nope"]}))
-    with pytest.raises(ConfigError, match="keyword-lexicon judge"):
+    with pytest.raises(
+        ConfigError, match=r"\(kind keyword-lexicon\) judges captioning, not diagnosis"
+    ):
         check_reporting(config(agreement_judges={"diagnosis": ["keywords"]}))
     with pytest.raises(ConfigError, match="the task's own judge"):
         check_reporting(config(agreement_judges={"diagnosis": ["matcher"]}))

@@ -28,7 +28,7 @@ from novabench.report.bootstrap import (
     summarize,
     unit_weights,
 )
-from novabench.report.statistics import diagnosis_labels
+from novabench.tasks.diagnosis import diagnosis_labels
 
 N_RESAMPLES = 30
 

@@ -11,7 +11,10 @@ from PIL import Image
 from novabench.report import figures
 from novabench.report.bootstrap import draw_cases
 from novabench.report.imaging import MULTIPLE, UNSPECIFIED, parse_plane, parse_sequence
+from novabench.report.inputs import Entry
+from novabench.report.statistics import breakdown_table
 from novabench.sample.text import SEQUENCE_NAMES
+from novabench.tasks import get_task
 
 
 @pytest.mark.parametrize("sequence", sorted(SEQUENCE_NAMES))
@@ -55,9 +58,10 @@ def test_breakdown_table_means_and_counts():
     weights = draw_cases(list(per_image["case_id"]), 200, seed=0).weights(
         list(per_image["case_id"])
     )
-    table = figures.breakdown_table(
-        "captioning", categories, [("m", "model", per_image)], weights, 0.95
-    ).set_index("category")
+    entry = Entry("m", "model", {"metrics": {}}, per_image)
+    table = breakdown_table(get_task("captioning"), categories, [entry], weights, 0.95)
+    table = table.set_index("category")
+    assert set(table["label"]) == {"Clinical F1"}
     assert table.loc["FLAIR", "value"] == 75.0 and table.loc["FLAIR", "n_images"] == 2
     # T1: only the defined image counts
     assert table.loc["T1", "value"] == 0.0 and table.loc["T1", "n_images"] == 1
@@ -163,9 +167,7 @@ def test_examples_grid(tmp_path):
 
 
 def figures_columns(task):
-    from novabench.report.tables import COLUMNS
-
-    return COLUMNS[task]
+    return get_task(task).table_metrics
 
 
 def _draw(directory, name, function, *args):

@@ -20,13 +20,13 @@ from novabench.metrics.localization import score_localization
 from novabench.report.inputs import load_entries
 from novabench.report.statistics import task_statistics
 from novabench.report.tables import (
-    COLUMNS,
     latex_escape,
     load_paper_reference,
     task_table,
     write_all_tables,
 )
 from novabench.score import write_scores
+from novabench.tasks import get_task, task_names
 
 ROOT = Path(__file__).resolve().parents[1]
 MODELS = {
@@ -185,7 +185,7 @@ def test_table_numbers_are_the_score_files(results):
     for path in results["scores"]:
         metrics = score_metrics(path)
         name = path.name.removesuffix(".json")
-        for column in COLUMNS["localization"]:
+        for column in get_task("localization").table_metrics:
             assert table.loc[name, column.key] == metrics[column.key], (name, column.key)
 
 
@@ -193,7 +193,7 @@ def test_cis_and_p_values_come_from_the_bootstrap(results):
     table = pd.read_csv(results["out"] / "localization.csv").set_index("model")
     stats = results["stats"].set_index(["model", "metric"])
     for name in table.index:
-        for column in COLUMNS["localization"]:
+        for column in get_task("localization").table_metrics:
             row = stats.loc[(name, column.key)]
             assert table.loc[name, f"{column.key}_ci_low"] == row["ci_low"]
             assert table.loc[name, f"{column.key}_ci_high"] == row["ci_high"]
@@ -264,7 +264,7 @@ def synthetic_task_tables() -> dict[str, str]:
     from novabench.report.tables import latex_table
 
     out = {}
-    for task, columns in COLUMNS.items():
+    for task, columns in ((t, get_task(t).table_metrics) for t in task_names()):
         rows, estimates = [], {}
         for i, (name, group) in enumerate(
             [

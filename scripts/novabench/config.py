@@ -197,7 +197,7 @@ def check_config(config: dict[str, Any], basedir: Path) -> Plan:
     _check_tasks(plan)
     _check_judges(plan)
     _check_models(plan)
-    _check_reporting(config)
+    check_reporting(config)
     return plan
 
 
@@ -237,8 +237,7 @@ def _check_judge_task(key: str, name: str, judge: dict[str, Any], task: str) -> 
     kind = judge_kind(judge["kind"])
     if task not in kind.tasks:
         raise ConfigError(
-            f"{key}: judge {name!r} is a {kind.name} judge, which judges "
-            f"{', '.join(kind.tasks)}, not {task}",
+            f"{key}: judge {name!r} (kind {kind.name}) judges {', '.join(kind.tasks)}, not {task}",
             f"name a judge of a kind that judges {task}",
         )
 
@@ -287,7 +286,7 @@ def _check_models(plan: Plan) -> None:
             )
 
 
-def _check_reporting(config: dict[str, Any]) -> None:
+def check_reporting(config: dict[str, Any]) -> None:
     """The models and judges ``reporting:`` names exist; agreement judges judge the task."""
     reporting, models = config.get("reporting") or {}, config.get("models") or {}
     named = [("reporting.reference_model", reporting.get("reference_model"))]

@@ -158,8 +158,7 @@ def make_judge(
     name = judge_cfg.get("name") or kind.name
     if task not in kind.tasks:
         raise ConfigError(
-            f"judges.{name} is a {kind.name} judge, which judges {', '.join(kind.tasks)}, "
-            f"not {task}",
+            f"judges.{name} (kind {kind.name}) judges {', '.join(kind.tasks)}, not {task}",
             f"name a judge of another kind under tasks.{task}.judge",
         )
     return kind.build(name, judge_cfg.get("settings") or {}, task, cache_dir)
