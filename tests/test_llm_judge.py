@@ -25,6 +25,7 @@ from snakemake.utils import validate
 
 from novabench.config import check_config
 from novabench.errors import ConfigError, NovaError
+from novabench.judges import make_judge
 from novabench.judges.keywords import KeywordSet
 from novabench.judges.llm import (
     LLMDiagnosisJudge,
@@ -37,7 +38,6 @@ from novabench.judges.llm import (
 from novabench.metrics.captioning import score_captioning
 from novabench.metrics.diagnosis import score_diagnosis
 from novabench.predict import run_predictions
-from novabench.judges import make_judge
 from novabench.score import score_predictions
 from openai_server import Fail, FakeOpenAI, Reply
 
