@@ -1,0 +1,455 @@
+"""The ``novabench`` command: the benchmark's scorers without Snakemake.
+
+    novabench score --task localization --dataset nova.parquet --predictions preds.jsonl
+    novabench validate --task captioning --predictions preds.jsonl --dataset nova.parquet
+    novabench build-dataset --source local --local-path /data/Nova --out nova.parquet
+
+A predictions file is either the pipeline's prediction records (lines with ``status`` and
+``parsed``, as in ``results/predictions/{task}/{model}.jsonl``) or raw answers
+``{"filename", "raw"}`` (README, "Bring your own predictions"), which are read here
+exactly as the ``predictions_file`` adapter reads them in the pipeline.
+
+A problem the user can fix prints one line ``novabench: error: ...`` and exits with 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import tempfile
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from novabench import __version__
+from novabench.boxes import BOX_FORMATS
+from novabench.errors import NovaError
+
+TASKS = ("localization", "captioning", "diagnosis")
+STATUSES = ("ok", "no_finding", "parse_error", "error")
+# The pipeline's default judge of each task that needs one (config/config.yaml).
+DEFAULT_JUDGES = {"captioning": "keyword-lexicon", "diagnosis": "diagnosis-matcher"}
+JUDGE_KINDS = ("keyword-lexicon", "diagnosis-matcher")
+RECORD_FIELDS = ("filename", "task", "model", "status", "parsed")
+ANSWER_FIELDS = ("filename", "raw")
+HUB_REPOSITORIES = {"hf": "c-i-ber/Nova", "hf-legacy": "Ano-2090/Nova"}
+# run_predictions reads a prompt template even for answers made elsewhere; this one is
+# never sent anywhere, it only names where the answers came from.
+ANSWERS_PROMPT = "Answers made elsewhere and read from a predictions file.\n"
+
+
+def default_nltk_data() -> Path:
+    """WordNet for METEOR is installed once per user, under the user's cache folder."""
+    cache = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
+    return Path(cache) / "novabench" / "nltk_data"
+
+
+# --- checking a predictions file ----------------------------------------------------------
+
+
+@dataclass
+class PredictionsCheck:
+    """What :func:`check_predictions` found in a predictions file."""
+
+    kind: str | None = None  # "records", "answers", or None for an empty file
+    filenames: list[str] = field(default_factory=list)
+    problems: list[str] = field(default_factory=list)
+
+
+def _parsed_problem(task: str, parsed: Any) -> str | None:
+    """Why an ``ok`` record's ``parsed`` cannot be scored, or None."""
+    if not isinstance(parsed, dict):
+        return "status ok but parsed is not an object"
+    if task == "localization":
+        boxes = parsed.get("boxes")
+        keys = ("x", "y", "width", "height")
+        if not isinstance(boxes, list) or not all(
+            isinstance(b, dict) and all(isinstance(b.get(k), int | float) for k in keys)
+            for b in boxes
+        ):
+            return "parsed.boxes must be a list of {x, y, width, height} numbers"
+    elif task == "captioning":
+        if not isinstance(parsed.get("caption"), str):
+            return "parsed.caption must be a string"
+    elif not isinstance(parsed.get("ranked"), list) or not all(
+        isinstance(d, str) for d in parsed["ranked"]
+    ):
+        return "parsed.ranked must be a list of diagnosis strings"
+    return None
+
+
+def _line_problems(task: str, kind: str, line: dict[str, Any]) -> list[str]:
+    """Problems of one JSON object line of a predictions file of ``kind``."""
+    required = RECORD_FIELDS if kind == "records" else ANSWER_FIELDS
+    missing = [name for name in required if name not in line]
+    if missing:
+        return [f"missing field{'s' * (len(missing) > 1)} {', '.join(missing)}"]
+    problems = []
+    if not isinstance(line["filename"], str) or not line["filename"]:
+        problems.append("filename must be a non-empty string")
+    if kind == "answers":
+        if line["raw"] is not None and not isinstance(line["raw"], str):
+            problems.append("raw must be a string or null")
+        return problems
+    if line["task"] != task:
+        problems.append(f"task is {line['task']!r}, not {task}")
+    if line["status"] not in STATUSES:
+        problems.append(f"unknown status {line['status']!r} (one of {', '.join(STATUSES)})")
+    elif line["status"] == "ok" and (why := _parsed_problem(task, line["parsed"])):
+        problems.append(why)
+    return problems
+
+
+def check_predictions(
+    path: Path, task: str, dataset_filenames: Sequence[str] | None = None
+) -> PredictionsCheck:
+    """Every problem of a predictions file, one line each (``<path>:<line>: <problem>``).
+
+    The first JSON object decides the format: a prediction record if it has ``status``
+    or ``parsed``, else a raw answer. ``dataset_filenames``: also flag unknown images.
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise NovaError(f"predictions file {path} does not exist", "check --predictions")
+    check, seen = PredictionsCheck(), {}
+    known = None if dataset_filenames is None else set(dataset_filenames)
+    with open(path, encoding="utf-8") as handle:
+        for number, text in enumerate(handle, 1):
+            if not text.strip():
+                continue
+            where = f"{path}:{number}"
+            try:
+                line = json.loads(text)
+            except json.JSONDecodeError as exc:
+                check.problems.append(f"{where}: not valid JSON ({exc.msg})")
+                continue
+            if not isinstance(line, dict):
+                check.problems.append(f"{where}: not a JSON object")
+                continue
+            if check.kind is None:
+                check.kind = "records" if {"status", "parsed"} & set(line) else "answers"
+            problems = _line_problems(task, check.kind, line)
+            check.problems += [f"{where}: {problem}" for problem in problems]
+            name = line.get("filename")
+            if not isinstance(name, str) or not name:
+                continue
+            if name in seen:
+                check.problems.append(f"{where}: {name} repeats line {seen[name]}")
+                continue
+            seen[name] = number
+            check.filenames.append(name)
+            if known is not None and name not in known:
+                check.problems.append(f"{where}: {name} is not in the dataset")
+    return check
+
+
+def _dataset_filenames(dataset: Path) -> list[str]:
+    from novabench.dataset.read import load_nova
+
+    return list(load_nova(Path(dataset), columns=["filename"])["filename"])
+
+
+# --- the scorer and the prediction runner (the only calls into them) ----------------------
+
+
+def _with_suffix(stem: Path, suffix: str) -> Path:
+    return stem.with_name(stem.name + suffix)
+
+
+def answers_to_records(
+    *, task: str, dataset: Path, answers: Path, model: str, box_format: str | None, stem: Path
+) -> Path:
+    """Parse raw answers as the pipeline's predictions_file model does; return the records
+    file ``<stem>.predictions.jsonl`` (its summary is ``<stem>.summary.json``)."""
+    from novabench.predict import run_predictions
+
+    model_cfg: dict[str, Any] = {
+        "adapter": "predictions_file",
+        "tasks": [task],
+        "settings": {"path": str(answers)},
+    }
+    if box_format:
+        model_cfg["box_format"] = box_format
+    with tempfile.TemporaryDirectory(prefix="novabench-prompt-") as scratch:
+        prompt = Path(scratch) / "predictions_file.txt"
+        prompt.write_text(ANSWERS_PROMPT, encoding="utf-8")
+        run_predictions(
+            dataset=Path(dataset),
+            task=task,
+            model_name=model,
+            model_cfg=model_cfg,
+            prompt_path=prompt,
+            out=_with_suffix(stem, ".predictions.jsonl"),
+            summary_out=_with_suffix(stem, ".summary.json"),
+        )
+    return _with_suffix(stem, ".predictions.jsonl")
+
+
+def score_file(
+    *,
+    task: str,
+    dataset: Path,
+    predictions: Path,
+    stem: Path,
+    judge_cfg: dict[str, Any] | None,
+    nltk_data: Path,
+) -> dict[str, Any]:
+    """Score prediction records into ``<stem>.json`` and ``<stem>.images.csv``; return the
+    score file's content (JSON-safe)."""
+    from novabench.score import score_predictions
+
+    out_json = _with_suffix(stem, ".json")
+    score_predictions(
+        task=task,
+        dataset=Path(dataset),
+        predictions=Path(predictions),
+        out_json=out_json,
+        out_csv=_with_suffix(stem, ".images.csv"),
+        judge_cfg=judge_cfg,
+        nltk_data=Path(nltk_data),
+        cache_dir=None,
+    )
+    return json.loads(out_json.read_text(encoding="utf-8"))
+
+
+# --- subcommands ----------------------------------------------------------------------------
+
+
+def judge_config(task: str, kind: str | None, embedding_fallback: bool) -> dict | None:
+    """The judge to score ``task`` with: the pipeline's default unless ``kind`` is given."""
+    if task not in DEFAULT_JUDGES:
+        if kind is not None:
+            raise NovaError(f"{task} is scored without a judge", "drop --judge-kind")
+        return None
+    kind = kind or DEFAULT_JUDGES[task]
+    settings: dict[str, Any] = {}
+    if kind == "diagnosis-matcher" and not embedding_fallback:
+        settings["embedding_fallback"] = False
+    elif not embedding_fallback:
+        raise NovaError(
+            "--no-embedding-fallback is a setting of the diagnosis-matcher judge",
+            "drop it, or score diagnosis with --judge-kind diagnosis-matcher",
+        )
+    return {"kind": kind, "settings": settings}
+
+
+def _records_for_scoring(args: argparse.Namespace, model: str, stem: Path) -> Path:
+    """Check the predictions file; raw answers are parsed into records next to ``stem``."""
+    check = check_predictions(args.predictions, args.task, _dataset_filenames(args.dataset))
+    if check.problems:
+        raise NovaError(
+            f"{len(check.problems)} problem(s) in the predictions file, first: {check.problems[0]}",
+            f"list them with `novabench validate --task {args.task} "
+            f"--predictions {args.predictions} --dataset {args.dataset}`",
+        )
+    if check.kind != "answers":
+        return Path(args.predictions)
+    if args.task == "localization" and not args.box_format:
+        raise NovaError(
+            "raw localization answers need the model's box convention",
+            f"pass --box-format, one of {', '.join(BOX_FORMATS)}",
+        )
+    return answers_to_records(
+        task=args.task,
+        dataset=args.dataset,
+        answers=args.predictions,
+        model=model,
+        box_format=args.box_format,
+        stem=stem,
+    )
+
+
+def cmd_score(args: argparse.Namespace) -> int:
+    judge_cfg = judge_config(args.task, args.judge_kind, not args.no_embedding_fallback)
+    with tempfile.TemporaryDirectory(prefix="novabench-score-") as scratch:
+        folder = Path(args.out_dir) if args.out_dir else Path(scratch)
+        folder.mkdir(parents=True, exist_ok=True)
+        model = args.model or Path(args.predictions).stem
+        # The task in front of the model's name: one folder holds every task's files.
+        stem = folder / f"{args.task}-{model}"
+        records = _records_for_scoring(args, model, stem)
+        payload = score_file(
+            task=args.task,
+            dataset=args.dataset,
+            predictions=records,
+            stem=stem,
+            judge_cfg=judge_cfg,
+            nltk_data=args.nltk_data or default_nltk_data(),
+        )
+    if args.format == "json":
+        print(json.dumps(payload, indent=2))
+    else:
+        print(metrics_table(payload))
+    return 0
+
+
+def _cell(value: Any) -> str:
+    if value is None:  # an undefined metric (NaN in the scorer, null in the score file)
+        return "n/a"
+    if isinstance(value, float):
+        return f"{value:.4f}"
+    return str(value)
+
+
+def metrics_table(payload: dict[str, Any]) -> str:
+    """The score file's scalar metrics as an aligned table: numbers right-aligned, text
+    after them. Provenance (judge, WordNet, parameters) is in ``--format json``."""
+    rows = [
+        (key, value, _cell(value))
+        for key, value in payload["metrics"].items()
+        if not isinstance(value, dict | list)
+    ]
+    width = max([len("metric"), *(len(key) for key, _, _ in rows)])
+    numbers = max([len("value"), *(len(c) for _, v, c in rows if not isinstance(v, str))])
+    lines = [
+        f"{payload['task']} scores of {payload['model']}",
+        f"{'metric':<{width}}  {'value':>{numbers}}",
+    ]
+    for key, value, cell in rows:
+        lines.append(f"{key:<{width}}  {cell if isinstance(value, str) else cell.rjust(numbers)}")
+    return "\n".join(lines)
+
+
+def cmd_validate(args: argparse.Namespace) -> int:
+    filenames = _dataset_filenames(args.dataset) if args.dataset else None
+    check = check_predictions(args.predictions, args.task, filenames)
+    for problem in check.problems:
+        print(problem)
+    if check.problems:
+        print(f"{args.predictions}: {len(check.problems)} problem(s)")
+        return 1
+    kind = check.kind or "no predictions"
+    print(f"{args.predictions}: valid ({len(check.filenames)} {kind} for {args.task})")
+    if filenames is not None and len(check.filenames) < len(filenames):
+        missing = len(filenames) - len(check.filenames)
+        print(f"note: {missing} image(s) of the dataset have no prediction (scored as errors)")
+    return 0
+
+
+def dataset_config(args: argparse.Namespace) -> dict[str, Any]:
+    """The ``dataset:`` config section that the pipeline's dataset rule would receive."""
+    cfg: dict[str, Any] = {"source": args.source, "clip_boxes": args.clip_boxes}
+    if args.source == "sample":
+        cfg["sample"] = {
+            "seed": args.seed,
+            "n_cases": args.n_cases,
+            "images_per_case": list(args.images_per_case),
+        }
+    if args.source == "local":
+        if not args.local_path:
+            raise NovaError("--source local needs the dataset folder", "pass --local-path DIR")
+        cfg["local_path"] = str(args.local_path)
+    if args.source in HUB_REPOSITORIES:
+        release = {
+            "repo_id": args.repo_id or HUB_REPOSITORIES[args.source],
+            "revision": args.revision,
+        }
+        key = "current" if args.source == "hf" else "legacy"
+        cfg["hf"] = {"timeout_s": args.timeout_s, key: release}
+    return cfg
+
+
+def cmd_build_dataset(args: argparse.Namespace) -> int:
+    from novabench.dataset.build import build_dataset
+
+    out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    manifest_path = Path(args.manifest) if args.manifest else out.with_suffix(".manifest.json")
+    sample_dir = None
+    if args.source == "sample":
+        from novabench.sample import generate_sample
+
+        sample_dir = Path(args.sample_dir) if args.sample_dir else out.parent / "sample"
+        generate_sample(
+            sample_dir,
+            n_cases=args.n_cases,
+            seed=args.seed,
+            images_per_case=tuple(args.images_per_case),
+        )
+    manifest = build_dataset(
+        dataset_config(args),
+        out,
+        manifest_path,
+        sample_dir=sample_dir,
+        cache_dir=Path(args.cache_dir) if args.cache_dir else None,
+    )
+    print(
+        f"{out}: {manifest['n_images']} images, {manifest['n_cases']} cases, "
+        f"{manifest['n_gold_boxes']} gold boxes (manifest {manifest_path})"
+    )
+    return 0
+
+
+# --- the command line -------------------------------------------------------------------
+
+
+def _score_parser(commands: Any) -> None:
+    score = commands.add_parser("score", help="score a predictions file against a dataset")
+    score.add_argument("--task", required=True, choices=TASKS)
+    score.add_argument("--dataset", required=True, type=Path, help="nova.parquet")
+    score.add_argument("--predictions", required=True, type=Path, help="records or raw answers")
+    score.add_argument("--judge-kind", choices=JUDGE_KINDS, help="default: the pipeline's")
+    score.add_argument(
+        "--no-embedding-fallback",
+        action="store_true",
+        help="diagnosis matcher without its sentence-embedding step (no torch needed)",
+    )
+    score.add_argument(
+        "--box-format", choices=BOX_FORMATS, help="box convention of raw localization answers"
+    )
+    score.add_argument("--model", help="name of the model and its files (default: file name)")
+    score.add_argument("--format", choices=("table", "json"), default="table")
+    score.add_argument("--out-dir", type=Path, help="keep the score files here")
+    score.add_argument("--nltk-data", type=Path, help="WordNet folder for METEOR")
+    score.set_defaults(run=cmd_score)
+
+
+def _build_parser(commands: Any) -> None:
+    build = commands.add_parser("build-dataset", help="build nova.parquet from a source")
+    build.add_argument("--source", required=True, choices=("local", "sample", "hf", "hf-legacy"))
+    build.add_argument("--out", required=True, type=Path, help="the Parquet file to write")
+    build.add_argument("--manifest", type=Path, help="default: <out>.manifest.json")
+    build.add_argument("--local-path", type=Path, help="the downloaded dataset repository")
+    build.add_argument("--repo-id", help="Hub dataset (default: the source's release)")
+    build.add_argument("--revision", default="main", help="Hub revision; a commit sha pins it")
+    build.add_argument("--timeout-s", type=float, default=10.0, help="Hub reachability wait")
+    build.add_argument("--cache-dir", type=Path, help="Hub downloads (default: next to --out)")
+    build.add_argument("--sample-dir", type=Path, help="where the sample's files are written")
+    # The sample's defaults are those of config/config.yaml.
+    build.add_argument("--seed", type=int, default=20250520, help="seed of the sample")
+    build.add_argument("--n-cases", type=int, default=12, help="cases in the sample")
+    build.add_argument(
+        "--images-per-case", type=int, nargs=2, default=[1, 4], metavar=("MIN", "MAX")
+    )
+    build.add_argument("--clip-boxes", action="store_true", help="clip boxes outside images")
+    build.set_defaults(run=cmd_build_dataset)
+
+
+def make_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="novabench", description=__doc__.split("\n")[0])
+    parser.add_argument("--version", action="version", version=f"novabench {__version__}")
+    commands = parser.add_subparsers(dest="command", required=True)
+    _score_parser(commands)
+    validate = commands.add_parser("validate", help="list the problems of a predictions file")
+    validate.add_argument("--task", required=True, choices=TASKS)
+    validate.add_argument("--predictions", required=True, type=Path)
+    validate.add_argument("--dataset", type=Path, help="also flag images not in it")
+    validate.set_defaults(run=cmd_validate)
+    _build_parser(commands)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = make_parser().parse_args(argv)
+    try:
+        return args.run(args)
+    except NovaError as exc:
+        print(f"novabench: error: {exc}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,352 @@
+"""The `novabench` command, called in-process: score, validate, build-dataset, user errors."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+from pathlib import Path
+
+import pytest
+
+from novabench import cli
+from novabench.predict import run_predictions
+from novabench.score import score_predictions
+from novabench.wordnet import DEBIAN_WORDNET_DIR, ensure_wordnet
+from upstream import IMAGES, build_local_dataset, write_current
+
+ROOT = Path(__file__).resolve().parents[1]
+PROMPTS = ROOT / "config" / "prompts"
+NAMES = sorted(name for name, *_ in IMAGES)
+
+# Raw answers, as a harness outside the pipeline writes them; one image left unanswered.
+ANSWERS = {
+    "localization": {
+        "case0001_001.png": "[208, 250, 333, 333]",  # near the gold box (xyxy_1000)
+        "case0001_002.png": "lesion at [12, 40, 3",  # unreadable
+        "case0002_001.png": "No abnormality.",
+    },
+    "captioning": {
+        "case0001_001.png": "Axial FLAIR image: hyperintense lesion in the left frontal lobe.",
+        "case0001_002.png": "Sagittal T2 image shows no abnormality.",
+        "case0003_001.png": "Axial DWI with restricted diffusion in the basal ganglia.",
+    },
+    "diagnosis": {
+        "case0001_001.png": json.dumps(
+            {"most_likely_diagnosis": "glioblastoma", "other_possible_diagnoses": ["abscess"]}
+        ),
+        "case0001_002.png": "1. Brain abscess\n2. Glioblastoma multiforme",
+        "case0002_001.png": "Normal study",
+    },
+}
+JUDGES = {
+    "localization": None,
+    "captioning": {"kind": "keyword-lexicon", "settings": {}},
+    "diagnosis": {"kind": "diagnosis-matcher", "settings": {}},
+}
+
+
+@pytest.fixture(scope="module")
+def nova(tmp_path_factory) -> Path:
+    return build_local_dataset(tmp_path_factory.mktemp("nova"))
+
+
+@pytest.fixture(scope="module")
+def wordnet(tmp_path_factory) -> Path:
+    if not (DEBIAN_WORDNET_DIR / "index.sense").is_file():
+        pytest.skip("needs `apt-get install wordnet-base wordnet-sense-index`")
+    return ensure_wordnet(tmp_path_factory.mktemp("nltk_data"))
+
+
+def write_answers(folder: Path, task: str, name: str = "harness") -> Path:
+    path = folder / f"{name}.jsonl"
+    lines = [{"filename": f, "raw": raw} for f, raw in ANSWERS[task].items()]
+    path.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    return path
+
+
+def make_records(nova: Path, folder: Path, task: str, model_cfg: dict, name: str) -> Path:
+    """A prediction file as the pipeline's predict rule writes it."""
+    out = folder / f"{name}.jsonl"
+    run_predictions(
+        dataset=nova,
+        task=task,
+        model_name=name,
+        model_cfg=model_cfg,
+        prompt_path=PROMPTS / f"{task}-v1.txt",
+        out=out,
+        summary_out=folder / f"{name}.summary.json",
+    )
+    return out
+
+
+def expected_scores(nova: Path, records: Path, task: str, folder: Path, nltk: Path) -> dict:
+    """The score file that score_predictions writes for the same records, read back."""
+    out_json = folder / "expected.json"
+    score_predictions(
+        task=task,
+        dataset=nova,
+        predictions=records,
+        out_json=out_json,
+        out_csv=folder / "expected.csv",
+        judge_cfg=JUDGES[task],
+        nltk_data=nltk,
+    )
+    return json.loads(out_json.read_text())
+
+
+def read_table(text: str) -> dict[str, str]:
+    """metric -> printed cell, from `score --format table` (title and header skipped)."""
+    rows = [line.split(None, 1) for line in text.strip().splitlines()[2:]]
+    return {key: cell.strip() for key, cell in rows}
+
+
+def assert_table_matches(table: dict[str, str], metrics: dict) -> None:
+    scalars = {k: v for k, v in metrics.items() if not isinstance(v, dict | list)}
+    assert set(table) == set(scalars)
+    for key, value in scalars.items():
+        if value is None or (isinstance(value, float) and math.isnan(value)):
+            assert table[key] == "n/a", key
+        elif isinstance(value, str):
+            assert table[key] == value, key
+        else:
+            assert float(table[key]) == pytest.approx(value, abs=5e-5), key
+
+
+def score_cli(capsys, *args: str) -> tuple[int, str]:
+    capsys.readouterr()
+    code = cli.main(["score", *args])
+    return code, capsys.readouterr().out
+
+
+# --- score ------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("task", ["localization", "captioning", "diagnosis"])
+def test_raw_answers_score_as_the_pipeline_scores_them(task, nova, tmp_path, capsys, request):
+    nltk = request.getfixturevalue("wordnet") if task == "captioning" else tmp_path / "nltk"
+    answers = write_answers(tmp_path, task)
+    model_cfg = {"adapter": "predictions_file", "tasks": [task], "settings": {"path": str(answers)}}
+    args = ["--task", task, "--dataset", str(nova), "--predictions", str(answers)]
+    args += ["--nltk-data", str(nltk)]
+    if task == "localization":
+        model_cfg["box_format"] = "xyxy_1000"
+        args += ["--box-format", "xyxy_1000"]
+    records = make_records(nova, tmp_path, task, model_cfg, "harness")
+    expected = expected_scores(nova, records, task, tmp_path, nltk)
+    code, out = score_cli(capsys, *args)
+    assert code == 0
+    assert out.splitlines()[0] == f"{task} scores of harness"
+    assert_table_matches(read_table(out), expected["metrics"])
+    code, out = score_cli(capsys, *args, "--format", "json")
+    assert code == 0
+    payload = json.loads(out)
+    assert payload["metrics"] == expected["metrics"]
+    assert (payload["task"], payload["model"], payload["judge"]) == (
+        task,
+        "harness",
+        expected["judge"],
+    )
+
+
+def test_prediction_records_are_scored_as_they_are(nova, tmp_path, capsys):
+    model_cfg = {"adapter": "random", "tasks": ["localization"], "settings": {"seed": 7}}
+    records = make_records(nova, tmp_path, "localization", model_cfg, "random")
+    expected = expected_scores(nova, records, "localization", tmp_path, tmp_path / "nltk")
+    out_dir = tmp_path / "scores"
+    code, out = score_cli(
+        capsys,
+        *("--task", "localization", "--dataset", str(nova), "--predictions", str(records)),
+        *("--out-dir", str(out_dir)),
+    )
+    assert code == 0
+    assert_table_matches(read_table(out), expected["metrics"])
+    written = json.loads((out_dir / "localization-random.json").read_text())
+    assert written["metrics"] == expected["metrics"]
+    assert written["inputs"] == expected["inputs"]  # the records themselves were scored
+    assert (out_dir / "localization-random.images.csv").read_text() == (
+        tmp_path / "expected.csv"
+    ).read_text()
+
+
+def test_the_diagnosis_matcher_can_run_without_its_embedding_model(nova, tmp_path, capsys):
+    answers = write_answers(tmp_path, "diagnosis")
+    code, out = score_cli(
+        capsys,
+        *("--task", "diagnosis", "--dataset", str(nova), "--predictions", str(answers)),
+        *("--no-embedding-fallback", "--format", "json"),
+    )
+    assert code == 0
+    assert json.loads(out)["metrics"]["judge"]["embedding_fallback"] is False
+
+
+def test_raw_answers_are_kept_as_records_in_the_output_folder(nova, tmp_path, capsys):
+    answers = write_answers(tmp_path, "localization", name="answers")
+    out_dir = tmp_path / "kept"
+    code, _ = score_cli(
+        capsys,
+        *("--task", "localization", "--dataset", str(nova), "--predictions", str(answers)),
+        *("--box-format", "xyxy_1000", "--model", "my-vlm", "--out-dir", str(out_dir)),
+    )
+    assert code == 0
+    records = [
+        json.loads(line) for line in (out_dir / "localization-my-vlm.predictions.jsonl").open()
+    ]
+    assert [r["filename"] for r in records] == NAMES
+    assert {r["model"] for r in records} == {"my-vlm"}
+    statuses = {r["filename"]: r["status"] for r in records}
+    assert statuses == {
+        "case0001_001.png": "ok",
+        "case0001_002.png": "parse_error",
+        "case0002_001.png": "no_finding",
+        "case0003_001.png": "error",
+    }
+    assert json.loads((out_dir / "localization-my-vlm.json").read_text())["model"] == "my-vlm"
+
+
+# --- validate ---------------------------------------------------------------------------
+
+
+def validate(capsys, *args: str) -> tuple[int, list[str]]:
+    capsys.readouterr()
+    code = cli.main(["validate", *args])
+    return code, capsys.readouterr().out.splitlines()
+
+
+def test_validate_accepts_a_pipeline_prediction_file(nova, tmp_path, capsys):
+    records = make_records(
+        nova, tmp_path, "captioning", {"adapter": "gold", "tasks": ["captioning"]}, "gold"
+    )
+    code, lines = validate(
+        capsys, "--task", "captioning", "--predictions", str(records), "--dataset", str(nova)
+    )
+    assert code == 0
+    assert lines == [f"{records}: valid (4 records for captioning)"]
+
+
+def test_validate_finds_every_planted_problem_in_records(nova, tmp_path, capsys):
+    good = {"task": "diagnosis", "model": "m", "parsed": {"ranked": ["Glioblastoma"]}}
+    lines = [
+        {**good, "filename": "case0001_001.png", "status": "ok"},  # line 1: fine
+        "{not json",  # line 2
+        {"filename": "case0001_002.png", "status": "ok", "parsed": None},  # 3: no task, model
+        {**good, "filename": "case0002_001.png", "status": "done"},  # 4: unknown status
+        {**good, "filename": "case0001_001.png", "status": "ok"},  # 5: duplicate
+        {**good, "filename": "case9999_001.png", "status": "ok"},  # 6: not in the dataset
+        {**good, "filename": "case0003_001.png", "status": "ok", "parsed": {"ranked": "x"}},
+        {**good, "filename": "case0003_002.png", "task": "captioning", "status": "error"},
+    ]
+    path = tmp_path / "broken.jsonl"
+    path.write_text("".join((x if isinstance(x, str) else json.dumps(x)) + "\n" for x in lines))
+    code, out = validate(
+        capsys, "--task", "diagnosis", "--predictions", str(path), "--dataset", str(nova)
+    )
+    assert code == 1
+    assert out[:-1] == [
+        f"{path}:2: not valid JSON (Expecting property name enclosed in double quotes)",
+        f"{path}:3: missing fields task, model",
+        f"{path}:4: unknown status 'done' (one of ok, no_finding, parse_error, error)",
+        f"{path}:5: case0001_001.png repeats line 1",
+        f"{path}:6: case9999_001.png is not in the dataset",
+        f"{path}:7: parsed.ranked must be a list of diagnosis strings",
+        f"{path}:8: task is 'captioning', not diagnosis",
+        f"{path}:8: case0003_002.png is not in the dataset",
+    ]
+    assert out[-1] == f"{path}: 8 problem(s)"
+
+
+def test_validate_checks_raw_answers_and_notes_unanswered_images(nova, tmp_path, capsys):
+    path = tmp_path / "answers.jsonl"
+    path.write_text(
+        '{"filename": "case0001_001.png", "raw": "[1, 2, 3, 4]"}\n'
+        "\n"
+        '{"filename": "case0001_002.png"}\n'
+        '{"filename": "case0001_001.png", "raw": "again"}\n'
+        '{"filename": "case0002_001.png", "raw": 42}\n'
+        "[1, 2]\n"
+    )
+    code, out = validate(capsys, "--task", "localization", "--predictions", str(path))
+    assert code == 1
+    assert out == [
+        f"{path}:3: missing field raw",
+        f"{path}:4: case0001_001.png repeats line 1",
+        f"{path}:5: raw must be a string or null",
+        f"{path}:6: not a JSON object",
+        f"{path}: 4 problem(s)",
+    ]
+    path.write_text('{"filename": "case0001_001.png", "raw": null}\n')
+    code, out = validate(
+        capsys, "--task", "localization", "--predictions", str(path), "--dataset", str(nova)
+    )
+    assert code == 0
+    assert out == [
+        f"{path}: valid (1 answers for localization)",
+        "note: 3 image(s) of the dataset have no prediction (scored as errors)",
+    ]
+
+
+# --- build-dataset ----------------------------------------------------------------------
+
+
+def sha256(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def test_build_dataset_from_a_local_copy_is_the_dataset_rule_output(tmp_path, capsys):
+    from novabench.dataset.build import build_dataset
+
+    root = write_current(tmp_path / "repo")
+    reference = tmp_path / "rule" / "nova.parquet"
+    build_dataset({"source": "local", "local_path": str(root)}, reference, tmp_path / "m.json")
+    out = tmp_path / "cli" / "nova.parquet"
+    capsys.readouterr()
+    code = cli.main(
+        ["build-dataset", "--source", "local", "--local-path", str(root), "--out", str(out)]
+    )
+    assert code == 0
+    assert sha256(out) == sha256(reference)
+    manifest = json.loads((tmp_path / "cli" / "nova.manifest.json").read_text())
+    assert manifest["source"] == "local" and manifest["n_images"] == len(IMAGES)
+    assert capsys.readouterr().out.startswith(f"{out}: 4 images, 3 cases, 4 gold boxes")
+
+
+def test_build_dataset_from_the_embedded_sample(tmp_path, capsys):
+    out = tmp_path / "nova.parquet"
+    code = cli.main(
+        ["build-dataset", "--source", "sample", "--out", str(out), "--n-cases", "1", "--seed", "5"]
+    )
+    assert code == 0
+    manifest = json.loads((tmp_path / "nova.manifest.json").read_text())
+    assert manifest["source"] == "sample" and manifest["n_cases"] == 1
+    assert (manifest["seed"], manifest["n_cases"], manifest["images_per_case"]) == (5, 1, [1, 4])
+    assert (tmp_path / "sample" / "data" / "nova-v1.parquet").is_file()
+
+
+# --- user errors ------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["score", "--task", "localization", "--predictions", "{answers}"], "need the model's box"),
+        (["score", "--task", "captioning", "--predictions", "missing.jsonl"], "does not exist"),
+        (["score", "--task", "localization", "--judge-kind", "keyword-lexicon"], "without a judge"),
+        (["score", "--task", "localization", "--predictions", "{broken}"], "1 problem(s)"),
+        (["build-dataset", "--source", "local", "--out", "x.parquet"], "needs the dataset folder"),
+    ],
+)
+def test_a_user_error_is_one_line_and_exit_code_2(args, message, nova, tmp_path, capsys):
+    answers = write_answers(tmp_path, "localization")
+    broken = tmp_path / "broken.jsonl"
+    broken.write_text('{"filename": "case0001_001.png", "status": "ok"}\n')
+    args = [a.format(answers=answers, broken=broken) for a in args]
+    if args[0] == "score":
+        args += ["--dataset", str(nova)]
+        args += [] if "--predictions" in args else ["--predictions", str(answers)]
+    capsys.readouterr()
+    code = cli.main(args)
+    captured = capsys.readouterr()
+    assert code == 2
+    assert captured.out == ""
+    (line,) = captured.err.splitlines()
+    assert line.startswith("novabench: error: ") and message in line and "; fix: " in line
