@@ -273,7 +273,7 @@ def _check_models(plan: Plan) -> None:
         adapter_class(name, model).check_settings(name, model.get("settings", {}))
     for task, name in plan.jobs():
         adapter = adapter_class(name, plan.model(name))
-        if task not in adapter.supported_tasks:
+        if not adapter.supports(task):
             raise ConfigError(
                 f"models.{name}: the {plan.model(name)['adapter']} adapter cannot run {task}",
                 f"remove {task} from models.{name}.tasks",

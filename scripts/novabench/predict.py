@@ -167,7 +167,7 @@ def run_predictions(
     started = time.perf_counter()
     spec = get_task(task)
     adapter = load_adapter(model_name, model_cfg, cache_dir=cache_dir)
-    if task not in adapter.supported_tasks:
+    if not adapter.supports(task):
         raise ConfigError(
             f"models.{model_name}: the {model_cfg['adapter']} adapter cannot run {task}",
             f"remove {task} from models.{model_name}.tasks",

@@ -63,8 +63,12 @@ class Adapter(ABC):
     #: For models whose box convention is fixed by the adapter (offline baselines);
     #: None means the model's config must declare ``box_format``.
     box_format: ClassVar[str | None] = None
-    #: Tasks this backend can run.
-    supported_tasks: ClassVar[tuple[str, ...]] = ("localization", "captioning", "diagnosis")
+    #: Tasks this backend can run; None: every registered task.
+    supported_tasks: ClassVar[tuple[str, ...] | None] = None
+
+    @classmethod
+    def supports(cls, task: str) -> bool:
+        return cls.supported_tasks is None or task in cls.supported_tasks
 
     def __init__(self, name: str, settings: dict[str, Any], *, cache_dir: Path | None = None):
         self.name = name

@@ -1,0 +1,182 @@
+"""The task registry: a task registered from inside the test suite runs through predict,
+score, statistics and tables with no other module edited (the proof that tasks are data).
+
+The extra task is a yes/no question, "is there an anomaly in this image?", scored by
+accuracy against "the image has a gold box".
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from novabench.errors import ConfigError
+from novabench.predict import read_predictions, run_predictions
+from novabench.report.bootstrap import weighted_mean
+from novabench.report.statistics import write_task_statistics
+from novabench.report.tables import write_all_tables
+from novabench.score import score_predictions
+from novabench.tasks import (
+    Metric,
+    Parsed,
+    Task,
+    get_task,
+    register_task,
+    task_names,
+    unregister_task,
+)
+from upstream import IMAGES
+
+ROOT = Path(__file__).resolve().parents[1]
+
+YES, NO = {"yes", "y", "true", "abnormal"}, {"no", "n", "false", "normal"}
+
+
+class AnomalyPresence(Task):
+    name = "anomaly"
+    title = "Anomaly presence"
+    caption = "Accuracy: the yes/no answer equals whether the image has a gold box."
+    metrics = (Metric("Accuracy", "Accuracy", headline=True),)
+    reference_columns = ("gold_boxes",)
+
+    def gold_answer(self, reference):
+        return "yes" if len(reference["gold_boxes"]) else "no"
+
+    def parse(self, raw, context):
+        word = raw.strip().strip(".!").lower()
+        if word in YES | NO:
+            return Parsed("ok", {"abnormal": word in YES})
+        return Parsed("parse_error", None, f"not yes or no: {raw[:40]!r}")
+
+    def score(self, frame, answers, context):
+        rows = []
+        for row in frame.itertuples(index=False):
+            abnormal, status = answers.get(row.filename, "abnormal")
+            truth = len(row.gold_boxes) > 0
+            correct = status == "ok" and abnormal == truth
+            rows.append({"filename": row.filename, "status": status, "correct": correct})
+        per_image = pd.DataFrame(rows)
+        return {"Accuracy": 100.0 * per_image["correct"].mean()}, per_image
+
+    def replicates(self, entry, dataset, weights, judge=None):
+        correct = entry.per_image["correct"].to_numpy(dtype=float)
+        return {"Accuracy": weighted_mean(weights, correct, 100.0)}
+
+
+@pytest.fixture
+def anomaly_task():
+    task = register_task(AnomalyPresence())
+    yield task
+    unregister_task(task.name)
+
+
+def test_builtin_tasks_are_registered_in_workflow_order():
+    assert task_names()[:3] == ("localization", "captioning", "diagnosis")
+    with pytest.raises(ConfigError, match="unknown task 'nope'; fix: use one of localization"):
+        get_task("nope")
+
+
+def test_the_config_schema_lists_the_registered_tasks():
+    import yaml
+
+    schema = yaml.safe_load((ROOT / "workflow/schemas/config.schema.yaml").read_text())
+    assert tuple(schema["$defs"]["task"]["enum"]) == task_names()
+    assert tuple(schema["properties"]["tasks"]["properties"]) == task_names()
+
+
+def test_a_task_registered_in_a_test_runs_end_to_end(anomaly_task, dataset, tmp_path):
+    prompt = tmp_path / "anomaly-v1.txt"
+    prompt.write_text("Is there an anomaly in this {width}x{height} image? Answer yes or no.")
+    # A hand-written model: right on two images, wrong on one, unreadable on one.
+    truth = {name: any(b[4] == "gold" for b in boxes or ()) for name, _, _, boxes in IMAGES}
+    names = sorted(truth)
+    answers = {
+        names[0]: "yes" if truth[names[0]] else "no",
+        names[1]: "Yes." if truth[names[1]] else "No.",
+        names[2]: "no" if truth[names[2]] else "yes",
+        names[3]: "I cannot tell",
+    }
+    answers_file = tmp_path / "answers.jsonl"
+    answers_file.write_text(
+        "".join(json.dumps({"filename": f, "raw": r}) + "\n" for f, r in answers.items())
+    )
+    models = {
+        "gold": {"adapter": "gold", "tasks": ["anomaly"]},
+        "hand": {
+            "adapter": "predictions_file",
+            "tasks": ["anomaly"],
+            "settings": {"path": str(answers_file)},
+        },
+    }
+    scores = {}
+    for name, cfg in models.items():
+        out = tmp_path / f"{name}.jsonl"
+        run_predictions(
+            dataset=dataset,
+            task="anomaly",
+            model_name=name,
+            model_cfg=cfg,
+            prompt_path=prompt,
+            out=out,
+            summary_out=tmp_path / f"{name}.summary.json",
+        )
+        scores[name] = score_predictions(
+            task="anomaly",
+            dataset=dataset,
+            predictions=out,
+            out_json=tmp_path / "scores" / "anomaly" / f"{name}.json",
+            out_csv=tmp_path / "scores" / "anomaly" / f"{name}.images.csv",
+        )
+    hand = {r["filename"]: r for r in read_predictions(tmp_path / "hand.jsonl")}
+    assert hand[names[3]]["status"] == "parse_error"
+    assert hand[names[1]]["parsed"] == {"abnormal": truth[names[1]]}
+    assert scores["gold"]["Accuracy"] == 100.0
+    assert scores["hand"]["Accuracy"] == pytest.approx(100 * 2 / len(names))
+
+    score_paths = [tmp_path / "scores" / "anomaly" / f"{n}.json" for n in models]
+    statistics = write_task_statistics(
+        task="anomaly",
+        dataset_path=dataset,
+        score_paths=score_paths,
+        predictions={n: tmp_path / f"{n}.jsonl" for n in models},
+        models=models,
+        reporting={"bootstrap": {"resamples": 200, "seed": 1, "confidence": 0.95}},
+        out=tmp_path / "statistics" / "anomaly.csv",
+        breakdown_out=tmp_path / "statistics" / "anomaly_breakdown.csv",
+    )
+    hand_row = statistics.set_index("model").loc["hand"]
+    assert hand_row["metric"] == "Accuracy" and hand_row["estimate"] == pytest.approx(50.0)
+    assert hand_row["ci_low"] <= 50.0 <= hand_row["ci_high"]
+
+    tables = write_all_tables(
+        statistics={"anomaly": tmp_path / "statistics" / "anomaly.csv"},
+        scores={"anomaly": score_paths},
+        paper_reference=_paper_reference(tmp_path),
+        out_dir=tmp_path / "tables",
+    )
+    assert list(tables["anomaly"]["model"]) == ["hand", "gold"]  # models first, then controls
+    markdown = (tmp_path / "tables" / "anomaly.md").read_text()
+    assert markdown.startswith("## Anomaly presence")
+    assert re.search(r"\| Models \| hand \| 50\.0 \[", markdown), markdown
+    assert "| Controls | gold | 100.0" in markdown
+    assert "Anomaly presence: Accuracy" in (tmp_path / "tables" / "summary.md").read_text()
+    latex = (tmp_path / "tables" / "anomaly.tex").read_text()
+    assert "\\caption{Anomaly presence on NOVA." in latex and "Accuracy$\\uparrow$" in latex
+
+
+def _paper_reference(tmp_path):
+    path = tmp_path / "paper_reference.yaml"
+    path.write_text("models: {}\nsources: {}\nreported: []\n")
+    return path
+
+
+def test_weighted_accuracy_replicates_by_hand():
+    # Two resamples over three images: (1, 1, 1) and (2, 0, 1).
+    weights = np.array([[1, 1, 1], [2, 0, 1]])
+    values = weighted_mean(weights, [1.0, 0.0, 1.0], 100.0)
+    assert values.tolist() == pytest.approx([200 / 3, 100.0])
