@@ -25,8 +25,7 @@ from snakemake.utils import validate
 
 from novabench.config import check_config
 from novabench.errors import ConfigError, NovaError
-from novabench.judges import make_judge
-from novabench.judges.keywords import KeywordSet
+from novabench.judges import KeywordSet, make_judge
 from novabench.judges.llm import (
     LLMDiagnosisJudge,
     LLMKeywordJudge,
@@ -40,6 +39,12 @@ from novabench.metrics.diagnosis import score_diagnosis
 from novabench.predict import run_predictions
 from novabench.score import score_predictions
 from openai_server import Fail, FakeOpenAI, Reply
+
+
+def verdict(modality, clinical, abnormal) -> KeywordSet:
+    """A caption judge's verdict, written as the benchmark splits it (modality, clinical)."""
+    return KeywordSet(frozenset(modality) | frozenset(clinical), abnormal)
+
 
 ROOT = Path(__file__).resolve().parents[1]
 PROMPTS = ROOT / "config" / "prompts"
@@ -100,19 +105,19 @@ ANSWERS = {
     '"negated_findings": ["abnormality"], "label": "normal"}',
 }
 EXPECTED = {
-    FLAIR: KeywordSet(
+    FLAIR: verdict(
         frozenset({"flair", "axial"}),
         frozenset({"right", "frontal lobe", "hyperintense", "mass"}),
         True,
     ),
     # the sequence string splits into t1 (modality) and post-contrast (clinical); "no
     # hemorrhage" in the findings list is a negated finding
-    T1C: KeywordSet(
+    T1C: verdict(
         frozenset({"t1", "coronal"}),
         frozenset({"post-contrast", "ring enhancing", "lesion", "neg:hemorrhage"}),
         True,
     ),
-    NORMAL: KeywordSet(frozenset({"t2", "sagittal"}), frozenset({"neg:abnormality"}), False),
+    NORMAL: verdict(frozenset({"t2", "sagittal"}), frozenset({"neg:abnormality"}), False),
 }
 
 
@@ -123,7 +128,7 @@ def test_keyword_answers_are_read_tolerantly_and_normalized(tmp_path):
         assert got[:3] == [
             EXPECTED[FLAIR],
             EXPECTED[T1C],
-            KeywordSet(frozenset(), frozenset(), False),
+            verdict(frozenset(), frozenset(), False),
         ]
         assert got[3:] == [EXPECTED[NORMAL], EXPECTED[FLAIR]]
         # one request per distinct non-empty caption, greedy and short by default
@@ -154,7 +159,7 @@ def test_keyword_answers_are_read_tolerantly_and_normalized(tmp_path):
 )  # fmt: skip
 def test_keyword_normalization_cases(raw, expected):
     modality, clinical, abnormal = expected
-    assert read_keywords(raw) == KeywordSet(frozenset(modality), frozenset(clinical), abnormal)
+    assert read_keywords(raw) == verdict(frozenset(modality), frozenset(clinical), abnormal)
 
 
 @pytest.mark.parametrize(
@@ -239,7 +244,7 @@ def test_a_batch_is_sent_concurrently_and_rescoring_hits_the_cache(tmp_path, mon
         started = time.perf_counter()
         first = judge.extract_many(captions)
         elapsed = time.perf_counter() - started
-        assert [k.clinical for k in first] == [frozenset({c}) for c in captions]
+        assert [k.keywords for k in first] == [frozenset({c}) for c in captions]
         assert len(server.requests) == 8 and peak[0] == 4
         assert elapsed < 8 * 0.2 * 0.75  # one by one would take 1.6 s
 
@@ -292,7 +297,7 @@ def test_failures_within_the_allowed_rate_are_counted_and_scored_conservatively(
         judge = LLMKeywordJudge("judge", settings, cache_dir=tmp_path)
         got = judge.extract_many([FLAIR, T1C, NORMAL])
     # 1 of 3 unreadable (33 % <= 50 %): that caption has no keywords and counts as normal
-    assert got == [KeywordSet(frozenset(), frozenset(), False), EXPECTED[T1C], EXPECTED[NORMAL]]
+    assert got == [verdict(frozenset(), frozenset(), False), EXPECTED[T1C], EXPECTED[NORMAL]]
     assert judge.usage()["unreadable"] == 1 and judge.usage()["requests"] == 3
 
 
@@ -392,7 +397,7 @@ def test_scorers_hand_an_llm_judge_every_text_at_once():
 
         def extract_many(self, texts):
             self.calls.append(list(texts))
-            return [KeywordSet(frozenset(), frozenset({t}), bool(t)) for t in texts]
+            return [verdict(frozenset(), frozenset({t}), bool(t)) for t in texts]
 
         def match_ranked_many(self, pairs):
             self.calls.append([tuple(r) for r, _ in pairs])
@@ -568,7 +573,7 @@ def test_captioning_scorer_sends_one_batch(scored_inputs):
     class Batch:
         def extract_many(self, texts):
             calls.append(list(texts))
-            return [KeywordSet(frozenset({"t2"} if t else ()), frozenset(), bool(t)) for t in texts]
+            return [verdict(frozenset({"t2"} if t else ()), frozenset(), bool(t)) for t in texts]
 
         def identity(self):
             return {"name": "batch"}

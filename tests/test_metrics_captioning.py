@@ -7,7 +7,7 @@ import sacrebleu
 from nltk.translate.meteor_score import meteor_score
 
 from novabench.errors import NovaError
-from novabench.judges.keywords import KeywordSet
+from novabench.judges import KeywordSet
 from novabench.metrics.captioning import (
     binary_f1,
     bleu4,
@@ -18,6 +18,12 @@ from novabench.metrics.captioning import (
     tokenize,
 )
 from novabench.wordnet import DEBIAN_WORDNET_DIR, ensure_wordnet
+
+
+def verdict(modality, clinical, abnormal) -> KeywordSet:
+    """A caption judge's verdict, written as the benchmark splits it (modality, clinical)."""
+    return KeywordSet(frozenset(modality) | frozenset(clinical), abnormal)
+
 
 REFERENCES = [
     "Axial FLAIR image shows a hyperintense lesion in the left frontal lobe (arrow).",
@@ -152,14 +158,14 @@ class _TableJudge:
         self.table = table
 
     def extract(self, text):
-        return self.table.get(text, KeywordSet(frozenset(), frozenset(), False))
+        return self.table.get(text, verdict(frozenset(), frozenset(), False))
 
     def identity(self):
         return {"name": "table", "version": "test"}
 
 
 def _judge():
-    ks = KeywordSet
+    ks = verdict
     return _TableJudge(
         {
             "Axial FLAIR: hyperintense lesion in the pons.": ks(

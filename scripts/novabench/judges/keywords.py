@@ -19,11 +19,9 @@ from typing import Any, ClassVar
 import yaml
 
 from novabench.errors import ConfigError
-from novabench.judges.base import JudgeKind, register_judge_kind
-from novabench.metrics.captioning import MODALITY_KEYWORDS
+from novabench.judges.base import NEGATED_PREFIX, JudgeKind, KeywordSet, register_judge_kind
 
 DEFAULT_LEXICON = Path(__file__).with_name("lexicon.yaml")
-NEGATED_PREFIX = "neg:"
 
 # Words: letters/digits, keeping "t2*", "t1+c" and a leading "+" ("+C") together; decimals
 # stay one token so their dot does not end a negation scope. Sentence punctuation is kept
@@ -45,22 +43,6 @@ def _list_goes_on(lowered: list[str], comma: int) -> bool:
         if token in _LIST_CLOSERS:
             return True
     return False
-
-
-@dataclass(frozen=True)
-class KeywordSet:
-    """Keywords of one caption, split as the benchmark splits them, and its label."""
-
-    modality: frozenset[str]
-    clinical: frozenset[str]
-    abnormal: bool
-
-    @classmethod
-    def from_keywords(cls, keywords: set[str] | frozenset[str], abnormal: bool) -> KeywordSet:
-        """Split normalized keywords into modality (the benchmark's set) and clinical."""
-        keywords = frozenset(keywords)
-        modality = keywords & MODALITY_KEYWORDS
-        return cls(modality=modality, clinical=keywords - modality, abnormal=abnormal)
 
 
 @dataclass(frozen=True)
@@ -249,7 +231,7 @@ class KeywordJudge:
             not negated and self._groups[self._concept_group[key]]["abnormal"]
             for key, negated in mentions
         )
-        return KeywordSet.from_keywords(keywords, abnormal)
+        return KeywordSet(frozenset(keywords), abnormal)
 
 
 @register_judge_kind

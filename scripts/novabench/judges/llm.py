@@ -36,8 +36,7 @@ from typing import Any, ClassVar, TypeVar
 
 from novabench.cache import request_key
 from novabench.errors import ConfigError, NovaError, settings_error
-from novabench.judges.base import JudgeKind, register_judge_kind
-from novabench.judges.keywords import NEGATED_PREFIX, KeywordSet
+from novabench.judges.base import NEGATED_PREFIX, JudgeKind, KeywordSet, register_judge_kind
 from novabench.models import openai_compatible
 from novabench.provenance import sha256_text
 
@@ -371,7 +370,7 @@ class LLMKeywordJudge(_LLMJudge):
 
     def extract_many(self, texts: Sequence[str]) -> list[KeywordSet]:
         """Keywords of every text, the requests sent concurrently; empty texts need none."""
-        empty = KeywordSet(frozenset(), frozenset(), False)
+        empty = KeywordSet(frozenset(), False)
         asked = [t for t in dict.fromkeys(texts) if t and t.strip()]
         prompts = [self.template.format(caption=t.strip()) for t in asked]
         verdicts = dict(
@@ -604,7 +603,7 @@ def read_keywords(raw: str) -> KeywordSet:
                         keywords.add(NEGATED_PREFIX + stripped)
                 elif cleaned:
                     keywords.add(cleaned)
-    return KeywordSet.from_keywords(keywords, abnormal)
+    return KeywordSet(frozenset(keywords), abnormal)
 
 
 _NONE_WORDS = {"", "none", "null", "no", "no match", "n a", "na", "0"}

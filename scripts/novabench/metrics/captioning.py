@@ -39,7 +39,7 @@ import math
 from collections.abc import Iterable, Mapping, Sequence
 from importlib.metadata import version
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal, Protocol
+from typing import TYPE_CHECKING, Any, Literal
 
 import pandas as pd
 
@@ -47,13 +47,19 @@ from novabench.errors import NovaError
 from novabench.metrics.status import status_summary
 
 if TYPE_CHECKING:
-    from novabench.judges.keywords import KeywordSet
+    from novabench.judges.base import CaptionJudge, KeywordSet
 
 # Keywords that make up Modality F1 (sequence and plane words); every other keyword is
-# clinical. The set is the benchmark's definition.
+# clinical. The set is the benchmark's definition, so the split lives here, not in judges.
 MODALITY_KEYWORDS = frozenset(
     {"flair", "axial", "sagittal", "t1", "t2", "coronal", "dwi", "t1w", "t2w", "weighted"}
 )
+
+
+def split_keywords(keywords: Iterable[str]) -> tuple[frozenset[str], frozenset[str]]:
+    """(clinical, modality) keywords of one caption, as the benchmark splits them."""
+    keywords = frozenset(keywords)
+    return keywords - MODALITY_KEYWORDS, keywords & MODALITY_KEYWORDS
 
 TOKENIZER = "lowercase+sacrebleu-13a"
 BLEU_SMOOTHING = "nltk-method3 (NIST geometric; = sacrebleu smooth_method='exp')"
@@ -61,18 +67,6 @@ BLEU_WEIGHTS = (0.25, 0.25, 0.25, 0.25)
 METEOR_PARAMS = {"alpha": 0.9, "beta": 3.0, "gamma": 0.5, "stemmer": "nltk PorterStemmer"}
 
 STATUSES = ("ok", "parse_error", "error")
-
-
-class CaptionJudge(Protocol):
-    """What scoring needs from a judge: keywords and labels from a caption, and a name.
-
-    A judge may also have ``extract_many(texts) -> list[KeywordSet]``; it is then given
-    every caption at once (an LLM judge sends its requests concurrently).
-    """
-
-    def extract(self, text: str) -> KeywordSet: ...
-
-    def identity(self) -> dict: ...
 
 
 @functools.cache
@@ -358,6 +352,10 @@ def _per_image_table(
             per_image.append({"filename": row["filename"], "status": row["status"]})
             continue
         ref_k, pred_k = ref_keys[i], pred_keys[i]
+        (ref_clinical, ref_modality), (pred_clinical, pred_modality) = (
+            split_keywords(ref_k.keywords),
+            split_keywords(pred_k.keywords),
+        )
         per_image.append(
             {
                 "filename": row["filename"],
@@ -366,10 +364,10 @@ def _per_image_table(
                 **{name: values[i] for name, values in per_image_scores.items()},
                 "ref_abnormal": ref_k.abnormal,
                 "pred_abnormal": pred_k.abnormal,
-                "ref_clinical": _join(ref_k.clinical),
-                "pred_clinical": _join(pred_k.clinical),
-                "ref_modality": _join(ref_k.modality),
-                "pred_modality": _join(pred_k.modality),
+                "ref_clinical": _join(ref_clinical),
+                "pred_clinical": _join(pred_clinical),
+                "ref_modality": _join(ref_modality),
+                "pred_modality": _join(pred_modality),
             }
         )
     table = pd.DataFrame(per_image, columns=list(PER_IMAGE_COLUMNS))
@@ -403,8 +401,10 @@ def score_captioning(
     ref_keys, pred_keys = _keywords(judge, refs, hyps)
 
     meteor_mean, meteor_per_image = meteor(refs, hyps, nltk_data_dir)
-    clinical = keyword_f1([k.clinical for k in ref_keys], [k.clinical for k in pred_keys])
-    modality = keyword_f1([k.modality for k in ref_keys], [k.modality for k in pred_keys])
+    ref_split = [split_keywords(k.keywords) for k in ref_keys]
+    pred_split = [split_keywords(k.keywords) for k in pred_keys]
+    clinical = keyword_f1([r[0] for r in ref_split], [p[0] for p in pred_split])
+    modality = keyword_f1([r[1] for r in ref_split], [p[1] for p in pred_split])
     binary = binary_f1([k.abnormal for k in ref_keys], [k.abnormal for k in pred_keys])
 
     summary = _metric_summary(refs, hyps, meteor_mean, clinical, modality, binary)
