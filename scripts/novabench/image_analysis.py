@@ -12,7 +12,9 @@ detector map results back to full resolution.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -230,6 +232,57 @@ def _rotation(angle_deg: float) -> np.ndarray:
     return np.array([[math.cos(a), -math.sin(a)], [math.sin(a), math.cos(a)]])
 
 
+def _symmetry_signal(image: np.ndarray, mask: np.ndarray) -> np.ndarray:
+    """The masked slice as robust z-scores clipped to +-3, zero outside the brain."""
+    # Clipped: a high-contrast lesion or bright CSF would otherwise dominate the energy and
+    # hide the symmetry of the rest. Light smoothing first, as pixel noise (DWI) is
+    # uncorrelated across the midline.
+    smooth = ndimage.gaussian_filter(image.astype(np.float32), 1.0)
+    median, scale = robust_location_scale(smooth[mask], min_scale=1e-3)
+    signal = np.where(mask, np.clip((smooth - median) / scale, -3.0, 3.0), 0.0)
+    return signal.astype(np.float64)
+
+
+def _score_tilt(
+    signal: np.ndarray, centre: np.ndarray, half_range: float, energy_total: float, angle: float
+) -> tuple[float, float, float]:
+    """(correlation with the mirror image, tilt, mirror column) of the best offset at a tilt."""
+    size = 2 * signal.shape[1]
+    rot = _rotation(angle)
+    rotated = ndimage.affine_transform(
+        signal, rot, offset=centre - rot @ centre, order=1, mode="constant", cval=0.0
+    )
+    energy = float((rotated**2).sum())
+    low = max(0, math.ceil(2 * (centre[1] - half_range)))
+    high = min(size - 1, math.floor(2 * (centre[1] + half_range)))
+    if energy <= 0.0 or energy < 0.5 * energy_total or high < low:
+        return (-np.inf, angle, centre[1])
+    spectrum = np.fft.rfft(rotated, n=size, axis=1)
+    autoconv = np.fft.irfft(spectrum * spectrum, n=size, axis=1).sum(axis=0) / energy
+    k = low + int(np.argmax(autoconv[low : high + 1]))
+    return (float(autoconv[k]), angle, k / 2.0)
+
+
+def _best_tilt(
+    score_tilt: Callable[[float], tuple[float, float, float]],
+    max_angle: float,
+    angle_step: float,
+    min_angle_step: float,
+) -> tuple[float, float, float]:
+    """Coarse-to-fine over tilts: a coarse sweep, then halving steps around the best tilt."""
+    # Ties keep the first (smallest) tilt, so the search is deterministic.
+    best = max(
+        (score_tilt(float(a)) for a in np.arange(-max_angle, max_angle + 1e-9, angle_step)),
+        key=lambda result: result[0],
+    )
+    step = angle_step / 2
+    while step >= min_angle_step:
+        around = [best, score_tilt(best[1] - step), score_tilt(best[1] + step)]
+        best = max(around, key=lambda result: result[0])
+        step /= 2
+    return best
+
+
 def estimate_midline(
     image: np.ndarray,
     mask: np.ndarray,
@@ -250,46 +303,13 @@ def estimate_midline(
     """
     if not mask.any():
         return Midline(image.shape[0] / 2, image.shape[1] / 2, 0.0, 0.0)
-    # Robust z-scores clipped to +-3: a high-contrast lesion or bright CSF would otherwise
-    # dominate the energy and hide the symmetry of the rest. Light smoothing first, as pixel
-    # noise (DWI) is uncorrelated across the midline.
-    smooth = ndimage.gaussian_filter(image.astype(np.float32), 1.0)
-    median, scale = robust_location_scale(smooth[mask], min_scale=1e-3)
-    signal = np.where(mask, np.clip((smooth - median) / scale, -3.0, 3.0), 0.0)
-    signal = signal.astype(np.float64)
+    signal = _symmetry_signal(image, mask)
     energy_total = float((signal**2).sum())
     centre = np.array(ndimage.center_of_mass(mask))
     cols = np.nonzero(mask.any(axis=0))[0]
     half_range = max(1.0, max_offset_fraction * (cols[-1] - cols[0] + 1))
-    size = 2 * image.shape[1]
-
-    def score_tilt(angle: float) -> tuple[float, float, float]:
-        rot = _rotation(angle)
-        rotated = ndimage.affine_transform(
-            signal, rot, offset=centre - rot @ centre, order=1, mode="constant", cval=0.0
-        )
-        energy = float((rotated**2).sum())
-        low = max(0, math.ceil(2 * (centre[1] - half_range)))
-        high = min(size - 1, math.floor(2 * (centre[1] + half_range)))
-        if energy <= 0.0 or energy < 0.5 * energy_total or high < low:
-            return (-np.inf, angle, centre[1])
-        spectrum = np.fft.rfft(rotated, n=size, axis=1)
-        autoconv = np.fft.irfft(spectrum * spectrum, n=size, axis=1).sum(axis=0) / energy
-        k = low + int(np.argmax(autoconv[low : high + 1]))
-        return (float(autoconv[k]), angle, k / 2.0)
-
-    # Coarse-to-fine over tilts: a coarse sweep, then halving steps around the best tilt.
-    # Ties keep the first (smallest) tilt, so the search is deterministic.
-    best = max(
-        (score_tilt(float(a)) for a in np.arange(-max_angle, max_angle + 1e-9, angle_step)),
-        key=lambda result: result[0],
-    )
-    step = angle_step / 2
-    while step >= min_angle_step:
-        around = [best, score_tilt(best[1] - step), score_tilt(best[1] + step)]
-        best = max(around, key=lambda result: result[0])
-        step /= 2
-    score, angle, column = best
+    score_tilt = functools.partial(_score_tilt, signal, centre, half_range, energy_total)
+    score, angle, column = _best_tilt(score_tilt, max_angle, angle_step, min_angle_step)
     if not np.isfinite(score):
         return Midline(float(centre[0]), float(centre[1]), 0.0, 0.0)
     # The mirror column lives in the rotated frame; move it back to the original frame.
