@@ -134,13 +134,8 @@ def _name_key(name: str) -> str:
     return " ".join(re.sub(r"[^a-z0-9]+", " ", american_spelling(name)).split())
 
 
-def load_knowledge_base(path: str | Path | None = None) -> KnowledgeBase:
-    """Load and validate the knowledge base YAML (default: the shipped one).
-
-    Raises NovaError when the file is missing, is not YAML, breaks the schema (unknown
-    or missing fields, empty text, unknown category) or names one condition twice.
-    """
-    path = Path(path) if path is not None else DEFAULT_KNOWLEDGE_BASE
+def _read_yaml(path: Path) -> tuple[bytes, Any]:
+    """The file's bytes (for its hash) and its parsed YAML."""
     try:
         raw = path.read_bytes()
     except OSError as exc:
@@ -155,6 +150,10 @@ def load_knowledge_base(path: str | Path | None = None) -> KnowledgeBase:
         raise NovaError(
             f"the knowledge base {path} is not valid YAML ({exc})", "fix the YAML syntax"
         ) from exc
+    return raw, data
+
+
+def _check_schema(data: Any, path: Path) -> None:
     try:
         jsonschema.validate(data, _SCHEMA)
     except jsonschema.ValidationError as exc:
@@ -169,9 +168,12 @@ def load_knowledge_base(path: str | Path | None = None) -> KnowledgeBase:
             f"clinical_context, with category one of {', '.join(CATEGORIES)}",
         ) from exc
 
+
+def _entries(items: list[dict[str, Any]], path: Path) -> tuple[KnowledgeBaseEntry, ...]:
+    """The entries, text tidied; a name or synonym shared by two entries is refused."""
     entries = []
     owner: dict[str, str] = {}
-    for item in data["entries"]:
+    for item in items:
         entry = KnowledgeBaseEntry(
             name=item["name"].strip(),
             category=item["category"],
@@ -189,8 +191,20 @@ def load_knowledge_base(path: str | Path | None = None) -> KnowledgeBase:
                 )
             owner[key] = entry.name
         entries.append(entry)
+    return tuple(entries)
+
+
+def load_knowledge_base(path: str | Path | None = None) -> KnowledgeBase:
+    """Load and validate the knowledge base YAML (default: the shipped one).
+
+    Raises NovaError when the file is missing, is not YAML, breaks the schema (unknown
+    or missing fields, empty text, unknown category) or names one condition twice.
+    """
+    path = Path(path) if path is not None else DEFAULT_KNOWLEDGE_BASE
+    raw, data = _read_yaml(path)
+    _check_schema(data, path)
     return KnowledgeBase(
-        entries=tuple(entries),
+        entries=_entries(data["entries"], path),
         version=data["version"],
         sha256=hashlib.sha256(raw).hexdigest(),
         path=path,
