@@ -12,7 +12,8 @@ import yaml
 from snakemake.exceptions import WorkflowError
 from snakemake.utils import validate
 
-from novabench.config import check_config, describe_validation_error, rater_slug
+from novabench.config import check_config, describe_validation_error
+from novabench.dataset.schema import rater_slug
 from novabench.errors import ConfigError
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -8,7 +8,6 @@ problem is reported as one line naming the key and the fix.
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -59,12 +58,6 @@ def describe_validation_error(exc: BaseException) -> str:
             message = message[:200] + "..."
         problem = f"invalid value at {where}: {message}"
     return f"config error: {problem}; fix: {FIX}"
-
-
-def rater_slug(rater: str) -> str:
-    """A rater id as it appears in file names (upstream ids may hold any character)."""
-    slug = re.sub(r"[^A-Za-z0-9._-]+", "_", rater.strip()).strip("._-")
-    return slug or "unnamed"
 
 
 @dataclass

@@ -27,9 +27,8 @@ from novabench.errors import ConfigError, NovaError
 from novabench.io import atomic_write_text
 from novabench.models.base import Adapter, Response, Sample, load_adapter
 from novabench.provenance import canonical_json, sha256_text
+from novabench.records import STATUSES, read_predictions, write_jsonl
 from novabench.tasks import AnswerContext, Parsed, Task, get_task
-
-STATUSES = ("ok", "no_finding", "parse_error", "error")
 
 
 def load_prompt(path: Path) -> tuple[str, str, str]:
@@ -51,20 +50,6 @@ def render_prompt(template: str, values: dict[str, Any], path: str = "prompt") -
             f"prompt template {path} uses an unknown or malformed placeholder ({exc})",
             f"use only {{{'}, {'.join(sorted(values))}}} and double literal braces {{{{ }}}}",
         ) from exc
-
-
-def read_predictions(path: Path) -> list[dict[str, Any]]:
-    """Read a prediction JSONL file written by this module."""
-    path = Path(path)
-    if not path.is_file():
-        raise NovaError(f"prediction file {path} does not exist", "run the `predict` rule first")
-    with open(path, encoding="utf-8") as handle:
-        try:
-            return [json.loads(line) for line in handle if line.strip()]
-        except json.JSONDecodeError as exc:
-            raise NovaError(
-                f"prediction file {path} is corrupt ({exc})", f"delete {path} and re-run `predict`"
-            ) from exc
 
 
 def upstream_answers(path: Path) -> dict[str, dict[str, Any] | None]:
@@ -125,11 +110,6 @@ def model_box_format(name: str, model_cfg: dict[str, Any], adapter: Adapter) -> 
             "set box_format to the model's box convention (see config/README.md)",
         )
     return model_cfg["box_format"]
-
-
-def write_jsonl(records: Sequence[dict[str, Any]], path: Path) -> None:
-    lines = (json.dumps(r, ensure_ascii=False, sort_keys=True) + "\n" for r in records)
-    atomic_write_text(path, "".join(lines))
 
 
 def summarize(records: Sequence[dict[str, Any]], wall_s: float) -> dict[str, Any]:

@@ -19,8 +19,8 @@ from novabench.dataset.read import load_nova
 from novabench.errors import NovaError
 from novabench.io import atomic_path, atomic_write_text
 from novabench.judges import make_judge
-from novabench.predict import read_predictions
 from novabench.provenance import sha256_file
+from novabench.records import read_predictions
 from novabench.tasks import Answers, ScoringContext, get_task
 
 KEY_COLUMNS = ["filename", "case_id"]
@@ -103,9 +103,9 @@ def score_predictions(
 def score_rater(*, rater: str, dataset: Path, out_json: Path, out_csv: Path) -> dict[str, Any]:
     """The human reference: one rater's boxes scored against gold with the same code.
 
-    ``rater`` is the rater's slug (:func:`novabench.config.rater_slug`).
+    ``rater`` is the rater's slug (:func:`novabench.dataset.schema.rater_slug`).
     """
-    from novabench.config import rater_slug
+    from novabench.dataset.schema import rater_slug
     from novabench.metrics.localization import score_rater as score_rater_boxes
     from novabench.tasks.localization import xywh
 

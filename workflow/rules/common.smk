@@ -9,11 +9,8 @@ from snakemake.utils import validate
 # The rules' Python code lives in scripts/novabench; make it importable here too.
 sys.path.insert(0, str(Path(workflow.basedir) / "scripts"))
 
-from novabench.config import (  # noqa: E402
-    check_config,
-    describe_validation_error,
-    rater_slug,
-)
+from novabench.config import check_config, describe_validation_error  # noqa: E402
+from novabench.dataset.schema import rater_slug  # noqa: E402
 from novabench.tasks import get_task, task_names  # noqa: E402
 
 try:

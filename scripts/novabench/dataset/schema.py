@@ -8,6 +8,8 @@ feature metadata, so ``datasets.Dataset.from_parquet`` decodes it as images.
 
 from __future__ import annotations
 
+import re
+
 SCHEMA_VERSION = 1
 
 # NOVA slices are published at 480x480; other sizes are kept and recorded.
@@ -28,3 +30,13 @@ COLUMNS = (
     "image_path",
     "meta",
 )
+
+
+# A rater's entry in scores and tables is named "rater-<slug>" (model names may not start so).
+RATER_PREFIX = "rater-"
+
+
+def rater_slug(rater: str) -> str:
+    """A rater id as it appears in file names (upstream ids may hold any character)."""
+    slug = re.sub(r"[^A-Za-z0-9._-]+", "_", rater.strip()).strip("._-")
+    return slug or "unnamed"

@@ -44,7 +44,7 @@ def cohen_kappa(a: Sequence[Any], b: Sequence[Any]) -> float:
 
 def judge_labels(task: str, judge: Any, dataset: pd.DataFrame, predictions: Path) -> pd.DataFrame:
     """One judge's per-image labels of one prediction file, as the scorer would give them."""
-    from novabench.predict import read_predictions
+    from novabench.records import read_predictions
     from novabench.tasks import Answers, get_task
 
     spec = get_task(task)

@@ -609,17 +609,17 @@ def _figure_iou(ctx: FigureContext) -> None:
 
 
 def _figure_lesion_size(ctx: FigureContext) -> None:
-    from novabench.report import inputs
+    from novabench.tasks.localization import entry_boxes, gold_boxes
 
     entries, frame = ctx.entries(), ctx.frame()
-    boxes = {e.name: inputs.predicted_boxes(frame, e.name, e.predictions) for e in entries}
+    boxes = {e.name: entry_boxes(frame, e.name, e.predictions) for e in entries}
     groups = {e.name: e.group for e in entries}
-    plot_hit_by_lesion_size(inputs.gold_boxes(frame), boxes, groups, ctx.png, ctx.pdf)
+    plot_hit_by_lesion_size(gold_boxes(frame), boxes, groups, ctx.png, ctx.pdf)
 
 
 def _figure_examples(ctx: FigureContext) -> None:
     from novabench.dataset.read import decode_image
-    from novabench.report import inputs
+    from novabench.tasks.localization import entry_boxes
 
     frame = ctx.frame(with_images=True)
     entries = ctx.entries(frame)
@@ -631,8 +631,7 @@ def _figure_examples(ctx: FigureContext) -> None:
     shown = [e for e in entries if e.group == GROUP_MODEL]
     shown += [e for e in entries if e.group == GROUP_CONTROL]
     predicted = {
-        e.name: inputs.predicted_boxes(frame, e.name, e.predictions)
-        for e in shown[:MAX_EXAMPLE_COLUMNS]
+        e.name: entry_boxes(frame, e.name, e.predictions) for e in shown[:MAX_EXAMPLE_COLUMNS]
     }
     plot_examples(images, gold, raters, predicted, ctx.png, ctx.pdf)
 

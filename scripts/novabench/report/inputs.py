@@ -16,9 +16,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import pandas as pd
 
+from novabench.dataset.schema import RATER_PREFIX
 from novabench.errors import NovaError
 
 GROUP_MODEL, GROUP_CONTROL, GROUP_HUMAN = "model", "control", "human"
@@ -26,7 +26,6 @@ GROUPS = (GROUP_MODEL, GROUP_CONTROL, GROUP_HUMAN)
 GROUP_TITLES = {GROUP_MODEL: "Models", GROUP_CONTROL: "Controls", GROUP_HUMAN: "Human reference"}
 # Adapters whose answers are controls rather than models under test (config/README.md).
 CONTROL_ADAPTERS = frozenset({"gold", "random"})
-RATER_PREFIX = "rater-"
 DATASET_COLUMNS = ["filename", "case_id", "caption", "final_diagnosis", "gold_boxes", "rater_boxes"]
 
 
@@ -111,54 +110,6 @@ def read_per_image(path: Path, filenames: Sequence[str]) -> pd.DataFrame:
     return frame.set_index("filename").loc[list(filenames)].reset_index()
 
 
-def gold_boxes(frame: pd.DataFrame) -> dict[str, list[list[float]]]:
-    return {
-        r.filename: [[b["x"], b["y"], b["width"], b["height"]] for b in r.gold_boxes]
-        for r in frame.itertuples(index=False)
-    }
-
-
-def predicted_boxes(
-    frame: pd.DataFrame, name: str, predictions: Path | None
-) -> dict[str, list[dict[str, Any]]]:
-    """Boxes per image of a model (from its prediction file) or a rater (from the dataset),
-    exactly as the scorer reads them."""
-    if name.startswith(RATER_PREFIX):
-        from novabench.config import rater_slug
-
-        slug = name.removeprefix(RATER_PREFIX)
-        return {
-            r.filename: [
-                {k: b[k] for k in ("x", "y", "width", "height")}
-                for b in r.rater_boxes
-                if rater_slug(b["rater"]) == slug
-            ]
-            for r in frame.itertuples(index=False)
-        }
-    from novabench.predict import read_predictions
-
-    if predictions is None:
-        raise NovaError(f"no prediction file for {name}", "run `predict` for this model")
-    by_name = {r["filename"]: r for r in read_predictions(predictions)}
-    return {
-        filename: list((by_name.get(filename, {}).get("parsed") or {}).get("boxes", []))
-        for filename in frame["filename"]
-    }
-
-
-def captions(frame: pd.DataFrame, predictions: Path) -> list[str]:
-    """Each image's hypothesis as the scorer reads it: the caption if ``ok``, else ""."""
-    from novabench.predict import read_predictions
-
-    by_name = {r["filename"]: r for r in read_predictions(predictions)}
-    out = []
-    for filename in frame["filename"]:
-        record = by_name.get(filename, {"status": "error"})
-        caption = (record.get("parsed") or {}).get("caption")
-        out.append(caption if record["status"] == "ok" and caption else "")
-    return out
-
-
 def load_dataset(path: Path, columns: Sequence[str] | None = None) -> pd.DataFrame:
     """The dataset columns the report reads: keys, boxes, and every task's references."""
     from novabench.dataset.read import load_nova
@@ -196,13 +147,3 @@ def load_entries(
             )
         )
     return entries
-
-
-def bleu_inputs(dataset: pd.DataFrame, entry: Entry) -> np.ndarray | None:
-    """Per-image BLEU statistics of a captioning entry (None without a prediction file)."""
-    from novabench.report.bootstrap import bleu_statistics
-
-    if entry.predictions is None:
-        return None
-    hypotheses = captions(dataset, entry.predictions)
-    return bleu_statistics(list(dataset["caption"]), hypotheses)

@@ -15,15 +15,12 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import Any, ClassVar, Protocol
 
 import numpy as np
 import pandas as pd
 
 from novabench.errors import ConfigError
-
-if TYPE_CHECKING:
-    from novabench.report.inputs import Entry
 
 
 @dataclass(frozen=True)
@@ -73,6 +70,16 @@ class ScoringContext:
     judge: Any = None
     options: Mapping[str, Any] = field(default_factory=dict)
     nltk_data: Path | None = None
+
+
+class ScoredEntry(Protocol):
+    """One scored model or rater as the report reads it (``novabench.report.inputs.Entry``)."""
+
+    name: str
+    scores: dict[str, Any]  # the score file
+    per_image: pd.DataFrame  # its per-image table, in dataset order
+    predictions: Path | None  # its prediction file (None for a rater)
+    extra: dict[str, Any]  # per-entry inputs a task computes once and reuses
 
 
 class Answers:
@@ -151,7 +158,7 @@ class Task:
 
     def replicates(
         self,
-        entry: Entry,
+        entry: ScoredEntry,
         dataset: pd.DataFrame,
         weights: np.ndarray,
         judge: Mapping[str, Any] | None = None,

@@ -3,12 +3,26 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
 from novabench.tasks.base import AnswerContext, Answers, Metric, Parsed, ScoringContext, Task
+
+
+def captions(frame: pd.DataFrame, predictions: Path) -> list[str]:
+    """Each image's hypothesis as the scorer reads it: the caption if ``ok``, else ""."""
+    from novabench.records import read_predictions
+
+    by_name = {r["filename"]: r for r in read_predictions(predictions)}
+    out = []
+    for filename in frame["filename"]:
+        record = by_name.get(filename, {"status": "error"})
+        caption = (record.get("parsed") or {}).get("caption")
+        out.append(caption if record["status"] == "ok" and caption else "")
+    return out
 
 
 class Captioning(Task):
@@ -60,12 +74,12 @@ class Captioning(Task):
         return score_captioning(rows, context.judge, context.nltk_data)
 
     def replicates(self, entry, dataset, weights, judge=None) -> dict[str, np.ndarray]:
-        from novabench.report.bootstrap import captioning_replicates
-        from novabench.report.inputs import bleu_inputs
+        from novabench.report.bootstrap import bleu_statistics, captioning_replicates
 
         stats = entry.extra.get("bleu")
-        if stats is None:
-            stats = entry.extra["bleu"] = bleu_inputs(dataset, entry)
+        if stats is None and entry.predictions is not None:
+            hypotheses = captions(dataset, entry.predictions)
+            stats = entry.extra["bleu"] = bleu_statistics(list(dataset["caption"]), hypotheses)
         return captioning_replicates(entry.per_image, stats, weights)
 
     def breakdown_values(self, per_image: pd.DataFrame) -> tuple[str, np.ndarray]:

@@ -4,17 +4,51 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
+from novabench.errors import NovaError
 from novabench.tasks.base import AnswerContext, Answers, Metric, Parsed, ScoringContext, Task
 
 
 def xywh(boxes: Any) -> list[list[float]]:
     """Dataset box records as ``[x, y, width, height]`` lists."""
     return [[b["x"], b["y"], b["width"], b["height"]] for b in boxes]
+
+
+def gold_boxes(frame: pd.DataFrame) -> dict[str, list[list[float]]]:
+    """Gold boxes per image of the dataset, as ``[x, y, width, height]`` lists."""
+    return {r.filename: xywh(r.gold_boxes) for r in frame.itertuples(index=False)}
+
+
+def entry_boxes(
+    frame: pd.DataFrame, name: str, predictions: Path | None
+) -> dict[str, list[dict[str, Any]]]:
+    """Boxes per image of a model (from its prediction file) or a rater (``rater-<slug>``,
+    from the dataset), exactly as the scorer reads them."""
+    from novabench.dataset.schema import RATER_PREFIX, rater_slug
+    from novabench.records import read_predictions
+
+    if name.startswith(RATER_PREFIX):
+        slug = name.removeprefix(RATER_PREFIX)
+        return {
+            r.filename: [
+                {k: b[k] for k in ("x", "y", "width", "height")}
+                for b in r.rater_boxes
+                if rater_slug(b["rater"]) == slug
+            ]
+            for r in frame.itertuples(index=False)
+        }
+    if predictions is None:
+        raise NovaError(f"no prediction file for {name}", "run `predict` for this model")
+    by_name = {r["filename"]: r for r in read_predictions(predictions)}
+    return {
+        filename: list((by_name.get(filename, {}).get("parsed") or {}).get("boxes", []))
+        for filename in frame["filename"]
+    }
 
 
 class Localization(Task):
@@ -78,12 +112,11 @@ class Localization(Task):
     def replicates(self, entry, dataset, weights, judge=None) -> dict[str, np.ndarray]:
         from novabench.metrics.localization import coco_detection_matches
         from novabench.report.bootstrap import localization_replicates
-        from novabench.report.inputs import gold_boxes, predicted_boxes
 
         matches = entry.extra.get("matches")
         if matches is None:
             matches = entry.extra["matches"] = coco_detection_matches(
-                gold_boxes(dataset), predicted_boxes(dataset, entry.name, entry.predictions)
+                gold_boxes(dataset), entry_boxes(dataset, entry.name, entry.predictions)
             )
         return localization_replicates(entry.per_image, matches, weights)
 
