@@ -133,7 +133,8 @@ REPORT_MODELS = {
 # Task-specific figure families (results/figures/{task}_{family}); `breakdown` has a rule
 # of its own (it also writes its numbers).
 TASK_FIGURES = {
-    task: [f for f in get_task(task).figures if f != "breakdown"] for task in REPORT_TASKS
+    task: [f for f in get_task(task).figures if f != "breakdown"]
+    for task in REPORT_TASKS
 }
 
 

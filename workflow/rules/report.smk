@@ -10,7 +10,11 @@ rule statistics:
     input:
         unpack(task_report_inputs),
         code=report_code(
-            "make_statistics.py", "bootstrap.py", "statistics.py", "inputs.py", "imaging.py"
+            "make_statistics.py",
+            "bootstrap.py",
+            "statistics.py",
+            "inputs.py",
+            "imaging.py",
         ),
     output:
         statistics=report(
@@ -139,7 +143,9 @@ rule figure_task:
     benchmark:
         "results/benchmarks/report/figure_task/{task}_{family}.tsv"
     wildcard_constraints:
-        family="|".join(sorted({f for fs in TASK_FIGURES.values() for f in fs}) or ["none"]),
+        family="|".join(
+            sorted({f for fs in TASK_FIGURES.values() for f in fs}) or ["none"]
+        ),
     conda:
         "../../envs/reporting.yaml"
     params:
