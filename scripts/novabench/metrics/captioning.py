@@ -61,6 +61,7 @@ def split_keywords(keywords: Iterable[str]) -> tuple[frozenset[str], frozenset[s
     keywords = frozenset(keywords)
     return keywords - MODALITY_KEYWORDS, keywords & MODALITY_KEYWORDS
 
+
 TOKENIZER = "lowercase+sacrebleu-13a"
 BLEU_SMOOTHING = "nltk-method3 (NIST geometric; = sacrebleu smooth_method='exp')"
 BLEU_WEIGHTS = (0.25, 0.25, 0.25, 0.25)
