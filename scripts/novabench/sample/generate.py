@@ -344,6 +344,66 @@ def _remove_stale_images(images_dir: Path, keep: set[str]) -> None:
             path.unlink()
 
 
+def _meta(case: _Case, sequence: str, plane: str, finding: text.Finding, image: _Image) -> dict:
+    return {
+        "clinical_history": case.history,
+        "final_diagnosis": case.diagnosis.name,
+        "age": case.age,
+        "sex": case.sex,
+        "lesion_kind": case.kind,
+        "sequence": sequence,
+        "plane": plane,
+        "location": finding.locations[0] if finding.locations else None,
+        "n_lesions": finding.n_lesions,
+        "pixel_spacing_mm": round(image.view.pixel_mm, 4),
+        "slice_position_mm": round(image.view.position_mm, 2),
+        "synthetic": True,
+    }
+
+
+def _case_rows(
+    template: BrainTemplate,
+    case: _Case,
+    images_per_case: tuple[int, int],
+    rng: np.random.Generator,
+    images_dir: Path,
+) -> list[dict]:
+    """Render, caption and write the images of one case; returns their table rows."""
+    n_images = _images_in_case(*images_per_case, rng)
+    views = _pick_views(case.kind, n_images, rng)
+    figure = int(rng.integers(1, 7)) if rng.random() < 0.45 else None
+    rows = []
+    for index, (sequence, plane) in enumerate(views, start=1):
+        image = _render(template, case, sequence, plane, rng)
+        finding = _finding(template, case, sequence, image)
+        panel = f"{figure}{chr(ord('a') + (index - 1) % 26)}" if figure else None
+        filename = f"case{case.number:04d}_{index:03d}.png"
+        _write_png(image.pixels, images_dir / filename)
+        caption = text.caption(finding, panel, rng)  # before the boxes: same rng stream
+        rows.append(
+            {
+                "filename": filename,
+                "case_id": f"case{case.number:04d}",
+                "scan_id": f"scan{case.number:04d}_{index:03d}",
+                "caption_text": caption,
+                "image_path": f"{IMAGES_DIR}/{filename}",
+                "meta": _meta(case, sequence, plane, finding, image),
+                "bboxes": _box_rows(image, rng),
+            }
+        )
+    return rows
+
+
+def _write_table(rows: list[dict], seed: int, target: Path) -> None:
+    """Write the rows to Parquet in a seeded shuffled order, atomically."""
+    order = np.random.default_rng([seed, 2]).permutation(len(rows))
+    if len(rows) > 1 and np.all(order == np.arange(len(rows))):
+        order = np.roll(order, 1)  # upstream rows are never in filename order
+    table = pa.Table.from_pylist([rows[int(i)] for i in order], schema=SCHEMA)
+    with atomic_path(target) as tmp:
+        pq.write_table(table, tmp, compression="zstd")
+
+
 def generate_sample(
     out_dir: Path,
     *,
@@ -373,47 +433,10 @@ def generate_sample(
     for number in range(1, n_cases + 1):
         case, rng = _make_case(template, seed, number)
         kinds[case.kind] = kinds.get(case.kind, 0) + 1
-        n_images = _images_in_case(low, high, rng)
-        views = _pick_views(case.kind, n_images, rng)
-        figure = int(rng.integers(1, 7)) if rng.random() < 0.45 else None
-        for index, (sequence, plane) in enumerate(views, start=1):
-            image = _render(template, case, sequence, plane, rng)
-            finding = _finding(template, case, sequence, image)
-            panel = f"{figure}{chr(ord('a') + (index - 1) % 26)}" if figure else None
-            filename = f"case{number:04d}_{index:03d}.png"
-            _write_png(image.pixels, images_dir / filename)
-            rows.append(
-                {
-                    "filename": filename,
-                    "case_id": f"case{number:04d}",
-                    "scan_id": f"scan{number:04d}_{index:03d}",
-                    "caption_text": text.caption(finding, panel, rng),
-                    "image_path": f"{IMAGES_DIR}/{filename}",
-                    "meta": {
-                        "clinical_history": case.history,
-                        "final_diagnosis": case.diagnosis.name,
-                        "age": case.age,
-                        "sex": case.sex,
-                        "lesion_kind": case.kind,
-                        "sequence": sequence,
-                        "plane": plane,
-                        "location": finding.locations[0] if finding.locations else None,
-                        "n_lesions": finding.n_lesions,
-                        "pixel_spacing_mm": round(image.view.pixel_mm, 4),
-                        "slice_position_mm": round(image.view.position_mm, 2),
-                        "synthetic": True,
-                    },
-                    "bboxes": _box_rows(image, rng),
-                }
-            )
+        rows += _case_rows(template, case, (low, high), rng, images_dir)
 
     _remove_stale_images(images_dir, {row["filename"] for row in rows})
-    order = np.random.default_rng([seed, 2]).permutation(len(rows))
-    if len(rows) > 1 and np.all(order == np.arange(len(rows))):
-        order = np.roll(order, 1)  # upstream rows are never in filename order
-    table = pa.Table.from_pylist([rows[int(i)] for i in order], schema=SCHEMA)
-    with atomic_path(out_dir / PARQUET_PATH) as tmp:
-        pq.write_table(table, tmp, compression="zstd")
+    _write_table(rows, seed, out_dir / PARQUET_PATH)
 
     boxes = [box for row in rows for box in row["bboxes"] or ()]
     return {
