@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from upstream import build_local_dataset
+# For tests of this file's own hooks (test_markers.py).
+pytest_plugins = ["pytester"]
 
 
 @functools.cache
@@ -46,6 +47,8 @@ def nltk_data(tmp_path_factory) -> Path:
 @pytest.fixture(scope="session")
 def dataset(tmp_path_factory) -> Path:
     """The four images of ``upstream.IMAGES`` built into nova.parquet; tests only read it."""
+    from upstream import build_local_dataset
+
     return build_local_dataset(tmp_path_factory.mktemp("nova"))
 
 
