@@ -15,6 +15,7 @@ import json
 import platform
 import re
 import subprocess
+import sys
 from collections.abc import Mapping, Sequence
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
@@ -120,6 +121,62 @@ def _seeds(config: Mapping[str, Any]) -> dict[str, Any]:
     return seeds
 
 
+def _models(config: Mapping[str, Any]) -> dict[str, Any]:
+    """The enabled models' settings, secrets removed."""
+    models = {}
+    for name, model in config.get("models", {}).items():
+        if not model.get("enabled", True):
+            continue
+        keys = ("adapter", "tasks", "box_format", "prompts", "settings")
+        models[name] = drop_secrets({k: model[k] for k in keys if k in model})
+    return models
+
+
+def _predictions(prediction_summaries: Sequence[Path]) -> dict[str, dict[str, Any]]:
+    """task -> model -> what identifies its prediction file (from its summary)."""
+    predictions: dict[str, dict[str, Any]] = {}
+    for path in prediction_summaries:
+        summary = _read_json(path)
+        task, model = Path(path).parent.name, summary.get("model", Path(path).name.split(".")[0])
+        predictions.setdefault(task, {})[model] = drop_secrets(
+            {
+                "request": summary.get("request"),
+                "identity": summary.get("identity"),
+                "box_format": summary.get("box_format"),
+                "status_counts": summary.get("status_counts"),
+                "n_cached": summary.get("n_cached"),
+            }
+        )
+    return predictions
+
+
+def _scores(score_files: Sequence[Path]) -> tuple[dict[str, dict[str, Any]], dict[str, list]]:
+    """task -> score file -> its hash, judge and inputs; and task -> the judges used."""
+    scores: dict[str, dict[str, Any]] = {}
+    judges: dict[str, list[Any]] = {}
+    for path in score_files:
+        payload = _read_json(path)
+        task, name = payload["task"], Path(path).name.removesuffix(".json")
+        judge = payload.get("judge")
+        scores.setdefault(task, {})[name] = {
+            "sha256": sha256_file(Path(path)),
+            "judge": judge,
+            "inputs": payload.get("inputs"),
+        }
+        if judge is not None and judge not in judges.setdefault(task, []):
+            judges[task].append(judge)
+    return scores, judges
+
+
+def _software() -> dict[str, Any]:
+    return {
+        "python": platform.python_version(),
+        "implementation": sys.implementation.name,
+        "platform": platform.platform(terse=True),
+        "packages": package_versions(),
+    }
+
+
 def build_manifest(
     *,
     config: Mapping[str, Any],
@@ -135,58 +192,22 @@ def build_manifest(
     checkout (:func:`git_state`; computed at DAG build time so a new commit re-runs the
     manifest rule).
     """
-    import sys
-
     from novabench import __version__
 
     dataset = _read_json(dataset_manifest)
-    models = {}
-    for name, model in config.get("models", {}).items():
-        if not model.get("enabled", True):
-            continue
-        keys = ("adapter", "tasks", "box_format", "prompts", "settings")
-        models[name] = drop_secrets({k: model[k] for k in keys if k in model})
-    predictions: dict[str, dict[str, Any]] = {}
-    for path in prediction_summaries:
-        summary = _read_json(path)
-        task, model = Path(path).parent.name, summary.get("model", Path(path).name.split(".")[0])
-        predictions.setdefault(task, {})[model] = drop_secrets(
-            {
-                "request": summary.get("request"),
-                "identity": summary.get("identity"),
-                "box_format": summary.get("box_format"),
-                "status_counts": summary.get("status_counts"),
-                "n_cached": summary.get("n_cached"),
-            }
-        )
+    models = _models(config)
+    predictions = _predictions(prediction_summaries)
     prompt_files = {
         Path(path).name: {"id": Path(path).stem, "sha256": sha256_file(Path(path))}
         for path in prompts
     }
-    scores: dict[str, dict[str, Any]] = {}
-    judges: dict[str, list[Any]] = {}
-    for path in score_files:
-        payload = _read_json(path)
-        task, name = payload["task"], Path(path).name.removesuffix(".json")
-        judge = payload.get("judge")
-        scores.setdefault(task, {})[name] = {
-            "sha256": sha256_file(Path(path)),
-            "judge": judge,
-            "inputs": payload.get("inputs"),
-        }
-        if judge is not None and judge not in judges.setdefault(task, []):
-            judges[task].append(judge)
+    scores, judges = _scores(score_files)
     judge_config = drop_secrets(config.get("judges", {}))
     return {
         "manifest_version": MANIFEST_VERSION,
         "novabench_version": __version__,
         "git": dict(git) if git is not None else {"commit": None, "dirty": None},
-        "software": {
-            "python": platform.python_version(),
-            "implementation": sys.implementation.name,
-            "platform": platform.platform(terse=True),
-            "packages": package_versions(),
-        },
+        "software": _software(),
         "config_sha256": sha256_text(canonical_json(config)),
         "dataset": {key: dataset[key] for key in DATASET_KEYS if key in dataset},
         "tasks": drop_secrets(config.get("tasks", {})),
