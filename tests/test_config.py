@@ -14,7 +14,7 @@ from snakemake.utils import validate
 
 from novabench.config import check_config, describe_validation_error
 from novabench.dataset.schema import rater_slug
-from novabench.errors import ConfigError
+from novabench.errors import ConfigError, NovaError
 
 ROOT = Path(__file__).resolve().parents[1]
 SCHEMA = str(ROOT / "workflow" / "schemas" / "config.schema.yaml")
@@ -105,6 +105,37 @@ def test_schema_fills_defaults():
             lambda c: c["tasks"]["diagnosis"].update(judge="bad name"),
             "bad name 'bad name' at tasks.diagnosis.judge",
         ),
+        # Settings are checked at plan time through each adapter's and judge's schema.
+        (
+            lambda c: c["models"]["random"]["settings"].update(sed=1),
+            "models.random.settings: unknown setting sed",
+        ),
+        (
+            lambda c: c["models"].update(
+                api={
+                    "adapter": "openai_compatible",
+                    "tasks": ["captioning"],
+                    "settings": {"base_url": "http://localhost:1/v1", "modle": "gpt-4o"},
+                }
+            ),
+            "models.api.settings: unknown setting modle",
+        ),
+        (
+            lambda c: c["judges"]["matcher"]["settings"].update(threshold=2),
+            "invalid value of judges.matcher.settings.threshold",
+        ),
+        (
+            lambda c: c["judges"].update(j={"kind": "oracle"}),
+            "judges.j.kind: no judge kind called 'oracle'",
+        ),
+        (
+            lambda c: c["models"]["retrieval"].update(tasks=["localization"]),
+            "models.retrieval: the retrieval adapter cannot run localization",
+        ),
+        (
+            lambda c: c["tasks"]["captioning"].update(judge="matcher"),
+            "tasks.captioning.judge: judge 'matcher' (kind diagnosis-matcher) judges diagnosis",
+        ),
     ],
 )
 def test_bad_config_gives_one_line_naming_the_key(change, expected):
@@ -144,3 +175,44 @@ def test_snakemake_stops_on_a_bad_config_with_the_one_line(tmp_path):
     )
     assert result.returncode != 0
     assert "config error: bad name '../evil' at models" in result.stderr + result.stdout
+
+
+def test_a_dry_run_catches_a_misspelled_setting(tmp_path):
+    config = tmp_path / "typo.yaml"
+    config.write_text(
+        "dataset: {source: sample}\n"
+        "models:\n  gpt:\n    adapter: openai_compatible\n    tasks: [captioning]\n"
+        "    settings: {base_url: 'http://localhost:1/v1', modle: gpt-4o}\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-m", "snakemake", "-n", "--configfile", str(config), "-d", str(tmp_path)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert result.returncode != 0
+    assert "models.gpt.settings: unknown setting modle" in result.stderr + result.stdout
+
+
+def test_the_environment_check_names_every_missing_key_at_once(monkeypatch):
+    monkeypatch.delenv("NOVA_TEST_KEY_A", raising=False)
+    monkeypatch.delenv("NOVA_TEST_KEY_B", raising=False)
+    config = copy.deepcopy(DEFAULT)
+    for name, variable in (("a", "NOVA_TEST_KEY_A"), ("b", "NOVA_TEST_KEY_B")):
+        config["models"][name] = {
+            "adapter": "openai_compatible",
+            "tasks": ["captioning"],
+            "settings": {
+                "base_url": "http://127.0.0.1:9/v1",
+                "model": "m",
+                "api_key_env": variable,
+            },
+        }
+    plan = checked(config)
+    with pytest.raises(NovaError) as caught:
+        plan.check_environment()
+    message = str(caught.value)
+    assert message.startswith("2 problems before the run: (1) models.a")
+    assert "NOVA_TEST_KEY_A" in message and "NOVA_TEST_KEY_B" in message
+    assert "\n" not in message

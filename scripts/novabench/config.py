@@ -187,8 +187,8 @@ def check_config(config: dict[str, Any], basedir: Path) -> Plan:
     """Check what the schema cannot, at plan time (a dry run too); return the run plan."""
     plan = Plan(config, Path(basedir))
     _check_dataset(config["dataset"])
-    _check_tasks(plan)
     _check_judges(plan)
+    _check_tasks(plan)
     _check_models(plan)
     check_reporting(config)
     return plan
@@ -252,7 +252,11 @@ def _check_upstream(plan: Plan, task: str, upstream_task: str, name: str) -> Non
 
 def _check_judges(plan: Plan) -> None:
     for name, judge in plan.config["judges"].items():
-        judge_kind(judge["kind"]).check_settings(name, judge.get("settings", {}), plan.resolve)
+        try:
+            kind = judge_kind(judge["kind"])
+        except ConfigError as exc:
+            raise ConfigError(f"judges.{name}.kind: {exc}") from None
+        kind.check_settings(name, judge.get("settings", {}), plan.resolve)
 
 
 def _check_models(plan: Plan) -> None:
