@@ -6,6 +6,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from novabench import diagnosis
 from novabench.diagnosis import MAX_ITEMS, ParsedDiagnosis, format_diagnosis, parse_diagnosis
 
 FIVE = ["Glioblastoma", "Metastasis", "Primary CNS lymphoma", "Brain abscess", "Tumefactive MS"]
@@ -118,6 +119,30 @@ def test_pathological_input_is_fast_and_safe() -> None:
     assert parse_diagnosis("{" * 60_000 + "[" * 60_000).status == "parse_error"
     assert parse_diagnosis("{'a': " * 5_000).status == "parse_error"
     assert parse_diagnosis('"' * 100_000).status == "parse_error"
+
+
+def test_values_too_deep_or_too_long_to_read_are_parse_errors() -> None:
+    # Each once raised inside the parser: recursion on deep lists, a 4800-digit integer.
+    deep_list = '{"diagnosis": ' + "[" * 600 + '"GBM"' + "]" * 600 + "}"
+    assert parse_diagnosis(deep_list).status == "parse_error"
+    assert parse_diagnosis("{'diagnosis': 0x" + "f" * 4000 + "}").status == "parse_error"
+    assert parse_diagnosis("{0x" + "f" * 4000 + ": 'GBM'}").status == "parse_error"
+
+
+def test_nested_objects_are_read_in_linear_time() -> None:
+    # Reading each nested object twice made 24 levels take a minute.
+    nested = '{"a": ' * 30 + '{"most_likely_diagnosis": "GBM"}' + "}" * 30
+    assert parse_diagnosis(nested) == ok("GBM")
+    assert parse_diagnosis('{"a": ' * 31 + "1" + "}" * 31).status == "parse_error"
+
+
+def test_a_bug_in_the_parser_raises_instead_of_becoming_a_parse_error(monkeypatch) -> None:
+    def broken(data):
+        raise RuntimeError("bug in the parser")
+
+    monkeypatch.setattr(diagnosis, "_from_mapping", broken)
+    with pytest.raises(RuntimeError, match="bug in the parser"):
+        parse_diagnosis('{"most_likely_diagnosis": "GBM"}')
 
 
 @settings(max_examples=300, deadline=None)
