@@ -359,6 +359,22 @@ def _draw_boxes(ax, boxes, colour: str, style: str = "-") -> None:
         )
 
 
+def _show_image(ax, image: np.ndarray) -> None:
+    """A grey-scale image in pixel coordinates (boxes drawn on it keep theirs), no frame."""
+    ax.imshow(
+        _downsample(image),
+        cmap="gray",
+        vmin=0,
+        vmax=255,
+        interpolation="antialiased",
+        extent=(0, image.shape[1], image.shape[0], 0),
+    )
+    ax.set_xticks([])
+    ax.set_yticks([])
+    for spine in ax.spines.values():
+        spine.set_visible(False)
+
+
 def plot_examples(
     images: Mapping[str, np.ndarray],
     gold: Mapping[str, Sequence[Sequence[float]]],
@@ -387,19 +403,7 @@ def plot_examples(
     for r, filename in enumerate(filenames):
         for c, column in enumerate(columns):
             ax = axes[r, c]
-            image = images[filename]
-            ax.imshow(
-                _downsample(image),
-                cmap="gray",
-                vmin=0,
-                vmax=255,
-                interpolation="antialiased",
-                extent=(0, image.shape[1], image.shape[0], 0),
-            )
-            ax.set_xticks([])
-            ax.set_yticks([])
-            for spine in ax.spines.values():
-                spine.set_visible(False)
+            _show_image(ax, images[filename])
             _draw_boxes(ax, gold.get(filename, []), BOX_COLOURS["gold"])
             if column == "reference":
                 _draw_boxes(ax, raters.get(filename, []), BOX_COLOURS["rater"], "--")
@@ -474,6 +478,29 @@ def plot_breakdown(
 # --- diagnosis -----------------------------------------------------------------------------
 
 
+def _entropy_bits(counts) -> float:
+    values = np.array(list(counts.values()), dtype=float)
+    p = values / values.sum() if values.sum() else values
+    return float(-(p[p > 0] * np.log2(p[p > 0])).sum())
+
+
+def _rank_frequency(ax, counts, n_images: int, **style) -> None:
+    """Share of images per label, most frequent first, against the label's rank."""
+    shares = 100 * np.sort(np.array(list(counts.values()), dtype=float))[::-1] / n_images
+    ax.plot(np.arange(1, len(shares) + 1), shares, marker="o", markersize=2.2, **style)
+
+
+def _plain_log_axes(ax) -> None:
+    """Log-log axes with plain numbers as tick labels."""
+    from matplotlib.ticker import FuncFormatter, NullFormatter
+
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    for axis in (ax.xaxis, ax.yaxis):
+        axis.set_major_formatter(FuncFormatter(lambda value, _: f"{value:g}"))
+        axis.set_minor_formatter(NullFormatter())
+
+
 def plot_diagnosis_labels(
     entries: Sequence[tuple[str, str, list[str | None]]],
     reference: Sequence[str],
@@ -494,20 +521,13 @@ def plot_diagnosis_labels(
         _placeholder("No diagnosis scores.", png, pdf)
         return
 
-    def entropy_bits(counts: Counter) -> float:
-        values = np.array(list(counts.values()), dtype=float)
-        p = values / values.sum() if values.sum() else values
-        return float(-(p[p > 0] * np.log2(p[p > 0])).sum())
-
     fig, ax = plt.subplots(figsize=(COLUMN_WIDTH_IN, 2.3))
     n_images = len(reference)
 
     def draw(counts: Counter, **style) -> None:
-        shares = 100 * np.sort(np.array(list(counts.values()), dtype=float))[::-1] / n_images
-        ranks = np.arange(1, len(shares) + 1)
-        ax.plot(ranks, shares, marker="o", markersize=2.2, **style)
+        _rank_frequency(ax, counts, n_images, **style)
 
-    n_reference, h_reference = len(reference_counts), entropy_bits(reference_counts)
+    n_reference, h_reference = len(reference_counts), _entropy_bits(reference_counts)
     draw(
         reference_counts,
         color="#000000",
@@ -523,15 +543,9 @@ def plot_diagnosis_labels(
             counts,
             color=colours[name],
             linestyle=LINE_STYLES[groups[name]],
-            label=f"{name} (coverage {coverage:.0f}%, H = {entropy_bits(counts):.2f} bits)",
+            label=f"{name} (coverage {coverage:.0f}%, H = {_entropy_bits(counts):.2f} bits)",
         )
-    from matplotlib.ticker import FuncFormatter, NullFormatter
-
-    ax.set_xscale("log")
-    ax.set_yscale("log")
-    for axis in (ax.xaxis, ax.yaxis):
-        axis.set_major_formatter(FuncFormatter(lambda value, _: f"{value:g}"))
-        axis.set_minor_formatter(NullFormatter())
+    _plain_log_axes(ax)
     ax.set_xlabel("label rank (most frequent first)")
     ax.set_ylabel("images with this top-1 label (%)")
     fig.tight_layout()
