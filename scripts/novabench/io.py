@@ -1,8 +1,8 @@
 """Atomic file writes: a reader sees the old file or the complete new one, never a part.
 
 Every output is written under a temporary name in the same folder and renamed over its
-final name (``os.replace`` is atomic on POSIX when both names are on one file system, which
-the shared folder guarantees). A writer killed mid-write leaves at most the temporary file;
+final name (``os.replace`` is atomic on POSIX when both names are on one file system, as
+they are in one folder). A writer killed mid-write leaves at most the temporary file;
 the final name keeps its previous content or stays absent, so Snakemake never mistakes a
 truncated file for a finished one.
 
