@@ -63,7 +63,7 @@ def test_gold_localization_records_and_perfect_score(dataset, tmp_path):
     assert written["inputs"]["predictions_sha256"]
 
 
-def test_garbage_answers_score_zero_with_their_parse_failure_rate(dataset, tmp_path):
+def test_garbage_answers_score_zero_with_their_parse_error_rate(dataset, tmp_path):
     answers = tmp_path / "answers.jsonl"
     lines = [
         {"filename": "case0001_001.png", "raw": "I am not able to help with medical images."},

@@ -1,6 +1,6 @@
 """The neuroradiology knowledge base and the BM25 retrieval baseline for Task 3.
 
-The knowledge base (``config/knowledge_base.yaml``) lists conditions with their names,
+The knowledge base (``novabench/data/knowledge_base.yaml``) lists conditions with their names,
 synonyms, typical MRI findings and typical clinical context. It serves two purposes:
 the retrieval baseline ranks its entries against a case's clinical history and findings,
 and the offline diagnosis matcher takes its synonyms as naming variants of one entity.
@@ -141,7 +141,7 @@ def _read_yaml(path: Path) -> tuple[bytes, Any]:
     except OSError as exc:
         raise NovaError(
             f"cannot read the knowledge base {path} ({exc.strerror})",
-            "point knowledge_base_path at an existing YAML file such as config/knowledge_base.yaml",
+            "point knowledge_base_path at an existing YAML file such as the shipped novabench/data/knowledge_base.yaml",
         ) from exc
     try:
         # The C loader when libyaml is present: 10x faster than the pure-Python one.
