@@ -65,7 +65,10 @@ class Reset:
 
 @dataclass(frozen=True)
 class Garbage:
-    """A 200 whose body is not a chat completion."""
+    """A 200 whose body is not a chat completion (by default a JSON object without choices)."""
+
+    body: str = '{"unexpected": true}'
+    content_type: str = "application/json"
 
 
 Action = Reply | Fail | Hang | Reset | Garbage
@@ -233,10 +236,14 @@ def _handler(server: FakeOpenAI) -> type[BaseHTTPRequestHandler]:
             pass
 
         def _send_bytes(
-            self, status: int, data: bytes, headers: dict[str, str] | None = None
+            self,
+            status: int,
+            data: bytes,
+            headers: dict[str, str] | None = None,
+            content_type: str = "application/json",
         ) -> None:
             self.send_response(status)
-            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Type", content_type)
             self.send_header("Content-Length", str(len(data)))
             for name, value in (headers or {}).items():
                 self.send_header(name, value)
@@ -289,7 +296,7 @@ def _handler(server: FakeOpenAI) -> type[BaseHTTPRequestHandler]:
                 self._send_json(action.status, {"error": {"message": action.message}}, headers)
                 return
             if isinstance(action, Garbage):
-                self._send_json(200, {"unexpected": True})
+                self._send_bytes(200, action.body.encode(), content_type=action.content_type)
                 return
             content = action.content
             usage = usage_for(seen, content if content is not None else action.refusal)

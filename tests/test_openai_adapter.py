@@ -24,11 +24,14 @@ from pathlib import Path
 import pytest
 import yaml
 
+from novabench.cache import ResponseCache
 from novabench.dataset.read import load_nova
 from novabench.errors import ConfigError, NovaError
+from novabench.models.base import Sample
 from novabench.models.openai_compatible import Adapter, api_resource
 from novabench.predict import build_samples, read_predictions, run_predictions
 from novabench.score import score_predictions
+from novabench.tasks import get_task
 from openai_server import Fail, FakeOpenAI, Garbage, Hang, Reply, Reset, usage_for
 from upstream import CASES, IMAGES, build_local_dataset, write_current
 
@@ -250,7 +253,7 @@ def test_text_only_samples_send_plain_text_and_a_dummy_key(small):
     dataset, _ = small
     frame = load_nova(dataset)
     template = (PROMPTS / "diagnosis-v1.txt").read_text()
-    samples = build_samples(frame, "diagnosis", template, "diagnosis-v1.txt")
+    samples = build_samples(frame, get_task("diagnosis"), template, "diagnosis-v1.txt")
     with FakeOpenAI(lambda seen: Reply('{"most_likely_diagnosis": "x"}')) as server:
         adapter = Adapter("api", model(server)["settings"])
         responses = list(adapter.predict(samples))
@@ -373,6 +376,72 @@ def test_timeouts_resets_and_garbage_are_retried_within_the_attempt_budget(small
         and "after 4 attempt(s)" in records[dead]["error"]
     )
     assert summary["status_counts"]["error"] == 1
+
+
+@pytest.mark.parametrize(
+    ("garbage", "reason"),
+    [
+        (Garbage("{not json"), "the body is not JSON"),
+        (Garbage("", content_type="application/json"), "the body is not JSON"),
+        (Garbage("<html>Bad gateway</html>", content_type="text/html"), "no choices in str"),
+        (Garbage("null"), "no choices in NoneType"),
+        (Garbage('{"choices": []}'), "no choices in ChatCompletion"),
+        (Garbage('{"choices": "none"}'), "no choices in ChatCompletion"),
+        (Garbage('{"choices": [{}]}'), "choices[0] has no message"),
+        (Garbage('{"choices": [{"message": "hi"}]}'), "choices[0] has no message"),
+        (Garbage('{"choices": [{"message": {"content": 5}}]}'), "content is int, not text"),
+        (Garbage('{"choices": [{"message": {"content": ["a"]}}]}'), "content is list, not text"),
+    ],
+)
+def test_malformed_answers_are_retried_then_recorded_as_errors(tmp_path, garbage, reason):
+    with FakeOpenAI(lambda seen: garbage) as server:
+        client = Adapter("api", model(server, max_attempts=2)["settings"], cache_dir=tmp_path)
+        response = client.complete("prompt")
+        assert len(server.requests) == 2
+    assert response.raw is None
+    assert response.error.startswith("malformed answer: ") and reason in response.error
+    assert response.error.endswith("(after 2 attempt(s))")
+    assert not list(tmp_path.rglob("*.json"))  # failures are never cached
+
+
+@pytest.mark.parametrize(
+    ("status", "sent"),
+    [(400, 1), (401, 1), (403, 1), (404, 1), (422, 1), (408, 3), (409, 3), (429, 3), (503, 3)],
+)
+def test_only_statuses_that_waiting_may_cure_are_retried(tmp_path, status, sent):
+    with FakeOpenAI(lambda seen: Fail(status, message="scripted")) as server:
+        client = Adapter("api", model(server, max_attempts=3)["settings"], cache_dir=tmp_path)
+        response = client.complete("prompt")
+        assert len(server.requests) == sent
+    assert response.error == f"HTTP {status}: scripted (after {sent} attempt(s))"
+
+
+def test_a_bug_reading_the_answer_fails_the_job_instead_of_being_retried(monkeypatch):
+    import novabench.models.openai_compatible as adapter_module
+
+    def broken(completion, latency_s):
+        raise RuntimeError("bug in the adapter")
+
+    monkeypatch.setattr(adapter_module, "_response", broken)
+    sample = Sample("case0001_001.png", "case0001", "diagnosis", "History: ...", None, 1, 1)
+    with FakeOpenAI(lambda seen: Reply()) as server:
+        client = Adapter("api", model(server, max_attempts=3)["settings"])
+        with pytest.raises(RuntimeError, match="bug in the adapter"):
+            list(client.predict([sample]))
+        assert len(server.requests) == 1
+
+
+def test_a_bug_in_the_cache_fails_the_job(small, tmp_path, monkeypatch):
+    def broken(self, key, response, request):
+        raise RuntimeError("bug in the cache")
+
+    monkeypatch.setattr(ResponseCache, "put", broken)
+    dataset, _ = small
+    with FakeOpenAI(lambda seen: Reply()) as server:
+        with pytest.raises(RuntimeError, match="bug in the cache"):
+            predict(dataset, tmp_path, {**model(server), "max_error_rate": 100})
+        assert all(seen.attempt == 1 for seen in server.requests)  # nothing retried
+    assert not (tmp_path / "localization-api.jsonl").exists()
 
 
 def test_scores_of_requests_that_succeeded_match_a_fault_free_run(many, tmp_path):

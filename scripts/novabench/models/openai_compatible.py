@@ -10,10 +10,11 @@ Robust enough to run overnight against a paid API:
 - every successful answer goes into a content-addressed cache (:mod:`novabench.cache`)
   before anything else happens, so a killed job resumes without re-sending a request that
   already succeeded; failures are never cached;
-- 429, 408/409, 5xx, timeouts and connection errors are retried with exponential backoff and
-  full jitter, honouring ``Retry-After``, up to ``max_attempts`` sends (the client's own
-  retries are off so the count is ours); a request that still fails becomes a Response with
-  ``error`` (record status ``error``), and the job carries on;
+- 429, 408/409, 5xx, timeouts, connection errors and malformed answers are retried with
+  exponential backoff and full jitter, honouring ``Retry-After``, up to ``max_attempts`` sends
+  (the client's own retries are off so the count is ours); other statuses (400, 401, 404...)
+  are not; a request that still fails becomes a Response with ``error`` (record status
+  ``error``), and the job carries on; any other exception is a bug and fails the job;
 - ``concurrency`` requests in flight per job (an asyncio semaphore); Snakemake's
   ``api_<provider>`` resource caps jobs per provider across the whole run;
 - the API key is read from the environment variable named by ``api_key_env`` and never
@@ -27,6 +28,7 @@ import base64
 import concurrent.futures
 import email.utils
 import hashlib
+import json
 import logging
 import os
 import random
@@ -326,7 +328,7 @@ class Adapter(BaseAdapter):
 
             try:
                 async with client:
-                    await asyncio.gather(*(answer(i) for i in todo))
+                    await _all_or_none([answer(i) for i in todo])
             finally:
                 meter.close()
         else:
@@ -336,60 +338,26 @@ class Adapter(BaseAdapter):
     async def _send(
         self, client: Any, gate: asyncio.Semaphore, request: ChatRequest, key: str | None
     ) -> Response:
-        """Send one request with bounded, jittered retries; never raises for API faults."""
-        import openai
+        """Send one request with bounded, jittered retries.
 
-        config = self.config
-        attempts = config["max_attempts"]
-        body: dict[str, Any] = {"model": config["model"], "messages": request.messages()}
+        API and transport faults become a Response with ``error``; anything else is a bug
+        here and raises, failing the job rather than passing for the model's answer.
+        """
+        attempts = self.config["max_attempts"]
+        body: dict[str, Any] = {"model": self.config["model"], "messages": request.messages()}
         for name in ("temperature", "max_tokens", "seed"):
-            if config[name] is not None:
-                body[name] = config[name]
-        reason = "not sent"
+            if self.config[name] is not None:
+                body[name] = self.config[name]
         for attempt in range(1, attempts + 1):
-            retry_after: float | None = None
             async with gate:
-                # The first request of a run goes to the job's log (INFO), so the log shows
-                # what was sent; the others at DEBUG.
-                level = logging.DEBUG if self._request_logged else logging.INFO
-                self._request_logged = True
-                if log.isEnabledFor(level):
-                    log.log(
-                        level,
-                        "POST %s/chat/completions model=%s attempt %d/%d %s",
-                        config["base_url"],
-                        config["model"],
-                        attempt,
-                        attempts,
-                        request.describe(),
-                    )
-                started = time.perf_counter()
-                try:
-                    completion = await client.chat.completions.create(
-                        **body, extra_body=config["extra_body"] or None
-                    )
-                    return _response(completion, time.perf_counter() - started)
-                except openai.APIStatusError as exc:
-                    retryable = exc.status_code in RETRY_STATUSES or exc.status_code >= 500
-                    if getattr(exc, "code", None) == "insufficient_quota":
-                        retryable = False  # a 429 that waiting does not cure
-                    message = re.sub(r"^Error code: \d+ - ", "", str(exc.message))
-                    reason = f"HTTP {exc.status_code}: {_short(message)}"
-                    retry_after = _retry_after(exc.response.headers)
-                except openai.APITimeoutError:
-                    retryable, reason = True, f"timed out after {config['timeout_s']} s"
-                except openai.APIConnectionError as exc:
-                    cause = exc.__cause__ or exc
-                    retryable, reason = (
-                        True,
-                        f"connection error: {_short(str(cause) or repr(cause))}",
-                    )
-                except Exception as exc:  # a malformed answer: one bad reply must not stop 900
-                    retryable, reason = True, f"invalid answer: {type(exc).__name__}: {_short(exc)}"
-            reason = _redact(reason, key)
-            if not retryable or attempt == attempts:
+                self._log_request(request, attempt)
+                outcome = await self._attempt(client, body)
+            if isinstance(outcome, Response):
+                return outcome
+            reason = _redact(outcome.reason, key)
+            if not outcome.retryable or attempt == attempts:
                 break
-            delay = self._backoff(attempt, retry_after)
+            delay = self._backoff(attempt, outcome.retry_after)
             log.warning(
                 "%s: attempt %d/%d failed (%s); retrying in %.1f s",
                 request.label,
@@ -401,6 +369,48 @@ class Adapter(BaseAdapter):
             await asyncio.sleep(delay)
         log.error("%s: failed after %d attempt(s): %s", request.label, attempt, reason)
         return Response(raw=None, error=f"{reason} (after {attempt} attempt(s))")
+
+    def _log_request(self, request: ChatRequest, attempt: int) -> None:
+        # The first request of a run goes to the job's log (INFO), so the log shows what was
+        # sent; the others at DEBUG.
+        level = logging.DEBUG if self._request_logged else logging.INFO
+        self._request_logged = True
+        if log.isEnabledFor(level):
+            log.log(
+                level,
+                "POST %s/chat/completions model=%s attempt %d/%d %s",
+                self.config["base_url"],
+                self.config["model"],
+                attempt,
+                self.config["max_attempts"],
+                request.describe(),
+            )
+
+    async def _attempt(self, client: Any, body: dict[str, Any]) -> Response | _Failure:
+        """One send: the answer, or why the server did not give one."""
+        import openai
+
+        started = time.perf_counter()
+        try:
+            completion = await client.chat.completions.create(
+                **body, extra_body=self.config["extra_body"] or None
+            )
+        except openai.APIStatusError as exc:
+            return _status_failure(exc)
+        except openai.APITimeoutError:
+            return _Failure(f"timed out after {self.config['timeout_s']} s", retryable=True)
+        except openai.APIConnectionError as exc:
+            cause = exc.__cause__ or exc
+            return _Failure(f"connection error: {_short(str(cause) or repr(cause))}", True)
+        except json.JSONDecodeError as exc:
+            # A cut body or a proxy's error page: the next try may get a real answer.
+            return _Failure(f"malformed answer: the body is not JSON ({_short(exc)})", True)
+        except openai.APIResponseValidationError as exc:
+            return _Failure(f"malformed answer: {_short(exc.message)}", True)
+        try:
+            return _response(completion, time.perf_counter() - started)
+        except MalformedAnswer as exc:
+            return _Failure(f"malformed answer: {exc}", retryable=True)
 
     def _backoff(self, attempt: int, retry_after: float | None) -> float:
         """Full-jitter exponential backoff; a server's Retry-After is a lower bound."""
@@ -466,16 +476,50 @@ def _retry_after(headers: Any) -> float | None:
         return None
 
 
+class MalformedAnswer(Exception):
+    """A 2xx answer that is not a chat completion, e.g. from a misbehaving proxy or server."""
+
+
+@dataclass(frozen=True)
+class _Failure:
+    """Why one send got no answer, and whether another may."""
+
+    reason: str
+    retryable: bool
+    retry_after: float | None = None
+
+
+def _status_failure(exc: Any) -> _Failure:
+    """An HTTP error status: 408/409/429 and 5xx are worth another try, others are not."""
+    status = exc.status_code
+    retryable = status in RETRY_STATUSES or status >= 500
+    if getattr(exc, "code", None) == "insufficient_quota":
+        retryable = False  # a 429 that waiting does not cure
+    message = re.sub(r"^Error code: \d+ - ", "", str(exc.message))
+    return _Failure(
+        f"HTTP {status}: {_short(message)}", retryable, _retry_after(exc.response.headers)
+    )
+
+
 def _response(completion: Any, latency_s: float) -> Response:
-    """A Response from a chat completion; a refusal is an answer (scored as such)."""
-    if not getattr(completion, "choices", None):
-        raise ValueError("the answer has no choices")
-    message = completion.choices[0].message
+    """A Response from a chat completion; a refusal is an answer (scored as such).
+
+    The client does not validate what the server sent, so each field is checked here:
+    anything that is not a chat completion raises MalformedAnswer.
+    """
+    choices = getattr(completion, "choices", None)
+    if not isinstance(choices, list) or not choices:
+        raise MalformedAnswer(f"no choices in {type(completion).__name__} {_short(completion, 80)}")
+    message = getattr(choices[0], "message", None)
+    if message is None or not hasattr(message, "content"):
+        raise MalformedAnswer(f"choices[0] has no message ({_short(choices[0], 80)})")
     raw = message.content
     if raw is None:
-        raw = message.refusal or ""
+        raw = getattr(message, "refusal", None) or ""
+    if not isinstance(raw, str):
+        raise MalformedAnswer(f"the message content is {type(raw).__name__}, not text")
     usage = None
-    if completion.usage is not None:
+    if getattr(completion, "usage", None) is not None:
         usage = {
             k: int(v)
             for k in ("prompt_tokens", "completion_tokens", "total_tokens")
@@ -504,6 +548,19 @@ def _quiet_http_loggers() -> None:
         logger = logging.getLogger(name)
         if logger.level == logging.NOTSET:
             logger.setLevel(logging.WARNING)
+
+
+async def _all_or_none(coroutines: Sequence[Any]) -> None:
+    """Await all; when one raises (a bug), cancel the others before the client closes, so
+    that they do not log its closing as connection errors and retry."""
+    tasks = [asyncio.ensure_future(c) for c in coroutines]
+    try:
+        await asyncio.gather(*tasks)
+    except BaseException:
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        raise
 
 
 def _run_sync(coroutine: Any) -> Any:
