@@ -11,21 +11,19 @@ error of its own: a bug here raises rather than becoming a model's parse error.
 
 from __future__ import annotations
 
-import ast
 import json
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from novabench.answer_json import json_spans, load_lenient
+
 MAX_ITEMS = 5
 # Longer outputs are cut before parsing: a differential never needs this much text and
 # the bracket scan must stay fast on pathological inputs.
 MAX_TEXT_CHARS = 100_000
 _MAX_ITEM_CHARS = 300
-_MAX_SPANS = 32
-# Deeper JSON is not an answer, and the readers below recurse once per level.
-_MAX_DEPTH = 32
 
 _TOP_KEYS = {
     "most_likely_diagnosis",
@@ -155,90 +153,6 @@ def _from_mapping(data: dict[str, Any]) -> tuple[list[str], list[str]] | None:
     return (top, other) if found else None
 
 
-def _bracket_spans(text: str) -> list[str]:
-    """Outermost balanced {...} / [...] substrings, in order, in one linear pass.
-
-    Brackets inside quoted strings do not count. JSON and Python strings cannot hold a raw
-    newline, so a newline ends any open quote: a stray quote in prose then spoils one
-    line at most.
-    """
-    pairs: list[tuple[int, int]] = []
-    stack: list[tuple[str, int]] = []
-    quote, escaped = "", False
-    for j, ch in enumerate(text):
-        if ch == "\n":
-            quote, escaped = "", False
-        elif quote:
-            if escaped:
-                escaped = False
-            elif ch == "\\":
-                escaped = True
-            elif ch == quote:
-                quote = ""
-        elif ch == '"' or (ch == "'" and not (j > 0 and text[j - 1].isalnum())):
-            quote = ch  # an apostrophe inside a word ("Wilson's") opens no string
-        elif ch in "{[":
-            stack.append((ch, j))
-        elif ch in "}]" and stack and stack[-1][0] == "[{"["]}".index(ch)]:
-            pairs.append((stack.pop()[1], j))
-    spans: list[str] = []
-    last_end = -1
-    for start, end in sorted(pairs):
-        if start > last_end:  # skip pairs nested in an earlier span
-            spans.append(text[start : end + 1])
-            last_end = end
-            if len(spans) == _MAX_SPANS:
-                break
-    return spans
-
-
-_SINGLE_QUOTED = re.compile(r"([{\[,:]\s*)'(.*?)'(?=\s*[,:}\]])", re.DOTALL)
-
-
-def _single_to_double_quotes(span: str) -> str:
-    """Requote 'strings' as JSON strings; an apostrophe inside one ("Wilson's") stays."""
-    return _SINGLE_QUOTED.sub(lambda m: m.group(1) + json.dumps(m.group(2)), span)
-
-
-def _load_lenient(span: str) -> Any:
-    """json, then json with trailing commas and smart quotes fixed, then Python literals."""
-    attempts = [span]
-    fixed = re.sub(r",\s*([}\]])", r"\1", span.translate(str.maketrans("“”‘’", "\"\"''")))
-    attempts += [fixed, _single_to_double_quotes(fixed)]
-    for attempt in attempts:
-        try:
-            value = json.loads(attempt)
-        except (ValueError, RecursionError):
-            continue
-        return value if _readable(value) else None
-    # Python-literal syntax covers single quotes and trailing commas; map JSON constants.
-    literal = re.sub(r"\btrue\b", "True", re.sub(r"\bfalse\b", "False", fixed))
-    literal = re.sub(r"\bnull\b", "None", literal)
-    try:
-        value = ast.literal_eval(literal)
-    except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
-        return None
-    return value if _readable(value) else None
-
-
-def _readable(value: Any) -> bool:
-    """At most _MAX_DEPTH deep, and no integer too long to print (a 5000-digit hex literal)."""
-    stack = [(value, 0)]
-    while stack:
-        item, depth = stack.pop()
-        if isinstance(item, int):
-            try:
-                str(item)
-            except ValueError:  # beyond the interpreter's limit on integer digits
-                return False
-        elif isinstance(item, dict | list | tuple | set | frozenset):
-            if depth == _MAX_DEPTH:
-                return False
-            children = [*item.keys(), *item.values()] if isinstance(item, dict) else item
-            stack.extend((child, depth + 1) for child in children)
-    return True
-
-
 _TRUNCATED_TOP = re.compile(
     r"[\"']?most[_ ]likely[_ ]diagnosis[\"']?\s*:\s*[\"']([^\"'\n]+)[\"']", re.IGNORECASE
 )
@@ -304,8 +218,8 @@ def _parse(text: str) -> ParsedDiagnosis:
     fenced = re.findall(r"```[a-zA-Z0-9_-]*\s*\n?(.*?)```", text, flags=re.DOTALL)
     found_json = False
     for candidate in [*fenced, text]:
-        for span in _bracket_spans(candidate):
-            data = _load_lenient(span)
+        for span in json_spans(candidate):
+            data = load_lenient(span)
             if isinstance(data, dict):
                 found_json = True
                 parts = _from_mapping(data)

@@ -141,7 +141,7 @@ def _read_yaml(path: Path) -> tuple[bytes, Any]:
     except OSError as exc:
         raise NovaError(
             f"cannot read the knowledge base {path} ({exc.strerror})",
-            "point knowledge_base_path at an existing YAML file such as the shipped novabench/data/knowledge_base.yaml",
+            "point knowledge_base_path at an existing YAML file such as the shipped one",
         ) from exc
     try:
         # The C loader when libyaml is present: 10x faster than the pure-Python one.

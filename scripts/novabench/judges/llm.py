@@ -34,6 +34,7 @@ from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any, ClassVar, TypeVar
 
+from novabench.answer_json import json_spans, load_lenient
 from novabench.cache import request_key
 from novabench.errors import ConfigError, NovaError, settings_error
 from novabench.judges.base import NEGATED_PREFIX, JudgeKind, KeywordSet, register_judge_kind
@@ -434,12 +435,8 @@ class LLMDiagnosisJudge(_LLMJudge):
 
 def _json_object(raw: str) -> dict[str, Any]:
     """The first JSON object in an answer (fences, prose, single quotes, trailing commas)."""
-    # The diagnosis parser's bracket scan and lenient loader already handle what LLMs wrap
-    # around JSON; reused rather than written twice.
-    from novabench.diagnosis import _bracket_spans, _load_lenient
-
-    for span in _bracket_spans(raw):
-        data = _load_lenient(span)
+    for span in json_spans(raw):
+        data = load_lenient(span)
         if isinstance(data, dict):
             return data
     raise UnreadableAnswer("no JSON object")

@@ -1,0 +1,103 @@
+"""JSON inside a model's answer: fences, prose, single quotes, trailing commas, smart quotes.
+
+Language models wrap the JSON a prompt asks for in prose and Markdown, and write it with
+Python quoting or trailing commas. The diagnosis parser and the LLM judge read answers
+with these two functions. Written by hand: json5-style parsers accept more syntax but do
+not find the object inside prose, and none bounds the work on pathological text.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import re
+from typing import Any
+
+# At most this many candidate spans are read from one answer.
+MAX_SPANS = 32
+# Deeper JSON is not an answer, and the readers that use these values recurse per level.
+MAX_DEPTH = 32
+
+
+def json_spans(text: str) -> list[str]:
+    """Outermost balanced {...} / [...] substrings, in order, in one linear pass.
+
+    Brackets inside quoted strings do not count. JSON and Python strings cannot hold a raw
+    newline, so a newline ends any open quote: a stray quote in prose then spoils one
+    line at most.
+    """
+    pairs: list[tuple[int, int]] = []
+    stack: list[tuple[str, int]] = []
+    quote, escaped = "", False
+    for j, ch in enumerate(text):
+        if ch == "\n":
+            quote, escaped = "", False
+        elif quote:
+            if escaped:
+                escaped = False
+            elif ch == "\\":
+                escaped = True
+            elif ch == quote:
+                quote = ""
+        elif ch == '"' or (ch == "'" and not (j > 0 and text[j - 1].isalnum())):
+            quote = ch  # an apostrophe inside a word ("Wilson's") opens no string
+        elif ch in "{[":
+            stack.append((ch, j))
+        elif ch in "}]" and stack and stack[-1][0] == "[{"["]}".index(ch)]:
+            pairs.append((stack.pop()[1], j))
+    spans: list[str] = []
+    last_end = -1
+    for start, end in sorted(pairs):
+        if start > last_end:  # skip pairs nested in an earlier span
+            spans.append(text[start : end + 1])
+            last_end = end
+            if len(spans) == MAX_SPANS:
+                break
+    return spans
+
+
+_SINGLE_QUOTED = re.compile(r"([{\[,:]\s*)'(.*?)'(?=\s*[,:}\]])", re.DOTALL)
+
+
+def _single_to_double_quotes(span: str) -> str:
+    """Requote 'strings' as JSON strings; an apostrophe inside one ("Wilson's") stays."""
+    return _SINGLE_QUOTED.sub(lambda m: m.group(1) + json.dumps(m.group(2)), span)
+
+
+def load_lenient(span: str) -> Any:
+    """json, then json with trailing commas and smart quotes fixed, then Python literals."""
+    attempts = [span]
+    fixed = re.sub(r",\s*([}\]])", r"\1", span.translate(str.maketrans("“”‘’", "\"\"''")))
+    attempts += [fixed, _single_to_double_quotes(fixed)]
+    for attempt in attempts:
+        try:
+            value = json.loads(attempt)
+        except (ValueError, RecursionError):
+            continue
+        return value if _readable(value) else None
+    # Python-literal syntax covers single quotes and trailing commas; map JSON constants.
+    literal = re.sub(r"\btrue\b", "True", re.sub(r"\bfalse\b", "False", fixed))
+    literal = re.sub(r"\bnull\b", "None", literal)
+    try:
+        value = ast.literal_eval(literal)
+    except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
+        return None
+    return value if _readable(value) else None
+
+
+def _readable(value: Any) -> bool:
+    """At most MAX_DEPTH deep, and no integer too long to print (a 5000-digit hex literal)."""
+    stack = [(value, 0)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, int):
+            try:
+                str(item)
+            except ValueError:  # beyond the interpreter's limit on integer digits
+                return False
+        elif isinstance(item, dict | list | tuple | set | frozenset):
+            if depth == MAX_DEPTH:
+                return False
+            children = [*item.keys(), *item.values()] if isinstance(item, dict) else item
+            stack.extend((child, depth + 1) for child in children)
+    return True
