@@ -28,9 +28,9 @@ from typing import Any
 from novabench import __version__
 from novabench.boxes import BOX_FORMATS
 from novabench.errors import NovaError
+from novabench.predict import STATUSES
 
 TASKS = ("localization", "captioning", "diagnosis")
-STATUSES = ("ok", "no_finding", "parse_error", "error")
 # The offline judges each task can be scored with; the first is the pipeline's default.
 TASK_JUDGES = {"captioning": ("keyword-lexicon",), "diagnosis": ("diagnosis-matcher",)}
 JUDGE_KINDS = tuple(kind for kinds in TASK_JUDGES.values() for kind in kinds)
