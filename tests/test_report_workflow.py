@@ -82,14 +82,10 @@ def test_editing_figure_code_plans_only_figure_jobs(up_to_date):
     edit(workflow / "scripts" / "novabench" / "report" / "figures.py", now + 100)
     jobs = planned_jobs(snakemake(workflow, workdir, "-n"))
     assert jobs, "a figure change must re-plan the figures"
-    assert set(jobs) - {"all"} <= {
-        "figure_metrics",
-        "figure_breakdown",
-        "figure_localization",
-        "figure_diagnosis_labels",
-    }
-    # one job per figure family and task, none per image
-    assert jobs["figure_localization"] == 3
+    assert set(jobs) - {"all"} <= {"figure_metrics", "figure_breakdown", "figure_task"}
+    # one job per figure family and task, none per image: localization's iou, lesion_size
+    # and examples and diagnosis' labels
+    assert jobs["figure_task"] == 4
     assert jobs["figure_metrics"] == jobs["figure_breakdown"] <= 3
 
 
