@@ -542,6 +542,11 @@ class DiagnosisMatcher:
         return self._explain(predicted or "", reference or "")
 
     def _explain_uncached(self, predicted: str, reference: str) -> MatchDecision:
+        # Equal whole texts match before they are split into alternatives, which can leave
+        # nothing of a text such as "A;0" or "[0]:" on one side.
+        whole = self.normalize(reference)
+        if whole and self.normalize(predicted) == whole:
+            return MatchDecision(True, "normalized-equal")
         references = [self._analyse(t) for t in _reference_alternatives(reference)]
         predictions = [self._analyse(t) for t in _prediction_alternatives(predicted)]
         verdicts: list[tuple[bool | None, str]] = []
