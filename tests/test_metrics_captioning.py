@@ -1,7 +1,5 @@
 """Captioning metrics: BLEU-4 against sacrebleu, METEOR with WordNet, keyword and binary F1."""
 
-from pathlib import Path
-
 import pytest
 import sacrebleu
 from nltk.translate.meteor_score import meteor_score
@@ -17,7 +15,6 @@ from novabench.metrics.captioning import (
     sentence_bleu4,
     tokenize,
 )
-from novabench.wordnet import DEBIAN_WORDNET_DIR, ensure_wordnet
 
 
 def verdict(modality, clinical, abnormal) -> KeywordSet:
@@ -37,13 +34,6 @@ HYPOTHESES = [
     "Sagittal T2-weighted image shows a cystic mass in the posterior fossa.",
     "Axial diffusion-weighted image shows restricted diffusion in the thalamus.",
 ]
-
-
-@pytest.fixture(scope="module")
-def nltk_data(tmp_path_factory) -> Path:
-    if not (DEBIAN_WORDNET_DIR / "index.sense").is_file():
-        pytest.skip("needs `apt-get install wordnet-base wordnet-sense-index`")
-    return ensure_wordnet(tmp_path_factory.mktemp("nltk_data"))
 
 
 def test_tokenize_lowercases_and_splits_punctuation_13a():

@@ -131,11 +131,6 @@ def test_dataframe_and_serialized_predictions_are_accepted() -> None:
     assert summary["Top-5"] == pytest.approx(100 * 4 / 7)
 
 
-@pytest.fixture(scope="module")
-def matcher() -> DiagnosisMatcher:
-    return DiagnosisMatcher(embedding_fallback=False)
-
-
 def test_gold_versus_gold_is_100(matcher: DiagnosisMatcher) -> None:
     kb = load_knowledge_base()
     records = []

@@ -10,16 +10,10 @@ import pytest
 from novabench.errors import ConfigError, NovaError
 from novabench.predict import read_predictions, run_predictions
 from novabench.score import score_predictions
-from upstream import IMAGES, build_local_dataset
+from upstream import IMAGES
 
 ROOT = Path(__file__).resolve().parents[1]
 PROMPTS = ROOT / "config" / "prompts"
-
-
-@pytest.fixture(scope="module")
-def dataset(tmp_path_factory):
-    tmp = tmp_path_factory.mktemp("nova")
-    return build_local_dataset(tmp)
 
 
 def predict(dataset, tmp_path, task, model_cfg, name="m", prompt=None):

