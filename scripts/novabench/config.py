@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from novabench.errors import ConfigError, NovaError
+from novabench.io import resolve_path
 from novabench.judges import judge_kind
 from novabench.models.base import adapter_class, adapter_exists
 from novabench.tasks import get_task, task_names
@@ -95,11 +96,7 @@ class Plan:
 
     def resolve(self, path: str) -> str:
         """Config paths are relative to the working directory, else to the workflow."""
-        candidate = Path(path).expanduser()
-        if candidate.is_absolute() or candidate.exists():
-            return str(candidate)
-        in_workflow = self.basedir / candidate
-        return str(in_workflow) if in_workflow.exists() else str(candidate)
+        return resolve_path(path, self.basedir)
 
     def prompt(self, task: str, model: str) -> str:
         override = self.model(model).get("prompts", {}).get(task)

@@ -92,3 +92,13 @@ def _fsync_file(path: Path) -> None:
         os.fsync(fd)
     finally:
         os.close(fd)
+
+
+def resolve_path(path: str | Path, base: Path | None) -> str:
+    """A path from the config: as given when it is absolute or exists (relative to the
+    working directory), else under ``base`` (the workflow) when it exists there."""
+    candidate = Path(path).expanduser()
+    if candidate.is_absolute() or candidate.exists() or base is None:
+        return str(candidate)
+    in_base = Path(base) / candidate
+    return str(in_base) if in_base.exists() else str(candidate)

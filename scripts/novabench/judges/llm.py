@@ -24,9 +24,7 @@ Unreadable answers are then removed from the cache, so a re-run asks again.
 from __future__ import annotations
 
 import logging
-import os
 import re
-import socket
 import string
 import unicodedata
 from collections import Counter
@@ -37,6 +35,7 @@ from typing import Any, ClassVar, TypeVar
 from novabench.answer_json import json_spans, load_lenient
 from novabench.cache import request_key
 from novabench.errors import ConfigError, NovaError, settings_error
+from novabench.io import resolve_path
 from novabench.judges.base import NEGATED_PREFIX, JudgeKind, KeywordSet, register_judge_kind
 from novabench.models import openai_compatible
 from novabench.provenance import sha256_text
@@ -89,12 +88,7 @@ class UnreadableAnswer(ValueError):
 
 
 def _default_resolve(path: str) -> str:
-    candidate = Path(path).expanduser()
-    if candidate.is_absolute() or candidate.exists():
-        return str(candidate)
-    if REPOSITORY is None or not (REPOSITORY / candidate).exists():
-        return str(candidate)
-    return str(REPOSITORY / candidate)
+    return resolve_path(path, REPOSITORY)
 
 
 def check_settings(
@@ -158,28 +152,15 @@ def api_resource(settings: dict[str, Any]) -> str:
     return openai_compatible.api_resource(settings.get("backend", {}))
 
 
-def _missing_key(name: str, backend: dict[str, Any]) -> NovaError | None:
-    variable = backend["api_key_env"]
-    if variable is None or os.environ.get(variable, "").strip():
-        return None
-    return NovaError(
-        f"judges.{name}: environment variable {variable} is not set "
-        "(it must hold the judge's API key)",
-        f"export {variable}=... before scoring, or choose another judge under tasks.<task>.judge",
+def _endpoint_problem(name: str, backend: dict[str, Any]) -> NovaError | None:
+    return openai_compatible.endpoint_problem(
+        f"judges.{name}",
+        backend,
+        key_fix="before scoring, or choose another judge under tasks.<task>.judge",
+        url_fix=f"start the server or fix judges.{name}.settings.backend.base_url, and check "
+        "the network",
+        holder="the judge's API key",
     )
-
-
-def _unreachable(name: str, backend: dict[str, Any]) -> NovaError | None:
-    host, port = openai_compatible.endpoint_address(backend["base_url"])
-    try:
-        with socket.create_connection((host, port), timeout=backend["connect_timeout_s"]):
-            return None
-    except OSError as exc:
-        return NovaError(
-            f"judges.{name}: cannot reach {backend['base_url']} ({exc.strerror or exc})",
-            f"start the server or fix judges.{name}.settings.backend.base_url, and check "
-            "the network",
-        )
 
 
 def check_environment(
@@ -192,7 +173,7 @@ def check_environment(
     resolved = check_settings(name, settings, resolve)
     for task in tasks:
         read_prompt(name, task, resolved["prompts"][task])
-    problem = _missing_key(name, resolved["backend"]) or _unreachable(name, resolved["backend"])
+    problem = _endpoint_problem(name, resolved["backend"])
     if problem is not None:
         raise problem
 
@@ -275,7 +256,7 @@ class _LLMJudge:
         if cache is not None and all(self._cache_key(p) in cache for p in prompts):
             return
         backend = self.adapter.config
-        problem = _missing_key(self.name, backend) or _unreachable(self.name, backend)
+        problem = _endpoint_problem(self.name, backend)
         if problem is not None:
             raise problem
 
@@ -684,7 +665,7 @@ class LLMKind(JudgeKind):
 
     def environment_problems(self, name, settings, tasks, resolve) -> list[NovaError]:
         backend = check_settings(name, dict(settings), resolve)["backend"]
-        problem = _missing_key(name, backend) or _unreachable(name, backend)
+        problem = _endpoint_problem(name, backend)
         return [] if problem is None else [problem]
 
     def api_resource(self, settings) -> str:

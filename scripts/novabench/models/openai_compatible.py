@@ -201,18 +201,15 @@ class Adapter(BaseAdapter):
     @classmethod
     def check_environment(cls, name: str, settings: dict[str, Any]) -> None:
         """Before any job: the key's variable is set and the endpoint accepts connections."""
-        config = resolve_settings(name, settings)
-        _api_key(name, config)
-        host, port = endpoint_address(config["base_url"])
-        try:
-            with socket.create_connection((host, port), timeout=config["connect_timeout_s"]):
-                pass
-        except OSError as exc:
-            raise NovaError(
-                f"models.{name}: cannot reach {config['base_url']} ({exc.strerror or exc})",
-                "start the server or fix models."
-                f"{name}.settings.base_url, and check the network (or set enabled: false)",
-            ) from None
+        problem = endpoint_problem(
+            f"models.{name}",
+            resolve_settings(name, settings),
+            key_fix="before running, or disable the model",
+            url_fix=f"start the server or fix models.{name}.settings.base_url, and check the "
+            "network (or set enabled: false)",
+        )
+        if problem is not None:
+            raise problem
 
     def preflight(self, task: str) -> None:
         _api_key(self.name, self.config)
@@ -425,6 +422,33 @@ class Adapter(BaseAdapter):
 
 
 # -- helpers ----------------------------------------------------------------------------
+
+
+def endpoint_problem(
+    where: str,
+    config: dict[str, Any],
+    *,
+    key_fix: str,
+    url_fix: str,
+    holder: str = "the API key",
+) -> NovaError | None:
+    """Why requests to this endpoint cannot work (the key's variable unset, the server not
+    accepting connections), or None. Shared by models and LLM judges (``where`` names the
+    config entry)."""
+    variable = config["api_key_env"]
+    if variable is not None and not os.environ.get(variable, "").strip():
+        return NovaError(
+            f"{where}: environment variable {variable} is not set (it must hold {holder})",
+            f"export {variable}=... {key_fix}",
+        )
+    host, port = endpoint_address(config["base_url"])
+    try:
+        with socket.create_connection((host, port), timeout=config["connect_timeout_s"]):
+            return None
+    except OSError as exc:
+        return NovaError(
+            f"{where}: cannot reach {config['base_url']} ({exc.strerror or exc})", url_fix
+        )
 
 
 def _api_key(name: str, config: dict[str, Any]) -> str | None:
