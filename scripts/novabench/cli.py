@@ -62,22 +62,7 @@ def _parsed_problem(task: str, parsed: Any) -> str | None:
     """Why an ``ok`` record's ``parsed`` cannot be scored, or None."""
     if not isinstance(parsed, dict):
         return "status ok but parsed is not an object"
-    if task == "localization":
-        boxes = parsed.get("boxes")
-        keys = ("x", "y", "width", "height")
-        if not isinstance(boxes, list) or not all(
-            isinstance(b, dict) and all(isinstance(b.get(k), int | float) for k in keys)
-            for b in boxes
-        ):
-            return "parsed.boxes must be a list of {x, y, width, height} numbers"
-    elif task == "captioning":
-        if not isinstance(parsed.get("caption"), str):
-            return "parsed.caption must be a string"
-    elif not isinstance(parsed.get("ranked"), list) or not all(
-        isinstance(d, str) for d in parsed["ranked"]
-    ):
-        return "parsed.ranked must be a list of diagnosis strings"
-    return None
+    return get_task(task).parsed_problem(parsed)
 
 
 def _line_problems(task: str, kind: str, line: dict[str, Any]) -> list[str]:
@@ -264,9 +249,9 @@ def _records_for_scoring(args: argparse.Namespace, model: str, stem: Path) -> Pa
         )
     if check.kind != "answers":
         return Path(args.predictions)
-    if args.task == "localization" and not args.box_format:
+    if get_task(args.task).needs_box_format and not args.box_format:
         raise NovaError(
-            "raw localization answers need the model's box convention",
+            f"raw {args.task} answers need the model's box convention",
             f"pass --box-format, one of {', '.join(BOX_FORMATS)}",
         )
     return answers_to_records(

@@ -22,6 +22,12 @@ import numpy as np
 import pandas as pd
 
 
+AGREEMENT_COLUMNS = [
+    "task", "model", "label", "judge_a", "judge_b", "kappa", "agreement",
+    "n_images", "positive_a", "positive_b",
+]  # fmt: skip
+
+
 def cohen_kappa(a: Sequence[Any], b: Sequence[Any]) -> float:
     """Cohen's kappa of two raters' labels of the same items.
 
@@ -85,13 +91,7 @@ def agreement_table(
                         "positive_b": int(b.sum()),
                     }
                 )
-    return pd.DataFrame(
-        rows,
-        columns=[
-            "task", "model", "label", "judge_a", "judge_b", "kappa", "agreement",
-            "n_images", "positive_a", "positive_b",
-        ],
-    )  # fmt: skip
+    return pd.DataFrame(rows, columns=AGREEMENT_COLUMNS)
 
 
 def write_agreement(
@@ -125,7 +125,9 @@ def write_agreement(
             for path in paths
         }
         tables.append(agreement_table(task, labels))
-    table = pd.concat(tables, ignore_index=True) if tables else agreement_table("diagnosis", {})
+    table = (
+        pd.concat(tables, ignore_index=True) if tables else pd.DataFrame(columns=AGREEMENT_COLUMNS)
+    )
     Path(out_csv).parent.mkdir(parents=True, exist_ok=True)
     table.to_csv(out_csv, index=False)
     lines = [

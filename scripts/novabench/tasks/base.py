@@ -146,6 +146,11 @@ class Task:
         """Read a model's answer text; never raises on any text."""
         raise NotImplementedError
 
+    def parsed_problem(self, parsed: dict[str, Any]) -> str | None:
+        """Why an ``ok`` record's ``parsed`` value (e.g. written by another harness) cannot
+        be scored, or None."""
+        return None
+
     # --- scoring -------------------------------------------------------------------------
 
     def score(

@@ -55,6 +55,11 @@ class Captioning(Task):
             return Parsed("parse_error", None, "empty answer")
         return Parsed("ok", {"caption": caption})
 
+    def parsed_problem(self, parsed: dict[str, Any]) -> str | None:
+        if not isinstance(parsed.get("caption"), str):
+            return "parsed.caption must be a string"
+        return None
+
     def score(
         self, frame: pd.DataFrame, answers: Answers, context: ScoringContext
     ) -> tuple[dict[str, Any], pd.DataFrame]:

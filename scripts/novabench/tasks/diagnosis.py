@@ -75,6 +75,12 @@ class Diagnosis(Task):
             return Parsed(parsed.status, None, parsed.error)
         return Parsed("ok", {"ranked": list(parsed.ranked)})
 
+    def parsed_problem(self, parsed: dict[str, Any]) -> str | None:
+        ranked = parsed.get("ranked")
+        if not isinstance(ranked, list) or not all(isinstance(d, str) for d in ranked):
+            return "parsed.ranked must be a list of diagnosis strings"
+        return None
+
     def score(
         self, frame: pd.DataFrame, answers: Answers, context: ScoringContext
     ) -> tuple[dict[str, Any], pd.DataFrame]:

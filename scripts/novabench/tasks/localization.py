@@ -98,6 +98,16 @@ class Localization(Task):
         )
         return Parsed(parsed.status, boxes.to_dict(parsed), parsed.error)
 
+    def parsed_problem(self, parsed: dict[str, Any]) -> str | None:
+        boxes = parsed.get("boxes")
+        keys = ("x", "y", "width", "height")
+        if not isinstance(boxes, list) or not all(
+            isinstance(b, dict) and all(isinstance(b.get(k), int | float) for k in keys)
+            for b in boxes
+        ):
+            return "parsed.boxes must be a list of {x, y, width, height} numbers"
+        return None
+
     def score(
         self, frame: pd.DataFrame, answers: Answers, context: ScoringContext
     ) -> tuple[dict[str, Any], pd.DataFrame]:
