@@ -21,7 +21,6 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-
 AGREEMENT_COLUMNS = [
     "task", "model", "label", "judge_a", "judge_b", "kappa", "agreement",
     "n_images", "positive_a", "positive_b",
