@@ -160,30 +160,10 @@ def test_rater_slugs_are_safe_file_names():
     assert rater_slug("../..") == "unnamed"
 
 
-def test_snakemake_stops_on_a_bad_config_with_the_one_line(tmp_path):
-    bad = tmp_path / "bad.yaml"
-    bad.write_text(
-        "dataset: {source: sample}\n"
-        "models:\n  ../evil:\n    adapter: gold\n    tasks: [localization]\n"
-    )
-    result = subprocess.run(
-        [sys.executable, "-m", "snakemake", "-n", "--configfile", str(bad), "-d", str(tmp_path)],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert result.returncode != 0
-    assert "config error: bad name '../evil' at models" in result.stderr + result.stdout
-
-
-def test_a_dry_run_catches_a_misspelled_setting(tmp_path):
-    config = tmp_path / "typo.yaml"
-    config.write_text(
-        "dataset: {source: sample}\n"
-        "models:\n  gpt:\n    adapter: openai_compatible\n    tasks: [captioning]\n"
-        "    settings: {base_url: 'http://localhost:1/v1', modle: gpt-4o}\n"
-    )
+def failed_dry_run(tmp_path, config_text: str) -> str:
+    """The output of `snakemake -n` with this config, which must fail."""
+    config = tmp_path / "config.yaml"
+    config.write_text("dataset: {source: sample}\n" + config_text)
     result = subprocess.run(
         [sys.executable, "-m", "snakemake", "-n", "--configfile", str(config), "-d", str(tmp_path)],
         cwd=ROOT,
@@ -192,7 +172,20 @@ def test_a_dry_run_catches_a_misspelled_setting(tmp_path):
         timeout=120,
     )
     assert result.returncode != 0
-    assert "models.gpt.settings: unknown setting modle" in result.stderr + result.stdout
+    return result.stderr + result.stdout
+
+
+def test_snakemake_stops_on_a_bad_config_with_the_one_line(tmp_path):
+    models = "models:\n  ../evil:\n    adapter: gold\n    tasks: [localization]\n"
+    assert "config error: bad name '../evil' at models" in failed_dry_run(tmp_path, models)
+
+
+def test_a_dry_run_catches_a_misspelled_setting(tmp_path):
+    models = (
+        "models:\n  gpt:\n    adapter: openai_compatible\n    tasks: [captioning]\n"
+        "    settings: {base_url: 'http://localhost:1/v1', modle: gpt-4o}\n"
+    )
+    assert "models.gpt.settings: unknown setting modle" in failed_dry_run(tmp_path, models)
 
 
 def test_the_environment_check_names_every_missing_key_at_once(monkeypatch):
