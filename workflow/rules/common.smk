@@ -171,6 +171,18 @@ def report_code(*names):
     ]
 
 
+def task_code(wildcards):
+    """The task's module (its bootstrap replicates and breakdown metric) and the task base:
+    editing them re-runs the task's statistics."""
+    import inspect
+
+    from novabench.tasks import Task
+
+    return [
+        inspect.getsourcefile(cls) for cls in (Task, type(get_task(wildcards.task)))
+    ]
+
+
 def report_category(wildcards):
     return get_task(wildcards.task).category
 

@@ -16,6 +16,7 @@ rule statistics:
             "inputs.py",
             "imaging.py",
         ),
+        task_code=task_code,
     output:
         statistics=report(
             "results/statistics/{task}.csv",
