@@ -25,11 +25,10 @@ from snakemake.utils import validate
 
 from novabench.config import check_config
 from novabench.errors import ConfigError, NovaError
-from novabench.judges import KeywordSet, make_judge
+from novabench.judges import KeywordSet, judge_kind, make_judge
 from novabench.judges.llm import (
     LLMDiagnosisJudge,
     LLMKeywordJudge,
-    check_environment,
     check_settings,
     read_first_match,
     read_keywords,
@@ -367,8 +366,9 @@ def test_the_workflow_checks_the_judge_before_any_job(monkeypatch):
     monkeypatch.delenv("NOVA_JUDGE_KEY", raising=False)
     with FakeOpenAI() as server:
         settings = {"backend": backend(server, api_key_env="NOVA_JUDGE_KEY")}
-        with pytest.raises(NovaError, match=r"judges\.gpt: environment variable NOVA_JUDGE_KEY"):
-            check_environment("gpt", settings)
+        problems = judge_kind("llm").environment_problems("gpt", settings, ["diagnosis"], None)
+        assert len(problems) == 1
+        assert re.match(r"judges\.gpt: environment variable NOVA_JUDGE_KEY", str(problems[0]))
         plan = planned(llm_config(server, "NOVA_JUDGE_KEY"))
         with pytest.raises(NovaError, match=r"judges\.llm-judge: environment variable NOVA_JUDGE"):
             plan.check_environment()

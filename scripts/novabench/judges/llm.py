@@ -28,7 +28,7 @@ import re
 import string
 import unicodedata
 from collections import Counter
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, ClassVar, TypeVar
 
@@ -161,21 +161,6 @@ def _endpoint_problem(name: str, backend: dict[str, Any]) -> NovaError | None:
         "the network",
         holder="the judge's API key",
     )
-
-
-def check_environment(
-    name: str,
-    settings: dict[str, Any],
-    tasks: Iterable[str] = TASKS,
-    resolve: Callable[[str], str] | None = None,
-) -> None:
-    """Before any job: valid settings and prompts, the key's variable set, endpoint reachable."""
-    resolved = check_settings(name, settings, resolve)
-    for task in tasks:
-        read_prompt(name, task, resolved["prompts"][task])
-    problem = _endpoint_problem(name, resolved["backend"])
-    if problem is not None:
-        raise problem
 
 
 # --- the judges -----------------------------------------------------------------------------

@@ -435,12 +435,9 @@ def endpoint_problem(
     """Why requests to this endpoint cannot work (the key's variable unset, the server not
     accepting connections), or None. Shared by models and LLM judges (``where`` names the
     config entry)."""
-    variable = config["api_key_env"]
-    if variable is not None and not os.environ.get(variable, "").strip():
-        return NovaError(
-            f"{where}: environment variable {variable} is not set (it must hold {holder})",
-            f"export {variable}=... {key_fix}",
-        )
+    problem = key_problem(where, config, key_fix=key_fix, holder=holder)
+    if problem is not None:
+        return problem
     host, port = endpoint_address(config["base_url"])
     try:
         with socket.create_connection((host, port), timeout=config["connect_timeout_s"]):
@@ -451,17 +448,25 @@ def endpoint_problem(
         )
 
 
-def _api_key(name: str, config: dict[str, Any]) -> str | None:
+def key_problem(
+    where: str, config: dict[str, Any], *, key_fix: str, holder: str = "the API key"
+) -> NovaError | None:
+    """Why the API key cannot be read (its variable unset or empty), or None."""
     variable = config["api_key_env"]
-    if variable is None:
-        return None
-    key = os.environ.get(variable, "").strip()
-    if not key:
-        raise NovaError(
-            f"models.{name}: environment variable {variable} is not set (it must hold the API key)",
-            f"export {variable}=... before running, or disable the model",
+    if variable is not None and not os.environ.get(variable, "").strip():
+        return NovaError(
+            f"{where}: environment variable {variable} is not set (it must hold {holder})",
+            f"export {variable}=... {key_fix}",
         )
-    return key
+    return None
+
+
+def _api_key(name: str, config: dict[str, Any]) -> str | None:
+    problem = key_problem(f"models.{name}", config, key_fix="before running, or disable the model")
+    if problem is not None:
+        raise problem
+    variable = config["api_key_env"]
+    return None if variable is None else os.environ[variable].strip()
 
 
 def _sha256(data: bytes) -> str:
