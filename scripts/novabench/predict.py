@@ -88,12 +88,6 @@ def build_samples(
     return samples
 
 
-def parse_answer(task: Task, raw: str, context: AnswerContext) -> Parsed:
-    """Read one answer with the task's parser. The parser never raises on any text, so an
-    exception here is a bug in our code and is left to crash the job."""
-    return task.parse(raw, context)
-
-
 def model_box_format(name: str, model_cfg: dict[str, Any], adapter: Adapter) -> str | None:
     if adapter.box_format is not None:
         declared = model_cfg.get("box_format")
@@ -221,7 +215,8 @@ def _record(
         parsed = Parsed("error", None, response.error or "no answer")
     else:
         context = AnswerContext(sample.width, sample.height, box_format, response.frame_size)
-        parsed = parse_answer(task, response.raw, context)
+        # A task's parser never raises on any text: an exception here is a bug and crashes.
+        parsed = task.parse(response.raw, context)
     return {
         "filename": sample.filename,
         "case_id": sample.case_id,
