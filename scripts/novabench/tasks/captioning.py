@@ -16,12 +16,11 @@ def captions(frame: pd.DataFrame, predictions: Path) -> list[str]:
     """Each image's hypothesis as the scorer reads it: the caption if ``ok``, else ""."""
     from novabench.records import read_predictions
 
-    by_name = {r["filename"]: r for r in read_predictions(predictions)}
+    answers = Answers(read_predictions(predictions))
     out = []
     for filename in frame["filename"]:
-        record = by_name.get(filename, {"status": "error"})
-        caption = (record.get("parsed") or {}).get("caption")
-        out.append(caption if record["status"] == "ok" and caption else "")
+        caption, status = answers.get(filename, "caption")
+        out.append(caption if status == "ok" and caption else "")
     return out
 
 

@@ -44,11 +44,8 @@ def entry_boxes(
         }
     if predictions is None:
         raise NovaError(f"no prediction file for {name}", "run `predict` for this model")
-    by_name = {r["filename"]: r for r in read_predictions(predictions)}
-    return {
-        filename: list((by_name.get(filename, {}).get("parsed") or {}).get("boxes", []))
-        for filename in frame["filename"]
-    }
+    answers = Answers(read_predictions(predictions))
+    return {filename: list(answers.get(filename, "boxes", [])[0]) for filename in frame["filename"]}
 
 
 class Localization(Task):
