@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Mapping
 from typing import Any
@@ -134,13 +135,23 @@ class Diagnosis(Task):
 def diagnosis_labeler(judge: Mapping[str, Any] | None):
     """The label function the scorer counted Coverage and Entropy with: the judge's
     ``canonical_label`` where it has one, else case- and space-folded text."""
-    from novabench.judges import judge_kind
-
     if judge:
-        labeler = judge_kind(judge["kind"]).labeler(judge.get("settings") or {})
+        labeler = _judge_labeler(judge["kind"], json.dumps(judge.get("settings") or {}))
         if labeler is not None:
             return labeler
-    return lambda text: " ".join(text.casefold().split())
+    return _casefold
+
+
+@functools.lru_cache(maxsize=8)
+def _judge_labeler(kind: str, settings_json: str):
+    # Built once per judge configuration, not once per scored entry (it loads its tables).
+    from novabench.judges import judge_kind
+
+    return judge_kind(kind).labeler(json.loads(settings_json))
+
+
+def _casefold(text: str) -> str:
+    return " ".join(text.casefold().split())
 
 
 def diagnosis_labels(per_image: pd.DataFrame, labeler) -> tuple[list[str | None], list[str]]:
