@@ -64,27 +64,33 @@ def seen_samples(monkeypatch) -> list:
     return seen
 
 
+def predict_from_file(dataset, tmp_path, task, answers, prompt, **upstream) -> Path:
+    """Predictions of a model whose answers are on file (``predictions_file``)."""
+    out = tmp_path / f"{task}.jsonl"
+    run_predictions(
+        dataset=dataset,
+        task=task,
+        model_name=f"{task}-model",
+        model_cfg={
+            "adapter": "predictions_file",
+            "tasks": [task],
+            "settings": {"path": str(answers)},
+        },
+        prompt_path=prompt,
+        out=out,
+        summary_out=tmp_path / f"{task}.summary.json",
+        **upstream,
+    )
+    return out
+
+
 def diagnose(dataset, tmp_path, seen, **upstream) -> dict[str, str]:
     """Run a diagnosis model from answers on file; return the prompt sent for each image."""
     answer = json.dumps({"most_likely_diagnosis": "Glioblastoma", "other_possible_diagnoses": []})
     answers = write_jsonl(tmp_path / "diagnoses.jsonl", {f: answer for f in REFERENCE})
     prompt = tmp_path / "diagnosis-chain.txt"
     prompt.write_text(TEMPLATE)
-    out = tmp_path / "diagnosis.jsonl"
-    run_predictions(
-        dataset=dataset,
-        task="diagnosis",
-        model_name="diagnoser",
-        model_cfg={
-            "adapter": "predictions_file",
-            "tasks": ["diagnosis"],
-            "settings": {"path": str(answers)},
-        },
-        prompt_path=prompt,
-        out=out,
-        summary_out=tmp_path / "diagnosis.summary.json",
-        **upstream,
-    )
+    out = predict_from_file(dataset, tmp_path, "diagnosis", answers, prompt, **upstream)
     assert {r["status"] for r in read_predictions(out)} == {"ok"}
     return {s.filename: s.prompt for s in seen if s.task == "diagnosis"}
 
@@ -93,20 +99,8 @@ def diagnose(dataset, tmp_path, seen, **upstream) -> dict[str, str]:
 def captions(dataset, tmp_path) -> Path:
     """The captioning model's prediction file."""
     answers = write_jsonl(tmp_path / "captions-answers.jsonl", MODEL_CAPTIONS)
-    out = tmp_path / "captioning.jsonl"
-    run_predictions(
-        dataset=dataset,
-        task="captioning",
-        model_name="reader",
-        model_cfg={
-            "adapter": "predictions_file",
-            "tasks": ["captioning"],
-            "settings": {"path": str(answers)},
-        },
-        prompt_path=ROOT / "config" / "prompts" / "captioning-v1.txt",
-        out=out,
-        summary_out=tmp_path / "captioning.summary.json",
-    )
+    prompt = ROOT / "config" / "prompts" / "captioning-v1.txt"
+    out = predict_from_file(dataset, tmp_path, "captioning", answers, prompt)
     status = {r["filename"]: r["status"] for r in read_predictions(out)}
     assert status == {
         "case0001_001.png": "ok",
