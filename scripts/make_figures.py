@@ -26,6 +26,7 @@ def main(smk):
         reporting=smk.params.reporting,
         table=_optional(smk.output, "table") or _optional(smk.input, "table"),
         judge=getattr(smk.params, "judge", None),
+        axis=getattr(smk.params, "axis", None),
     )
     log.info("figure %s (%s) written", smk.params.family, smk.params.task or "all tasks")
 

@@ -1,4 +1,4 @@
-"""Rule `manifest`: results/manifest.json, the provenance of every result."""
+"""Rule `manifest`: results/<tag>/manifest.json, the provenance of every result."""
 
 from pathlib import Path
 

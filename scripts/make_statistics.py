@@ -17,6 +17,7 @@ def main(smk):
         out=Path(smk.output.statistics),
         judge=smk.params.judge,
         breakdown_out=Path(smk.output.breakdown),
+        cases_out=Path(smk.output.cases),
     )
     log.info(
         "%s: %d entries x %d metrics bootstrapped in %.1f s",

@@ -22,7 +22,7 @@ from upstream import CASES, IMAGES
 
 ROOT = Path(__file__).resolve().parents[1]
 SNAKEMAKE = [sys.executable, "-m", "snakemake"]
-TARGET = "results/predictions/diagnosis/retrieval.jsonl"
+TARGET = "results/sample/predictions/diagnosis/retrieval.jsonl"
 
 # A captioning model's answers, written by hand: two usable captions, one blank answer
 # (parse_error) and one image it never answered (error).
@@ -150,7 +150,7 @@ def dry_run(tmp_path: Path, findings: str) -> subprocess.CompletedProcess:
 def diagnosis_job_inputs(output: str) -> list[str]:
     """The inputs of the dry run's diagnosis job (Snakemake prints them before its output)."""
     job = re.search(
-        r"input: (.*)\n\s+output: results/predictions/diagnosis/retrieval\.jsonl", output
+        r"input: (.*)\n\s+output: results/sample/predictions/diagnosis/retrieval\.jsonl", output
     )
     assert job, f"no diagnosis job in:\n{output[-3000:]}"
     return job.group(1).split(", ")
@@ -160,7 +160,7 @@ def test_the_findings_key_makes_diagnosis_wait_for_the_captions(tmp_path):
     chained = dry_run(tmp_path, "classical")
     assert chained.returncode == 0, chained.stderr[-3000:]
     inputs = diagnosis_job_inputs(chained.stdout + chained.stderr)
-    assert "results/predictions/captioning/classical.jsonl" in inputs
+    assert "results/sample/predictions/captioning/classical.jsonl" in inputs
 
     reference = dry_run(tmp_path, "reference")
     assert reference.returncode == 0, reference.stderr[-3000:]

@@ -632,9 +632,9 @@ def test_score_jobs_of_an_llm_judge_claim_its_provider_and_read_its_prompt(tmp_p
     for block in (dry.stdout + dry.stderr).split("rule score:")[1:]:
         output = re.search(r"output: (\S+?\.json)", block).group(1)
         jobs[output] = block.split("\n[", 1)[0]
-    caption = jobs["results/scores/captioning/gold.json"]
+    caption = jobs["results/nova/scores/captioning/gold.json"]
     assert "api_openai=1" in caption and "judge-keywords-v1.txt" in caption
-    assert "api_openai=1" in jobs["results/scores/diagnosis/retrieval.json"]
-    assert "judge-diagnosis-v1.txt" in jobs["results/scores/diagnosis/retrieval.json"]
-    localization = jobs["results/scores/localization/gold.json"]
+    assert "api_openai=1" in jobs["results/nova/scores/diagnosis/retrieval.json"]
+    assert "judge-diagnosis-v1.txt" in jobs["results/nova/scores/diagnosis/retrieval.json"]
+    localization = jobs["results/nova/scores/localization/gold.json"]
     assert "api_openai=0" in localization and "judge-" not in localization

@@ -703,7 +703,11 @@ def workflow_config(tmp_path: Path, server: FakeOpenAI) -> tuple[Path, Path, str
         "models": {"api": api},
     }
     (tmp_path / "config.yaml").write_text(yaml.safe_dump(config))
-    return tmp_path / "config.yaml", tmp_path / "work", "results/predictions/localization/api.jsonl"
+    return (
+        tmp_path / "config.yaml",
+        tmp_path / "work",
+        "results/local-repo/predictions/localization/api.jsonl",
+    )
 
 
 def test_snakemake_stops_before_any_job_when_a_key_is_missing(tmp_path, monkeypatch):
@@ -736,6 +740,6 @@ def test_the_paper_configuration_dry_runs_offline(tmp_path):
     out = result.stdout + result.stderr
     for name in ("gpt-4o", "gemini-2.0-flash", "qwen2.5-vl-72b", "qwen2-vl-72b"):
         for task in ("localization", "captioning", "diagnosis"):
-            assert f"results/predictions/{task}/{name}.jsonl" in out
+            assert f"results/nova/predictions/{task}/{name}.jsonl" in out
     assert "api_openai=1" in out and "api_vllm_qwen25=1" in out
     assert not (tmp_path / "results").exists()

@@ -18,6 +18,8 @@ from pathlib import Path
 
 import pytest
 
+from novabench.report.breakdowns import AXES as BREAKDOWN_AXES
+
 ROOT = Path(__file__).resolve().parents[1]
 SNAKEMAKE = [sys.executable, "-m", "snakemake"]
 
@@ -52,11 +54,13 @@ def up_to_date(tmp_path_factory):
         shutil.copytree(ROOT / folder, workflow / folder, ignore=ignore)
     # The dataset checkpoint's outputs decide the rater jobs; everything else is listed
     # by --summary and created empty.
-    dataset = workdir / "results" / "dataset"
-    (dataset / "sample" / "data").mkdir(parents=True)
+    dataset = workdir / "results" / "sample" / "dataset"
+    dataset.mkdir(parents=True)
     (dataset / "manifest.json").write_text(json.dumps({"raters": ["rater1", "rater2"]}))
     (dataset / "nova.parquet").touch()
-    (dataset / "sample" / "data" / "nova-v1.parquet").touch()
+    source = workdir / "results" / "sources" / "sample" / "data" / "nova-v1.parquet"
+    source.parent.mkdir(parents=True)
+    source.touch()
     summary = snakemake(workflow, workdir, "--summary")
     for line in summary.splitlines():
         fields = line.split("\t")
@@ -86,7 +90,9 @@ def test_editing_figure_code_plans_only_figure_jobs(up_to_date):
     # one job per figure family and task, none per image: localization's iou, lesion_size
     # and examples and diagnosis' labels
     assert jobs["figure_task"] == 4
-    assert jobs["figure_metrics"] == jobs["figure_breakdown"] <= 3
+    # and one breakdown figure per axis
+    assert jobs["figure_breakdown"] == len(BREAKDOWN_AXES) * jobs["figure_metrics"]
+    assert jobs["figure_metrics"] <= 3
 
 
 def test_editing_statistics_code_replans_statistics_not_scoring(up_to_date):

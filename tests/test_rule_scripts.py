@@ -155,7 +155,7 @@ def test_a_rule_script_user_error_through_snakemake(tmp_path):
         )
     )
     workdir = tmp_path / "work"
-    target = "results/predictions/captioning/bad.jsonl"
+    target = "results/local-repo/predictions/captioning/bad.jsonl"
     result = subprocess.run(
         [*SNAKEMAKE, target, "-d", str(workdir), "--cores", "1", "--configfile", str(config)],
         cwd=ROOT,
@@ -165,7 +165,7 @@ def test_a_rule_script_user_error_through_snakemake(tmp_path):
     )
     output = result.stdout + result.stderr
     assert result.returncode != 0, output[-3000:]
-    logged = only_line((workdir / "results/logs/predict/captioning/bad.log").read_text())
+    logged = only_line((workdir / "results/local-repo/logs/predict/captioning/bad.log").read_text())
     # The JSON parser's own words in brackets vary between Python versions.
     problem = f"ERROR novabench: {answers}:2 is not a JSON object with `filename` and `raw` ("
     assert problem in logged, logged

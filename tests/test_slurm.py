@@ -27,7 +27,7 @@ SNAKEMAKE = [sys.executable, "-m", "snakemake"]
 
 # The shallow DAG of the cluster test: sample -> dataset -> (predict + score) per model.
 MODELS = ("gold", "random")
-TARGETS = [f"results/scores/localization/{model}.json" for model in MODELS]
+TARGETS = [f"results/sample/scores/localization/{model}.json" for model in MODELS]
 SMALL_CONFIG = {
     "dataset": {"source": "sample", "sample": {"n_cases": 3}},
     "tasks": {"captioning": {"enabled": False}, "diagnosis": {"enabled": False}},
@@ -334,10 +334,10 @@ def test_every_job_ran_as_a_slurm_job_recorded_in_accounting(cluster, runs):
 def test_slurm_outputs_equal_a_local_run(runs):
     for model in MODELS:
         for suffix in (".json", ".images.csv"):
-            name = f"results/scores/localization/{model}{suffix}"
+            name = f"results/sample/scores/localization/{model}{suffix}"
             on_slurm = (runs["slurm"] / name).read_bytes()
             assert on_slurm == (runs["local"] / name).read_bytes(), name
-        predictions = f"results/predictions/localization/{model}.jsonl"
+        predictions = f"results/sample/predictions/localization/{model}.jsonl"
         assert (runs["slurm"] / predictions).read_bytes() == (
             runs["local"] / predictions
         ).read_bytes()

@@ -29,7 +29,9 @@ def snakemake(workdir: Path, *args: str) -> subprocess.CompletedProcess:
 
 
 def scores(workdir: Path, task: str, model: str) -> dict:
-    return json.loads((workdir / "results" / "scores" / task / f"{model}.json").read_text())
+    return json.loads(
+        (workdir / "results" / "sample" / "scores" / task / f"{model}.json").read_text()
+    )
 
 
 @pytest.fixture(scope="module")
@@ -42,7 +44,7 @@ def run(tmp_path_factory):
 
 
 def test_every_configured_job_left_its_outputs(run):
-    results = run / "results"
+    results = run / "results" / "sample"
     manifest = json.loads((results / "dataset" / "manifest.json").read_text())
     assert manifest["source"] == "sample" and manifest["layout"] == "current"
     assert manifest["n_cases"] >= 10 and manifest["n_images"] >= 20
@@ -137,3 +139,24 @@ def job_counts(output: str) -> dict[str, int]:
             break
         counts[parts[0]] = int(parts[1])
     return counts
+
+
+def test_a_subset_runs_into_its_own_folder(run, tmp_path):
+    full = run / "results" / "sample"
+    before = {p: p.read_bytes() for p in (full / "tables").iterdir()}
+    config = tmp_path / "subset.yaml"
+    config.write_text("dataset: {source: sample, subset: {limit: 5, seed: 1}}\n")
+    result = snakemake(run, "--cores", "2", "--configfile", str(config))
+    assert result.returncode == 0, result.stderr[-3000:]
+    jobs = job_counts(result.stdout + result.stderr)
+    # cut from the built dataset, not rebuilt
+    assert jobs["subset"] == 1 and "dataset" not in jobs and "sample" not in jobs, jobs
+    (folder,) = (run / "results").glob("sample-subset-*")
+    manifest = json.loads((folder / "dataset" / "manifest.json").read_text())
+    assert manifest["n_images"] <= 5 and manifest["subset"]["limit"] == 5
+    predictions = (folder / "predictions" / "localization" / "gold.jsonl").read_text()
+    assert len(predictions.splitlines()) == manifest["n_images"]
+    # the full sample's results are untouched, and switching back re-runs nothing
+    assert {p: p.read_bytes() for p in (full / "tables").iterdir()} == before
+    result = snakemake(run, "--cores", "2", "--dry-run")
+    assert "Nothing to be done" in result.stdout + result.stderr

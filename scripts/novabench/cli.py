@@ -5,7 +5,7 @@
     novabench build-dataset --source local --local-path /data/Nova --out nova.parquet
 
 A predictions file is either the pipeline's prediction records (lines with ``status`` and
-``parsed``, as in ``results/predictions/{task}/{model}.jsonl``) or raw answers
+``parsed``, as in ``results/<tag>/predictions/{task}/{model}.jsonl``) or raw answers
 ``{"filename", "raw"}`` (README, "Bring your own predictions"), which are read here
 exactly as the ``predictions_file`` adapter reads them in the pipeline.
 

@@ -39,6 +39,8 @@ CATEGORIES = (
     "trauma",
     "other",
 )
+# The category of a diagnosis that no entry of the knowledge base holds.
+UNKNOWN_CATEGORY = "unknown"
 
 _NON_EMPTY = {"type": "string", "pattern": r"\S"}
 _SCHEMA: dict[str, Any] = {
@@ -127,6 +129,31 @@ class KnowledgeBase:
 
     def __len__(self) -> int:
         return len(self.entries)
+
+    def category_of(self, diagnosis: str | None) -> str:
+        """The pathology category of a diagnosis, or ``"unknown"`` when no entry holds it.
+
+        The entry whose name or synonym is the longest whole-word phrase of ``diagnosis``
+        wins, so "Glioblastoma, IDH-wildtype" is a neoplasm and "Atypical meningioma"
+        one too; categories are coarse, so a more specific name never changes them. Text
+        in parentheses is looked at only when the rest names no entry: it explains, so
+        "MELAS (... with stroke-like episodes)" is metabolic, not a stroke.
+        """
+        text = diagnosis or ""
+        for candidate in (re.sub(r"\([^)]*\)", " ", text), text):
+            key = f" {_name_key(candidate)} "
+            best = max(
+                (
+                    (len(name), entry.category)
+                    for entry in self.entries
+                    for name in map(_name_key, entry.names)
+                    if name and f" {name} " in key
+                ),
+                default=None,
+            )
+            if best is not None:
+                return best[1]
+        return UNKNOWN_CATEGORY
 
 
 def _name_key(name: str) -> str:

@@ -1,6 +1,6 @@
 """Run one model on one task and write its prediction file.
 
-``results/predictions/{task}/{model}.jsonl`` holds one record per image, sorted by
+``results/<tag>/predictions/{task}/{model}.jsonl`` holds one record per image, sorted by
 filename (the format is documented in README.md):
 
 ``filename, case_id, task, model, request{prompt_id, prompt_sha256, model_sha256},

@@ -1,4 +1,4 @@
-"""Prediction records: the JSONL files of ``results/predictions/{task}/{model}.jsonl``.
+"""Prediction records: the JSONL files of ``results/<tag>/predictions/{task}/{model}.jsonl``.
 
 One JSON object per image (the fields are documented in README.md and written by
 :mod:`novabench.predict`). Reading and writing them lives here, below prediction,

@@ -1,6 +1,6 @@
 """Score a prediction file: glue between prediction records and the task's scorer.
 
-Each score file ``results/scores/{task}/{model}.json`` holds ``task, model, metrics``
+Each score file ``results/<tag>/scores/{task}/{model}.json`` holds ``task, model, metrics``
 (the scorer's summary), the ``judge`` identity where a judge was used, and the sha256
 of the dataset and prediction files it was computed from. A per-image CSV sits beside it.
 """

@@ -11,6 +11,8 @@ sys.path.insert(0, str(Path(workflow.basedir) / "scripts"))
 
 from novabench.config import check_config, describe_validation_error  # noqa: E402
 from novabench.dataset.schema import rater_slug  # noqa: E402
+from novabench.dataset.tags import dataset_tags, subset_spec  # noqa: E402
+from novabench.report.breakdowns import AXES as BREAKDOWN_AXES  # noqa: E402
 from novabench.tasks import get_task, task_names  # noqa: E402
 
 try:
@@ -20,20 +22,37 @@ except WorkflowError as exc:
 
 PLAN = check_config(config, Path(workflow.basedir))
 
-DATASET = "results/dataset/nova.parquet"
-MANIFEST = "results/dataset/manifest.json"
+# Each dataset (source and subset) has its results folder, results/<tag>/, so switching
+# datasets re-runs and overwrites nothing; the response caches and WordNet are shared.
+FULL_TAG, TAG = dataset_tags(config["dataset"])
+SUBSET = subset_spec(config["dataset"])
+
+
+def results(path, tag=TAG):
+    """``results/<tag>/<path>``: where this dataset's run state lives."""
+    return f"results/{tag}/{path}"
+
+
+# The embedded sample in the upstream layout, as a download would leave it.
+SAMPLE_SOURCE = "results/sources/sample/data/nova-v1.parquet"
+# The full dataset of the source, and the one this run scores (a subset cut from it).
+FULL_DATASET = results("dataset/nova.parquet", FULL_TAG)
+FULL_MANIFEST = results("dataset/manifest.json", FULL_TAG)
+DATASET = results("dataset/nova.parquet")
+MANIFEST = results("dataset/manifest.json")
 
 
 wildcard_constraints:
     task="|".join(task_names()),
     model=r"(?!rater-)[A-Za-z0-9][A-Za-z0-9._-]*",
     rater=r"[A-Za-z0-9][A-Za-z0-9._-]*",
+    axis="|".join(BREAKDOWN_AXES),
 
 
 def dataset_inputs(wildcards):
     """The embedded sample is built by its own rule; other sources are read in place."""
     if config["dataset"]["source"] == "sample":
-        return {"sample": "results/dataset/sample/data/nova-v1.parquet"}
+        return {"sample": SAMPLE_SOURCE}
     return {}
 
 
@@ -44,7 +63,7 @@ def predict_inputs(wildcards):
     }
     upstream = PLAN.upstream(wildcards.task)
     if upstream:
-        inputs["upstream"] = "results/predictions/{}/{}.jsonl".format(*upstream)
+        inputs["upstream"] = results("predictions/{}/{}.jsonl".format(*upstream))
     extra = PLAN.external_predictions(wildcards.task, wildcards.model)
     if extra:
         inputs["answers"] = extra
@@ -94,18 +113,20 @@ def rater_score_files(wildcards):
     """One human-reference score file per rater named in the dataset manifest."""
     import json
 
-    manifest = checkpoints.dataset.get().output.manifest
+    manifest = (
+        (checkpoints.subset if SUBSET else checkpoints.dataset).get().output.manifest
+    )
     raters = json.loads(Path(manifest).read_text())["raters"]
     slugs = sorted({rater_slug(r) for r in raters})
-    return expand("results/scores/localization/rater-{rater}.json", rater=slugs)
+    return expand(results("scores/localization/rater-{rater}.json"), rater=slugs)
 
 
 def all_targets(wildcards):
     """Known before the dataset exists, so a dry run shows the whole DAG."""
     targets = [DATASET, MANIFEST]
     for task, model in PLAN.jobs():
-        targets.append(f"results/predictions/{task}/{model}.jsonl")
-        targets.append(f"results/scores/{task}/{model}.json")
+        targets.append(results(f"predictions/{task}/{model}.jsonl"))
+        targets.append(results(f"scores/{task}/{model}.json"))
     return targets
 
 
@@ -130,7 +151,7 @@ REPORT_TASKS = [task for task in PLAN.tasks() if task_models(task)]
 REPORT_MODELS = {
     name: {"adapter": m["adapter"]} for name, m in config["models"].items()
 }
-# Task-specific figure families (results/figures/{task}_{family}); `breakdown` has a rule
+# Task-specific figure families (results/<tag>/figures/{task}_{family}); `breakdown` has a rule
 # of its own (it also writes its numbers).
 TASK_FIGURES = {
     task: [f for f in get_task(task).figures if f != "breakdown"]
@@ -189,7 +210,7 @@ def report_category(wildcards):
 
 def task_score_files(wildcards, task):
     """Score files of a task: its models in config order, then the human raters."""
-    files = [f"results/scores/{task}/{model}.json" for model in task_models(task)]
+    files = [results(f"scores/{task}/{model}.json") for model in task_models(task)]
     if task == "localization":
         files += rater_score_files(wildcards)
     return files
@@ -203,14 +224,14 @@ def task_report_inputs(wildcards, task=None):
         "scores": scores,
         "per_image": [s.removesuffix(".json") + ".images.csv" for s in scores],
         "predictions": [
-            f"results/predictions/{task}/{model}.jsonl" for model in task_models(task)
+            results(f"predictions/{task}/{model}.jsonl") for model in task_models(task)
         ],
     }
 
 
 def tables_inputs(wildcards):
     return {
-        "statistics": [f"results/statistics/{task}.csv" for task in REPORT_TASKS],
+        "statistics": [results(f"statistics/{task}.csv") for task in REPORT_TASKS],
         "scores": [
             f for task in REPORT_TASKS for f in task_score_files(wildcards, task)
         ],
@@ -228,14 +249,14 @@ def report_tables():
     for task in REPORT_TASKS:
         outputs.append(
             report_flag(
-                f"results/tables/{task}.csv",
+                results(f"tables/{task}.csv"),
                 caption="../report/tables.rst",
                 category=get_task(task).category,
                 subcategory="Tables",
                 labels={"table": f"{task} (paper layout)", "models": "all"},
             )
         )
-        outputs += [f"results/tables/{task}.tex", f"results/tables/{task}.md"]
+        outputs += [results(f"tables/{task}.tex"), results(f"tables/{task}.md")]
     return outputs
 
 
@@ -243,7 +264,7 @@ def agreement_inputs(wildcards):
     return {
         "dataset": DATASET,
         "predictions": [
-            f"results/predictions/{task}/{model}.jsonl"
+            results(f"predictions/{task}/{model}.jsonl")
             for task in AGREEMENT_JUDGES
             for model in task_models(task)
         ],
@@ -255,7 +276,7 @@ def manifest_inputs(wildcards):
     scores = [f for task in REPORT_TASKS for f in task_score_files(wildcards, task)]
     return {
         "dataset_manifest": MANIFEST,
-        "predictions": [f"results/predictions/{t}/{m}.summary.json" for t, m in jobs],
+        "predictions": [results(f"predictions/{t}/{m}.summary.json") for t, m in jobs],
         "scores": scores,
         "prompts": sorted({PLAN.prompt(t, m) for t, m in jobs}),
     }
@@ -265,10 +286,14 @@ def report_targets(wildcards):
     """Tables, figures and the provenance manifest of every task that has models."""
     if not REPORT_TASKS:
         return []
-    targets = ["results/tables/summary.md", "results/manifest.json"]
+    targets = [results("tables/summary.md"), results("manifest.json")]
     for task in REPORT_TASKS:
-        targets.append(f"results/figures/{task}_metrics.png")
-        targets += [f"results/figures/{task}_{f}.png" for f in get_task(task).figures]
+        targets.append(results(f"figures/{task}_metrics.png"))
+        targets += [results(f"figures/{task}_{f}.png") for f in TASK_FIGURES[task]]
+        if "breakdown" in get_task(task).figures:
+            targets += [
+                results(f"figures/{task}_breakdown_{axis}.png") for axis in BREAKDOWN_AXES
+            ]
     if AGREEMENT_JUDGES:
-        targets.append("results/figures/judge_agreement.png")
+        targets.append(results("figures/judge_agreement.png"))
     return targets

@@ -1,13 +1,14 @@
-# Stage 1: the dataset, as one validated Parquet file whatever the source.
+# Stage 1: the dataset, as one validated Parquet file whatever the source; a configured
+# subset is cut from it into the run's own results folder.
 
 
 rule sample:
     output:
-        "results/dataset/sample/data/nova-v1.parquet",
+        SAMPLE_SOURCE,
     log:
-        "results/logs/dataset/sample.log",
+        "results/sources/logs/sample.log",
     benchmark:
-        "results/benchmarks/dataset/sample.tsv"
+        "results/sources/benchmarks/sample.tsv"
     conda:
         "../../envs/data.yaml"
     params:
@@ -20,15 +21,36 @@ checkpoint dataset:
     input:
         unpack(dataset_inputs),
     output:
-        parquet=DATASET,
-        manifest=MANIFEST,
+        parquet=FULL_DATASET,
+        manifest=FULL_MANIFEST,
     log:
-        "results/logs/dataset/dataset.log",
+        results("logs/dataset/dataset.log", FULL_TAG),
     benchmark:
-        "results/benchmarks/dataset/dataset.tsv"
+        results("benchmarks/dataset/dataset.tsv", FULL_TAG)
     conda:
         "../../envs/data.yaml"
     params:
-        dataset=config["dataset"],
+        # Not the subset: choosing another subset re-uses the built dataset.
+        dataset={k: v for k, v in config["dataset"].items() if k != "subset"},
     script:
         "../../scripts/build_dataset.py"
+
+
+if SUBSET:
+
+    checkpoint subset:
+        input:
+            parquet=FULL_DATASET,
+            manifest=FULL_MANIFEST,
+        output:
+            parquet=DATASET,
+            manifest=MANIFEST,
+        log:
+            results("logs/dataset/subset.log"),
+        conda:
+            "../../envs/data.yaml"
+        params:
+            subset=SUBSET,
+            tag=TAG,
+        script:
+            "../../scripts/make_subset.py"

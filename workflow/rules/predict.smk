@@ -1,16 +1,16 @@
-# Stage 2: one job per (task, model) writes results/predictions/{task}/{model}.jsonl.
+# Stage 2: one job per (task, model) writes results/<tag>/predictions/{task}/{model}.jsonl.
 
 
 rule predict:
     input:
         unpack(predict_inputs),
     output:
-        predictions="results/predictions/{task}/{model}.jsonl",
-        summary="results/predictions/{task}/{model}.summary.json",
+        predictions=results("predictions/{task}/{model}.jsonl"),
+        summary=results("predictions/{task}/{model}.summary.json"),
     log:
-        "results/logs/predict/{task}/{model}.log",
+        results("logs/predict/{task}/{model}.log"),
     benchmark:
-        "results/benchmarks/predict/{task}/{model}.tsv"
+        results("benchmarks/predict/{task}/{model}.tsv")
     conda:
         predict_env
     resources:

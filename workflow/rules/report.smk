@@ -15,22 +15,25 @@ rule statistics:
             "statistics.py",
             "inputs.py",
             "imaging.py",
+            "breakdowns.py",
         ),
         task_code=task_code,
     output:
         statistics=report(
-            "results/statistics/{task}.csv",
+            results("statistics/{task}.csv"),
             caption="../report/statistics.rst",
             category=report_category,
             subcategory="Statistics",
             labels=lambda wildcards: {"table": f"{wildcards.task} statistics"},
         ),
         # The breakdown figure's numbers, on the same case resamples.
-        breakdown="results/statistics/{task}_breakdown.csv",
+        breakdown=results("statistics/{task}_breakdown.csv"),
+        # The breakdown metric per case, for a reader who wants to look case by case.
+        cases=results("statistics/{task}_cases.csv"),
     log:
-        "results/logs/report/statistics/{task}.log",
+        results("logs/report/statistics/{task}.log"),
     benchmark:
-        "results/benchmarks/report/statistics/{task}.tsv"
+        results("benchmarks/report/statistics/{task}.tsv")
     conda:
         "../../envs/reporting.yaml"
     params:
@@ -47,18 +50,18 @@ rule tables:
         code=report_code("make_tables.py", "tables.py", "inputs.py"),
     output:
         tables=report_tables(),
-        summary="results/tables/summary.md",
+        summary=results("tables/summary.md"),
         reproduced=report(
-            "results/tables/reproduced_vs_reported.csv",
+            results("tables/reproduced_vs_reported.csv"),
             caption="../report/reproduced.rst",
             category="Reproduced vs reported",
             labels={"table": "reproduced vs reported"},
         ),
-        reproduced_tex="results/tables/reproduced_vs_reported.tex",
+        reproduced_tex=results("tables/reproduced_vs_reported.tex"),
     log:
-        "results/logs/report/tables.log",
+        results("logs/report/tables.log"),
     benchmark:
-        "results/benchmarks/report/tables.tsv"
+        results("benchmarks/report/tables.tsv")
     conda:
         "../../envs/reporting.yaml"
     params:
@@ -69,21 +72,21 @@ rule tables:
 
 rule figure_metrics:
     input:
-        statistics="results/statistics/{task}.csv",
+        statistics=results("statistics/{task}.csv"),
         code=report_code("make_figures.py", "figures.py", "inputs.py", "tables.py"),
     output:
         png=report(
-            "results/figures/{task}_metrics.png",
+            results("figures/{task}_metrics.png"),
             caption="../report/metrics.rst",
             category=report_category,
             subcategory="Figures",
             labels={"figure": "metrics with 95% CIs", "models": "all"},
         ),
-        pdf="results/figures/{task}_metrics.pdf",
+        pdf=results("figures/{task}_metrics.pdf"),
     log:
-        "results/logs/report/figure_metrics/{task}.log",
+        results("logs/report/figure_metrics/{task}.log"),
     benchmark:
-        "results/benchmarks/report/figure_metrics/{task}.tsv"
+        results("benchmarks/report/figure_metrics/{task}.tsv")
     conda:
         "../../envs/reporting.yaml"
     params:
@@ -97,26 +100,27 @@ rule figure_metrics:
 
 rule figure_breakdown:
     input:
-        table="results/statistics/{task}_breakdown.csv",
+        table=results("statistics/{task}_breakdown.csv"),
         code=report_code("make_figures.py", "figures.py"),
     output:
         png=report(
-            "results/figures/{task}_breakdown.png",
+            results("figures/{task}_breakdown_{axis}.png"),
             caption="../report/breakdown.rst",
             category=report_category,
             subcategory="Figures",
-            labels={"figure": "by sequence and plane", "models": "all"},
+            labels=lambda wildcards: {"figure": f"by {wildcards.axis}", "models": "all"},
         ),
-        pdf="results/figures/{task}_breakdown.pdf",
+        pdf=results("figures/{task}_breakdown_{axis}.pdf"),
     log:
-        "results/logs/report/figure_breakdown/{task}.log",
+        results("logs/report/figure_breakdown/{task}_{axis}.log"),
     benchmark:
-        "results/benchmarks/report/figure_breakdown/{task}.tsv"
+        results("benchmarks/report/figure_breakdown/{task}_{axis}.tsv")
     conda:
         "../../envs/reporting.yaml"
     params:
         family="breakdown",
         task=lambda wildcards: wildcards.task,
+        axis=lambda wildcards: wildcards.axis,
         models=REPORT_MODELS,
         reporting=config["reporting"],
     script:
@@ -129,7 +133,7 @@ rule figure_task:
         code=report_code("make_figures.py", "figures.py", "inputs.py"),
     output:
         png=report(
-            "results/figures/{task}_{family}.png",
+            results("figures/{task}_{family}.png"),
             caption="../report/task_figures.rst",
             category=report_category,
             subcategory="Figures",
@@ -138,11 +142,11 @@ rule figure_task:
                 "models": "all",
             },
         ),
-        pdf="results/figures/{task}_{family}.pdf",
+        pdf=results("figures/{task}_{family}.pdf"),
     log:
-        "results/logs/report/figure_task/{task}_{family}.log",
+        results("logs/report/figure_task/{task}_{family}.log"),
     benchmark:
-        "results/benchmarks/report/figure_task/{task}_{family}.tsv"
+        results("benchmarks/report/figure_task/{task}_{family}.tsv")
     wildcard_constraints:
         family="|".join(
             sorted({f for fs in TASK_FIGURES.values() for f in fs}) or ["none"]
@@ -165,13 +169,13 @@ rule manifest:
         code=report_code("make_manifest.py", "manifest.py"),
     output:
         manifest=report(
-            "results/manifest.json",
+            results("manifest.json"),
             caption="../report/manifest.rst",
             category="Provenance",
             labels={"file": "manifest"},
         ),
     log:
-        "results/logs/report/manifest.log",
+        results("logs/report/manifest.log"),
     conda:
         "../../envs/reporting.yaml"
     params:
@@ -187,16 +191,16 @@ rule judge_agreement:
         code=report_code("make_agreement.py", "agreement.py"),
     output:
         table=report(
-            "results/tables/judge_agreement.csv",
+            results("tables/judge_agreement.csv"),
             caption="../report/judge_agreement.rst",
             category="Judge agreement",
             labels={"table": "Cohen's kappa", "models": "all"},
         ),
-        md="results/tables/judge_agreement.md",
+        md=results("tables/judge_agreement.md"),
     log:
-        "results/logs/report/judge_agreement.log",
+        results("logs/report/judge_agreement.log"),
     benchmark:
-        "results/benchmarks/report/judge_agreement.tsv"
+        results("benchmarks/report/judge_agreement.tsv")
     conda:
         "../../envs/reporting.yaml"
     params:
@@ -207,20 +211,20 @@ rule judge_agreement:
 
 rule figure_judge_agreement:
     input:
-        table="results/tables/judge_agreement.csv",
+        table=results("tables/judge_agreement.csv"),
         code=report_code("make_figures.py", "figures.py", "inputs.py"),
     output:
         png=report(
-            "results/figures/judge_agreement.png",
+            results("figures/judge_agreement.png"),
             caption="../report/judge_agreement.rst",
             category="Judge agreement",
             labels={"figure": "Cohen's kappa", "models": "all"},
         ),
-        pdf="results/figures/judge_agreement.pdf",
+        pdf=results("figures/judge_agreement.pdf"),
     log:
-        "results/logs/report/figure_judge_agreement.log",
+        results("logs/report/figure_judge_agreement.log"),
     benchmark:
-        "results/benchmarks/report/figure_judge_agreement.tsv"
+        results("benchmarks/report/figure_judge_agreement.tsv")
     conda:
         "../../envs/reporting.yaml"
     params:

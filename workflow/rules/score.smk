@@ -4,16 +4,16 @@
 rule score:
     input:
         dataset=DATASET,
-        predictions="results/predictions/{task}/{model}.jsonl",
+        predictions=results("predictions/{task}/{model}.jsonl"),
         # An LLM judge's prompt: editing it re-scores (nothing for offline judges).
         judge=judge_inputs,
     output:
-        scores="results/scores/{task}/{model}.json",
-        per_image="results/scores/{task}/{model}.images.csv",
+        scores=results("scores/{task}/{model}.json"),
+        per_image=results("scores/{task}/{model}.images.csv"),
     log:
-        "results/logs/score/{task}/{model}.log",
+        results("logs/score/{task}/{model}.log"),
     benchmark:
-        "results/benchmarks/score/{task}/{model}.tsv"
+        results("benchmarks/score/{task}/{model}.tsv")
     conda:
         "../../envs/scoring.yaml"
     resources:
@@ -32,10 +32,10 @@ rule score_rater:
     input:
         dataset=DATASET,
     output:
-        scores="results/scores/localization/rater-{rater}.json",
-        per_image="results/scores/localization/rater-{rater}.images.csv",
+        scores=results("scores/localization/rater-{rater}.json"),
+        per_image=results("scores/localization/rater-{rater}.images.csv"),
     log:
-        "results/logs/score/localization/rater-{rater}.log",
+        results("logs/score/localization/rater-{rater}.log"),
     conda:
         "../../envs/scoring.yaml"
     script:

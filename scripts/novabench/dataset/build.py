@@ -24,6 +24,7 @@ import novabench
 from novabench.dataset import hub, layouts
 from novabench.dataset.features import arrow_schema
 from novabench.dataset.schema import EXPECTED_IMAGE_SIZE, SCHEMA_VERSION
+from novabench.dataset.tags import source_tag
 from novabench.errors import ConfigError, DatasetError
 from novabench.io import atomic_path, atomic_write_text
 from novabench.provenance import sha256_file
@@ -165,22 +166,29 @@ def write_parquet(records: list[dict[str, Any]], path: Path) -> None:
         pq.write_table(table, tmp, write_page_checksum=True, row_group_size=128)
 
 
-def _manifest(
-    records: list[dict[str, Any]], report: BuildReport, source: dict[str, Any], path: Path
-) -> dict[str, Any]:
+def record_counts(records: list[dict[str, Any]]) -> dict[str, Any]:
+    """The manifest's counts of images, cases, gold boxes and raters' boxes."""
     rater_counts = Counter(b["rater"] for r in records for b in r["rater_boxes"])
     return {
-        "schema_version": SCHEMA_VERSION,
-        "novabench_version": novabench.__version__,
-        **source,
-        "file": path.name,
-        "sha256": sha256_file(path),
         "n_images": len(records),
         "n_cases": len({r["case_id"] for r in records}),
         "n_gold_boxes": sum(len(r["gold_boxes"]) for r in records),
         "n_images_without_gold_boxes": sum(not r["gold_boxes"] for r in records),
         "raters": sorted(rater_counts),
         "n_rater_boxes": dict(sorted(rater_counts.items())),
+    }
+
+
+def _manifest(
+    records: list[dict[str, Any]], report: BuildReport, source: dict[str, Any], path: Path
+) -> dict[str, Any]:
+    return {
+        "schema_version": SCHEMA_VERSION,
+        "novabench_version": novabench.__version__,
+        **source,
+        "file": path.name,
+        "sha256": sha256_file(path),
+        **record_counts(records),
         "expected_image_size": list(EXPECTED_IMAGE_SIZE),
         "images_with_unexpected_size": report.unexpected_size,
         "clipped_boxes": report.clipped_boxes,
@@ -234,6 +242,7 @@ def build_dataset(
     records, report = normalize(root, raws, clip_boxes=bool(dataset_cfg.get("clip_boxes", False)))
     out_parquet, out_manifest = Path(out_parquet), Path(out_manifest)
     write_parquet(records, out_parquet)
-    manifest = _manifest(records, report, {**provenance, "layout": layout}, out_parquet)
+    provenance = {**provenance, "layout": layout, "tag": source_tag(dataset_cfg), "subset": None}
+    manifest = _manifest(records, report, provenance, out_parquet)
     atomic_write_text(out_manifest, json.dumps(manifest, indent=2, sort_keys=False) + "\n")
     return manifest

@@ -51,5 +51,6 @@ def decode_image(png: bytes, filename: str = "image") -> np.ndarray:
             return np.asarray(img.convert("L"))
     except Exception as exc:
         raise DatasetError(
-            f"image {filename} cannot be decoded ({exc})", "rebuild results/dataset/nova.parquet"
+            f"image {filename} cannot be decoded ({exc})",
+            "rebuild results/<tag>/dataset/nova.parquet",
         ) from exc

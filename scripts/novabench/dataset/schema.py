@@ -1,4 +1,4 @@
-"""The one normalized schema of ``results/dataset/nova.parquet``, whatever the source.
+"""The one normalized schema of ``results/<tag>/dataset/nova.parquet``, whatever the source.
 
 One row per image. Boxes are pixel ``x, y`` (top-left corner), ``width, height`` in the
 frame of the image as stored. The ``image`` column uses the Hugging Face ``Image``

@@ -7,6 +7,6 @@
 - :mod:`~novabench.report.figures`: every figure family, one style (:mod:`.imaging` reads
   the sequence and plane from captions for the breakdowns);
 - :mod:`~novabench.report.agreement`: Cohen's kappa between judges on the same predictions;
-- :mod:`~novabench.report.manifest`: ``results/manifest.json``, without secrets;
+- :mod:`~novabench.report.manifest`: ``results/<tag>/manifest.json``, without secrets;
 - :mod:`~novabench.report.inputs`: reading score, per-image and prediction files.
 """

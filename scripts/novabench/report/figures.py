@@ -445,8 +445,10 @@ def plot_breakdown(
         _placeholder(f"No {task} scores to break down.", png, pdf)
         return
     colours = entry_colours(names, groups)
-    # Past five entries the bars get too thin for a column: use the full text width.
-    width_in = COLUMN_WIDTH_IN if len(names) <= 5 else TEXT_WIDTH_IN
+    # Past five entries (or categories) the bars get too thin for a column: use the full
+    # text width, and slant the category names so that long ones do not collide.
+    most = max(len(set(t["category"])) for _, t, _ in panels)
+    width_in = COLUMN_WIDTH_IN if len(names) <= 5 and most <= 5 else TEXT_WIDTH_IN
     fig, axes = plt.subplots(len(panels), 1, figsize=(width_in, 1.8 * len(panels)))
     axes = np.atleast_1d(axes)
     width = 0.8 / len(names)
@@ -465,7 +467,8 @@ def plot_breakdown(
                 _errorbar(ax, centres[ok], values[ok], yerr=err[:, ok])
         counts = table.groupby("category")["n_images"].max()
         ticks = [f"{c.replace(' ', chr(10))}\n(n={int(counts.get(c, 0))})" for c in present]
-        ax.set_xticks(x, ticks)
+        slanted = {"rotation": 30, "ha": "right"} if len(present) > 5 else {}
+        ax.set_xticks(x, ticks, **slanted)
         ax.set_ylabel(label)
         ax.set_title(title, pad=2)
         ax.set_ylim(0, 105)
@@ -599,20 +602,47 @@ def _figure_judge_agreement(ctx: FigureContext) -> None:
     plot_judge_agreement(pd.read_csv(ctx.table), ctx.png, ctx.pdf)
 
 
-def _figure_breakdown(ctx: FigureContext) -> None:
-    """Grouped bars from the statistics stage's breakdown table (CIs computed there)."""
+def breakdown_order(axis: str, present: Sequence[str]) -> list[str]:
+    """The categories of one breakdown axis in reading order (sizes small to large)."""
+    from novabench.knowledge_base import CATEGORIES, UNKNOWN_CATEGORY
+    from novabench.report.breakdowns import NO_GOLD_BOX
     from novabench.report.imaging import MULTIPLE, PLANES, SEQUENCES, UNSPECIFIED
 
+    fixed = {
+        "sequence": [*SEQUENCES, MULTIPLE, UNSPECIFIED],
+        "plane": [*PLANES, MULTIPLE, UNSPECIFIED],
+        "category": [*CATEGORIES, UNKNOWN_CATEGORY],
+    }
+    if axis in fixed:
+        return fixed[axis]
+    sizes = ("small", "medium", "large")
+    ranked = sorted(
+        set(present),
+        key=lambda c: (
+            c == NO_GOLD_BOX,
+            next((i for i, s in enumerate(sizes) if c.startswith(s)), 3),
+            c,
+        ),
+    )
+    return ranked
+
+
+BREAKDOWN_TITLES = {
+    "category": "By pathology category (knowledge base)",
+    "sequence": "By sequence (from the reference caption)",
+    "plane": "By plane (from the reference caption)",
+    "lesion_size": "By lesion size (tertiles of sqrt of the largest gold box area)",
+}
+
+
+def _figure_breakdown(ctx: FigureContext) -> None:
+    """Grouped bars of one breakdown axis from the statistics stage's breakdown table
+    (CIs computed there, on the case resamples of the task's statistics)."""
     table = pd.read_csv(ctx.table, keep_default_na=False, na_values=[""])
+    table = table[table["breakdown"] == ctx.axis]
     groups = dict(zip(table["model"], table["group"], strict=True))
-    panels = [
-        (
-            title,
-            table[table["breakdown"] == title.removeprefix("By ")],
-            [*order, MULTIPLE, UNSPECIFIED],
-        )
-        for title, order in (("By sequence", SEQUENCES), ("By plane", PLANES))
-    ]
+    order = breakdown_order(ctx.axis, list(table["category"]))
+    panels = [(BREAKDOWN_TITLES[ctx.axis], table, order)]
     label = str(table["label"].iloc[0]) if len(table) else ""
     plot_breakdown(ctx.task, panels, groups, ctx.png, ctx.pdf, label)
 
@@ -674,6 +704,7 @@ class FigureContext:
     reporting: Mapping[str, Any] = field(default_factory=dict)
     table: Path | None = None
     judge: Mapping[str, Any] | None = None
+    axis: str | None = None  # the breakdown figure's axis (report.breakdowns.AXES)
 
     def frame(self, with_images: bool = False) -> pd.DataFrame:
         from novabench.report import inputs

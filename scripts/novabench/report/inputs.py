@@ -2,7 +2,7 @@
 and the per-detection or per-image quantities the bootstrap needs.
 
 Models and raters are both "entries" of a task's report: an entry is a score file
-``results/scores/{task}/{name}.json`` with its per-image table beside it; a model entry
+``results/<tag>/scores/{task}/{name}.json`` with its per-image table beside it; a model entry
 also has its prediction file, a rater entry (``rater-<slug>``) takes its boxes from the
 dataset.
 """

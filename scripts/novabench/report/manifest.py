@@ -1,4 +1,4 @@
-"""``results/manifest.json``: what produced the results, in one file.
+"""``results/<tag>/manifest.json``: what produced the results, in one file.
 
 Records the code (git commit, or null outside a git checkout), the software (Python,
 Snakemake and key package versions), the configuration (its sha256 and, with secrets

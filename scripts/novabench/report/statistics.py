@@ -110,9 +110,10 @@ def write_task_statistics(
     out: Path,
     judge: Mapping[str, Any] | None = None,
     breakdown_out: Path | None = None,
+    cases_out: Path | None = None,
 ) -> pd.DataFrame:
     """Rule `statistics`: read one task's score files, bootstrap them, write the table
-    and (``breakdown_out``) the breakdown by sequence and plane on the same resamples."""
+    and (``breakdown_out``) the breakdowns on the same resamples, (``cases_out``) per case."""
     started = time.perf_counter()
     dataset = load_dataset(dataset_path)
     entries = load_entries(
@@ -141,6 +142,13 @@ def write_task_statistics(
         )
         with atomic_path(breakdown_out) as tmp:
             part.to_csv(tmp, index=False, float_format="%.6g")
+    if cases_out is not None:
+        from novabench.report.breakdowns import case_table
+
+        with atomic_path(cases_out) as tmp:
+            case_table(get_task(task), entries, dataset).to_csv(
+                tmp, index=False, float_format="%.6g"
+            )
     table.attrs["seconds"] = time.perf_counter() - started
     return table
 
@@ -190,13 +198,13 @@ def task_breakdown(
     weights: np.ndarray,
     confidence: float,
 ) -> pd.DataFrame:
-    """The breakdown metric by sequence and by plane (read from the reference captions)."""
-    from novabench.report.imaging import parse_plane, parse_sequence
+    """The breakdown metric along every axis of ``report.breakdowns.AXES``."""
+    from novabench.report.breakdowns import AXES
 
     if "breakdown" not in task.figures:
         return pd.DataFrame(columns=BREAKDOWN_COLUMNS)
     parts = []
-    for name, parser in (("sequence", parse_sequence), ("plane", parse_plane)):
-        part = breakdown_table(task, dataset["caption"].map(parser), entries, weights, confidence)
+    for name, categories in AXES.items():
+        part = breakdown_table(task, categories(dataset), entries, weights, confidence)
         parts.append(part.assign(breakdown=name))
     return pd.concat(parts).reindex(columns=BREAKDOWN_COLUMNS)

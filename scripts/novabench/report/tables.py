@@ -260,7 +260,7 @@ def load_paper_reference(path: Path) -> dict[str, Any]:
         if item["task"] not in known or item["metric"] not in known[item["task"]]:
             raise ConfigError(
                 f"{where}: {item['task']}/{item['metric']} is not a table metric",
-                "use a task and a metric key of results/tables/<task>.csv",
+                "use a task and a metric key of results/<tag>/tables/<task>.csv",
             )
         if item["source"] not in sources:
             raise ConfigError(f"{where}: source {item['source']!r} is not under sources:", "add it")
@@ -421,7 +421,7 @@ def write_all_tables(
     out_dir: Path,
     agreement: bool = False,
 ) -> dict[str, pd.DataFrame]:
-    """Every table of ``results/tables/``: per task, reproduced vs reported, summary.
+    """Every table of ``results/<tag>/tables/``: per task, reproduced vs reported, summary.
 
     ``statistics[task]`` is the task's statistics table and ``scores[task]`` its score
     files; tasks that are absent are simply not in the tables.

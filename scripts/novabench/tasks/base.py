@@ -110,7 +110,7 @@ class Task:
     needs_judge: ClassVar[bool] = False  # scored through a judge (tasks.<name>.judge)
     # Per-image label columns of the judge that judge agreement compares (none: no agreement).
     agreement_labels: ClassVar[tuple[str, ...]] = ()
-    # Task-specific figure families beyond the metric bars (results/figures/<task>_<family>).
+    # Task-specific figure families beyond the metric bars (results/<tag>/figures/<task>_<family>).
     figures: ClassVar[tuple[str, ...]] = ()
     # The task whose predictions this one can read as an input (diagnosis: captioning).
     upstream_task: ClassVar[str | None] = None

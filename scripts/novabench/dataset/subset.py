@@ -1,0 +1,125 @@
+"""Subsets of a built dataset (``dataset.subset`` in the config).
+
+A subset is cut from the built ``nova.parquet``, so the full dataset is built, validated
+and recorded once and every subset is taken from it. Keys, all optional, combined with AND:
+
+- ``cases``: case ids to keep; ``filenames``: image file names to keep;
+- ``categories``: pathology categories of the knowledge base (``unknown`` for a diagnosis
+  it does not hold), matched on each image's final diagnosis;
+- ``limit``: at most this many images, drawn as whole cases in an order fixed by ``seed``
+  (a case's images are never split, because the statistics resample cases).
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from novabench.dataset.build import record_counts
+from novabench.errors import ConfigError, DatasetError
+from novabench.io import atomic_path, atomic_write_text
+from novabench.provenance import sha256_file
+
+
+def _limit_cases(case_sizes: Mapping[str, int], limit: int, seed: int) -> set[str]:
+    """Whole cases, in a seeded random order, while the image count stays within ``limit``.
+
+    When no case is small enough, the smallest one (first in the seeded order) is kept, so
+    a subset is never empty.
+    """
+    order = sorted(case_sizes)
+    random.Random(seed).shuffle(order)
+    kept, total = set(), 0
+    for case in order:
+        if total + case_sizes[case] <= limit:
+            kept.add(case)
+            total += case_sizes[case]
+    if not kept:
+        kept.add(min(order, key=lambda case: case_sizes[case]))
+    return kept
+
+
+def select_rows(
+    table: pa.Table, spec: Mapping[str, Any], category_of: Callable[[str | None], str]
+) -> list[int]:
+    """Row indices of ``table`` that the subset keeps, in the table's order."""
+    filenames = table.column("filename").to_pylist()
+    cases = table.column("case_id").to_pylist()
+    keep = [True] * len(filenames)
+    for key, column in (("cases", cases), ("filenames", filenames)):
+        if key in spec:
+            wanted = {str(value) for value in spec[key]}
+            unknown = sorted(wanted - set(column))
+            if unknown:
+                raise ConfigError(
+                    f"dataset.subset.{key} names {len(unknown)} not in the dataset "
+                    f"(e.g. {unknown[0]!r})",
+                    f"use {key} of the built dataset (see its nova.parquet)",
+                )
+            keep = [k and value in wanted for k, value in zip(keep, column, strict=True)]
+    if "categories" in spec:
+        wanted = set(spec["categories"])
+        diagnoses = table.column("final_diagnosis").to_pylist()
+        keep = [k and category_of(d) in wanted for k, d in zip(keep, diagnoses, strict=True)]
+    if "limit" in spec:
+        sizes: dict[str, int] = {}
+        for k, case in zip(keep, cases, strict=True):
+            if k:
+                sizes[case] = sizes.get(case, 0) + 1
+        chosen = _limit_cases(sizes, int(spec["limit"]), int(spec["seed"]))
+        keep = [k and case in chosen for k, case in zip(keep, cases, strict=True)]
+    rows = [i for i, k in enumerate(keep) if k]
+    if not rows:
+        raise ConfigError(
+            f"dataset.subset {json.dumps(spec, sort_keys=True)} keeps no image",
+            "widen dataset.subset (or remove it to score the whole dataset)",
+        )
+    return rows
+
+
+def write_subset(
+    full_parquet: Path,
+    full_manifest: Path,
+    spec: Mapping[str, Any],
+    tag: str,
+    out_parquet: Path,
+    out_manifest: Path,
+    category_of: Callable[[str | None], str],
+) -> dict[str, Any]:
+    """Cut the subset from the built dataset; its manifest records what was kept and why."""
+    try:
+        table = pq.read_table(full_parquet)
+        manifest = json.loads(Path(full_manifest).read_text())
+    except (OSError, pa.ArrowException, ValueError) as exc:
+        raise DatasetError(
+            f"the built dataset {full_parquet} cannot be read ({exc})",
+            "delete it and re-run to rebuild it",
+        ) from None
+    rows = select_rows(table, spec, category_of)
+    subset = table.take(pa.array(rows, type=pa.int64()))
+    with atomic_path(Path(out_parquet)) as tmp:
+        pq.write_table(subset, tmp, write_page_checksum=True, row_group_size=128)
+    columns = ("case_id", "gold_boxes", "rater_boxes")
+    records = subset.select(list(columns)).to_pylist()
+    full = {key: manifest.get(key) for key in ("file", "sha256", "n_images", "n_cases")}
+    manifest.update(
+        {
+            "tag": tag,
+            **record_counts(records),
+            "sha256": sha256_file(Path(out_parquet)),
+            "subset": {
+                **dict(spec),
+                "filenames_kept": sorted(pc.unique(subset.column("filename")).to_pylist()),
+            },
+            "full_dataset": full,
+        }
+    )
+    atomic_write_text(Path(out_manifest), json.dumps(manifest, indent=2) + "\n")
+    return manifest
