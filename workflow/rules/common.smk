@@ -261,14 +261,33 @@ def manifest_inputs(wildcards):
     }
 
 
+def leaderboard_inputs(wildcards):
+    """What the tables read, and the dataset manifest (the page names the dataset)."""
+    inputs = tables_inputs(wildcards)
+    del inputs["paper_reference"]
+    inputs["dataset_manifest"] = MANIFEST
+    return inputs
+
+
+def report_figures():
+    """Every figure (PNG) of the report: per task, then judge agreement."""
+    figures = []
+    for task in REPORT_TASKS:
+        figures.append(f"results/figures/{task}_metrics.png")
+        figures += [f"results/figures/{task}_{f}.png" for f in get_task(task).figures]
+    if AGREEMENT_JUDGES:
+        figures.append("results/figures/judge_agreement.png")
+    return figures
+
+
 def report_targets(wildcards):
-    """Tables, figures and the provenance manifest of every task that has models."""
+    """Tables, figures, the leaderboard and the provenance manifest of every task that
+    has models."""
     if not REPORT_TASKS:
         return []
-    targets = ["results/tables/summary.md", "results/manifest.json"]
-    for task in REPORT_TASKS:
-        targets.append(f"results/figures/{task}_metrics.png")
-        targets += [f"results/figures/{task}_{f}.png" for f in get_task(task).figures]
-    if AGREEMENT_JUDGES:
-        targets.append("results/figures/judge_agreement.png")
-    return targets
+    return [
+        "results/tables/summary.md",
+        "results/manifest.json",
+        "results/leaderboard.html",
+        *report_figures(),
+    ]
