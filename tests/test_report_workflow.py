@@ -101,3 +101,12 @@ def test_editing_statistics_code_replans_statistics_not_scoring(up_to_date):
     jobs = planned_jobs(snakemake(workflow, workdir, "-n"))
     assert "statistics" in jobs and "tables" in jobs
     assert not {"predict", "score", "score_rater", "dataset", "sample"} & set(jobs)
+
+
+def test_editing_leaderboard_code_replans_only_the_leaderboard(up_to_date):
+    workflow, workdir, now = up_to_date
+    # Newer than the earlier tests' edits, so that only this one is out of date.
+    for path in (workdir / "results").rglob("*"):
+        os.utime(path, (now + 250, now + 250))
+    edit(workflow / "scripts" / "novabench" / "report" / "leaderboard.py", now + 300)
+    assert planned_jobs(snakemake(workflow, workdir, "-n")) == {"leaderboard": 1, "all": 1}

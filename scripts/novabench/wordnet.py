@@ -8,19 +8,32 @@ Debian's ``wordnet-base`` and ``wordnet-sense-index`` ship the WordNet 3.0 datab
 nltk reads them once they are *copied* (its path sandbox refuses symlinks that leave the data
 directory) into ``<nltk_data>/corpora/wordnet/`` together with a ``lexnames`` file, which
 Debian does not ship; it is rebuilt from the table in Debian's ``lexnames(5WN)`` manual page.
+
+Where apt is not there (macOS, other distributions), :func:`install_from_nltk` fetches the
+archive that ``nltk.download("wordnet")`` fetches, Princeton's WordNet 3.0 files in
+``corpora/wordnet.zip``, and refuses it unless its size and md5 are the ones nltk_data's index
+publishes (pinned here). The two sources are not byte-identical: Debian rebuilds the database
+from the lexicographer files with its own patches (changelog 1:3.0-18, README.Debian), so its
+data and index files (and synset offsets) differ from Princeton's. Each score file records
+which one METEOR used (:func:`wordnet_identity`).
 """
 
 from __future__ import annotations
 
+import argparse
 import functools
 import gzip
 import hashlib
+import io
 import json
 import re
 import shutil
 import subprocess
+import sys
 import tempfile
 import warnings
+import zipfile
+from dataclasses import dataclass
 from pathlib import Path
 
 from novabench.errors import NovaError
@@ -54,9 +67,24 @@ SOURCE_FILE = "novabench-source.json"
 
 _FIX = (
     "install WordNet 3.0 offline with `apt-get install wordnet-base wordnet-sense-index` "
-    "(Debian/Ubuntu), or, where the internet is reachable, run "
-    "`python -m nltk.downloader -d NLTK_DATA_DIR wordnet`"
+    "(Debian/Ubuntu), or elsewhere, where the internet is reachable, run "
+    "`PYTHONPATH=scripts python -m novabench.wordnet --download NLTK_DATA_DIR` "
+    "(`bash scripts/setup.sh` does either)"
 )
+
+
+@dataclass(frozen=True)
+class ArchivePin:
+    """Size and md5 of a published nltk_data archive (md5: what nltk's index publishes)."""
+
+    md5: str
+    size: int
+
+
+# corpora/wordnet.zip as nltk_data's index.xml publishes it (package "wordnet", version
+# 3.0; the archive last changed in 2015). nltk's downloader checks the md5 that the index
+# it reads gives; this pin also refuses an archive that changed upstream.
+NLTK_WORDNET_ARCHIVE = ArchivePin(md5="b3f38606f626e54c6f060548546f71f0", size=10_775_600)
 # Syntactic category names used in the manual page's table, mapped to the prefixes of
 # the lexicographer file names (noun.body, adj.all...).
 _CATEGORY_PREFIX = {"NOUN": "noun", "VERB": "verb", "ADJECTIVE": "adj", "ADVERB": "adv"}
@@ -218,6 +246,21 @@ def load_wordnet(nltk_data_dir: Path):
     return reader
 
 
+def _make_folders(folder: Path) -> None:
+    """Create ``folder`` and its parents level by level with an explicit mode: nltk refuses
+    group-writable data folders, and mkdir(parents=True) would give the parents the umask's
+    mode."""
+    for level in reversed([folder, *folder.parents]):
+        if not level.exists():
+            level.mkdir(mode=0o755)
+
+
+def _has_debian_files(debian_dir: Path) -> bool:
+    return DEBIAN_LEXNAMES_MAN.is_file() and all(
+        (debian_dir / name).is_file() for name in DATABASE_FILES
+    )
+
+
 def _install_from_debian(nltk_data_dir: Path, debian_dir: Path) -> None:
     missing = [name for name in DATABASE_FILES if not (debian_dir / name).is_file()]
     if missing:
@@ -227,11 +270,7 @@ def _install_from_debian(nltk_data_dir: Path, debian_dir: Path) -> None:
         )
     lexnames = lexnames_from_manpage()
     corpora = nltk_data_dir / "corpora"
-    # Created level by level with an explicit mode: nltk refuses group-writable data folders,
-    # and mkdir(parents=True) would give the parents the umask's mode.
-    for folder in reversed([corpora, *corpora.parents]):
-        if not folder.exists():
-            folder.mkdir(mode=0o755)
+    _make_folders(corpora)
     # Build in a sibling folder and rename it into place, so an interrupted copy never
     # leaves a half-installed WordNet that a later run would take as usable.
     staging = Path(tempfile.mkdtemp(prefix=".wordnet-", dir=corpora))
@@ -257,19 +296,104 @@ def _install_from_debian(nltk_data_dir: Path, debian_dir: Path) -> None:
             shutil.rmtree(staging)
 
 
-def ensure_wordnet(nltk_data_dir: Path, debian_dir: Path = DEBIAN_WORDNET_DIR) -> Path:
+def ensure_wordnet(
+    nltk_data_dir: Path,
+    debian_dir: Path = DEBIAN_WORDNET_DIR,
+    *,
+    download: bool = False,
+    index_url: str | None = None,
+) -> Path:
     """Make WordNet 3.0 usable from ``nltk_data_dir``; returns ``nltk_data_dir``.
 
     Idempotent. A WordNet already there (from an earlier call, or from
     ``nltk.download("wordnet")``) is kept as it is; otherwise the Debian files in
-    ``debian_dir`` are copied in with a generated ``lexnames``. Checks that the result is
-    WordNet 3.0 and knows "lesion"; raises ``NovaError`` with the fix otherwise.
+    ``debian_dir`` are copied in with a generated ``lexnames``, or, with ``download`` and
+    no Debian files, nltk's archive is downloaded (:func:`install_from_nltk`; the pipeline
+    never downloads). Checks that the result is WordNet 3.0 and knows "lesion"; raises
+    ``NovaError`` with the fix otherwise.
     """
     nltk_data_dir = Path(nltk_data_dir)
     if _find_wordnet_root(nltk_data_dir) is None:
-        _install_from_debian(nltk_data_dir, Path(debian_dir))
+        if download and not _has_debian_files(Path(debian_dir)):
+            install_from_nltk(nltk_data_dir, index_url)
+        else:
+            _install_from_debian(nltk_data_dir, Path(debian_dir))
     load_wordnet(nltk_data_dir)
     return nltk_data_dir
+
+
+def install_from_nltk(
+    nltk_data_dir: Path, index_url: str | None = None, pin: ArchivePin | None = None
+) -> Path:
+    """Download WordNet 3.0 with nltk's downloader into ``nltk_data_dir``; returns the archive.
+
+    The archive stays zipped (``corpora/wordnet.zip``, where nltk's reader looks first) so
+    that its checksum can be recomputed at any time. ``index_url``: an nltk data index to
+    read instead of nltk's (a mirror). An archive that fails :func:`check_nltk_archive`
+    against ``pin`` (default: nltk_data's published one) is deleted, never left to be used.
+    """
+    from nltk.downloader import Downloader
+
+    nltk_data_dir = Path(nltk_data_dir)
+    _make_folders(nltk_data_dir)
+    _use_data_dir(nltk_data_dir)  # the downloader, too, writes only inside nltk's data path
+    archive = nltk_data_dir / "corpora" / "wordnet.zip"
+    errors = io.StringIO()
+    try:
+        with warnings.catch_warnings():
+            # nltk warns that an index with md5 only is "legacy"; the md5 is checked below.
+            warnings.simplefilter("ignore")
+            Downloader(server_index_url=index_url).download(
+                "wordnet",
+                download_dir=str(nltk_data_dir),
+                quiet=True,
+                raise_on_error=True,
+                print_error_to=errors,
+                extract=False,
+            )
+    except (ValueError, OSError) as exc:
+        raise NovaError(
+            f"nltk could not download WordNet into {nltk_data_dir} ({exc})",
+            "check the internet connection (nltk fetches from raw.githubusercontent.com), "
+            "or install `wordnet-base wordnet-sense-index` with apt-get",
+        ) from exc
+    try:
+        check_nltk_archive(archive, pin or NLTK_WORDNET_ARCHIVE)
+    except NovaError:
+        archive.unlink(missing_ok=True)
+        raise
+    return archive
+
+
+def check_nltk_archive(archive: Path, pin: ArchivePin = NLTK_WORDNET_ARCHIVE) -> None:
+    """Refuse an archive that is not the pinned WordNet 3.0 one: its size and md5, then the
+    files nltk's reader opens under ``wordnet/`` (the layout of nltk_data's archive)."""
+    archive = Path(archive)
+    fix = f"delete {archive} and run `python -m novabench.wordnet --download` again, or {_FIX}"
+    if not archive.is_file():
+        raise NovaError(f"{archive} was not written by nltk's downloader", fix)
+    digest = _md5(archive)
+    size = archive.stat().st_size
+    if (digest, size) != (pin.md5, pin.size):
+        raise NovaError(
+            f"{archive} is not nltk_data's WordNet 3.0 archive (md5 {digest}, {size} bytes; "
+            f"expected md5 {pin.md5}, {pin.size} bytes)",
+            fix,
+        )
+    try:
+        with zipfile.ZipFile(archive) as opened:
+            names = set(opened.namelist())
+    except zipfile.BadZipFile as exc:
+        raise NovaError(f"{archive} is not a zip archive ({exc})", fix) from exc
+    missing = [n for n in (*DATABASE_FILES, "lexnames") if f"wordnet/{n}" not in names]
+    if missing:
+        raise NovaError(f"{archive} lacks wordnet/{', wordnet/'.join(missing)}", fix)
+
+
+def _md5(path: Path) -> str:
+    # md5 because that is the checksum nltk_data publishes, not for security.
+    with open(path, "rb") as handle:
+        return hashlib.file_digest(handle, lambda: hashlib.md5(usedforsecurity=False)).hexdigest()
 
 
 def wordnet_identity(nltk_data_dir: Path) -> dict:
@@ -284,6 +408,8 @@ def wordnet_identity(nltk_data_dir: Path) -> dict:
         archive = Path(root.zipfile.filename)
         identity["source"] = "nltk-data-zip"
         identity["files_sha256"] = {archive.name: sha256_file(archive)}
+        identity["nltk_release_md5"] = NLTK_WORDNET_ARCHIVE.md5
+        identity["matches_nltk_release"] = _md5(archive) == NLTK_WORDNET_ARCHIVE.md5
     else:
         source_file = folder / SOURCE_FILE
         if source_file.is_file():
@@ -300,3 +426,33 @@ def wordnet_identity(nltk_data_dir: Path) -> dict:
         combined.update(f"{name}\0{digest}\n".encode())
     identity["sha256"] = combined.hexdigest()
     return identity
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m novabench.wordnet [--download] NLTK_DATA_DIR`` (scripts/setup.sh runs it)."""
+    parser = argparse.ArgumentParser(
+        prog="python -m novabench.wordnet",
+        description="Install WordNet 3.0 for METEOR into an nltk data folder: copied from "
+        "Debian's packages where they are installed, else (with --download) fetched by nltk's "
+        "downloader and checked against the checksum nltk_data publishes.",
+    )
+    parser.add_argument("nltk_data", type=Path, help="the folder, e.g. results/nltk_data")
+    parser.add_argument(
+        "--download", action="store_true", help="download with nltk where Debian's files are absent"
+    )
+    parser.add_argument("--index-url", help="an nltk data index to read instead of nltk's")
+    args = parser.parse_args(argv)
+    try:
+        ensure_wordnet(
+            args.nltk_data, DEBIAN_WORDNET_DIR, download=args.download, index_url=args.index_url
+        )
+        identity = wordnet_identity(args.nltk_data)
+    except NovaError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    print(f"WordNet {identity['wordnet_version']} ({identity['source']}) in {args.nltk_data}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -282,18 +282,38 @@ def manifest_inputs(wildcards):
     }
 
 
-def report_targets(wildcards):
-    """Tables, figures and the provenance manifest of every task that has models."""
-    if not REPORT_TASKS:
-        return []
-    targets = [results("tables/summary.md"), results("manifest.json")]
+def leaderboard_inputs(wildcards):
+    """What the tables read, and the dataset manifest (the page names the dataset)."""
+    inputs = tables_inputs(wildcards)
+    del inputs["paper_reference"]
+    inputs["dataset_manifest"] = MANIFEST
+    return inputs
+
+
+def report_figures():
+    """Every figure (PNG) of the report: per task, then judge agreement."""
+    figures = []
     for task in REPORT_TASKS:
-        targets.append(results(f"figures/{task}_metrics.png"))
-        targets += [results(f"figures/{task}_{f}.png") for f in TASK_FIGURES[task]]
+        figures.append(results(f"figures/{task}_metrics.png"))
+        figures += [results(f"figures/{task}_{f}.png") for f in TASK_FIGURES[task]]
         if "breakdown" in get_task(task).figures:
-            targets += [
-                results(f"figures/{task}_breakdown_{axis}.png") for axis in BREAKDOWN_AXES
+            figures += [
+                results(f"figures/{task}_breakdown_{axis}.png")
+                for axis in BREAKDOWN_AXES
             ]
     if AGREEMENT_JUDGES:
-        targets.append(results("figures/judge_agreement.png"))
-    return targets
+        figures.append(results("figures/judge_agreement.png"))
+    return figures
+
+
+def report_targets(wildcards):
+    """Tables, figures, the leaderboard and the provenance manifest of every task that
+    has models."""
+    if not REPORT_TASKS:
+        return []
+    return [
+        results("tables/summary.md"),
+        results("manifest.json"),
+        results("leaderboard.html"),
+        *report_figures(),
+    ]

@@ -70,6 +70,29 @@ rule tables:
         "../../scripts/make_tables.py"
 
 
+rule leaderboard:
+    input:
+        unpack(leaderboard_inputs),
+        code=report_code(
+            "make_leaderboard.py", "leaderboard.py", "tables.py", "inputs.py"
+        ),
+    output:
+        html=results("leaderboard.html"),
+    log:
+        results("logs/report/leaderboard.log"),
+    benchmark:
+        results("benchmarks/report/leaderboard.tsv")
+    conda:
+        "../../envs/reporting.yaml"
+    params:
+        # Linked, not read: a re-plotted figure does not rewrite the page.
+        figures=report_figures(),
+        # The page shows the commit, so a new commit re-writes it.
+        git=GIT_STATE,
+    script:
+        "../../scripts/make_leaderboard.py"
+
+
 rule figure_metrics:
     input:
         statistics=results("statistics/{task}.csv"),
@@ -108,7 +131,10 @@ rule figure_breakdown:
             caption="../report/breakdown.rst",
             category=report_category,
             subcategory="Figures",
-            labels=lambda wildcards: {"figure": f"by {wildcards.axis}", "models": "all"},
+            labels=lambda wildcards: {
+                "figure": f"by {wildcards.axis}",
+                "models": "all",
+            },
         ),
         pdf=results("figures/{task}_breakdown_{axis}.pdf"),
     log:

@@ -1,0 +1,474 @@
+"""The leaderboard: one HTML page with every task's results, readable offline.
+
+One sortable table per task: the task's table metrics as its registry entry declares them
+(label, direction, decimals), the same numbers, CIs and bold best as the paper tables
+(``novabench.report.tables``), then the failure rates of each entry's score file. Models
+come first; controls and human raters follow in their own row groups, and sorting a
+column reorders the rows within each group, so a control never ranks among the models.
+
+The page is one file with no external resource: CSS and a small vanilla script are
+inline, a Content-Security-Policy with their hashes forbids loading anything else, and it
+opens from ``file://``. Figures are linked by relative path rather than embedded: they are
+files the pipeline already writes next to the page (``figures/``), one of them is a few
+MB, and the page stays small enough to diff. Every text from config or score files is
+HTML-escaped.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+import math
+import os
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from html import escape
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from novabench.errors import NovaError
+from novabench.io import atomic_write_text
+from novabench.report.inputs import GROUP_MODEL, GROUP_TITLES, GROUPS, Entry, read_scores
+from novabench.report.tables import _cell_parts, _judge_name, task_table
+from novabench.tasks import Metric, get_task, task_names
+
+# Answer statuses a score file may count (``n_<status>``), in the order shown.
+STATUSES = ("ok", "no_finding", "refusal", "parse_error", "error", "missing", "excluded")
+
+
+@dataclass(frozen=True)
+class Column:
+    """One sortable column: its key in a row, header text, tooltip, and how it sorts."""
+
+    key: str
+    label: str
+    title: str
+    numeric: bool = True
+
+
+@dataclass
+class Board:
+    """What the page shows of one task."""
+
+    task: str
+    table: pd.DataFrame  # task_table's rows, with the failure-rate columns added
+    rates: list[Column]
+    judge: str | None
+    context: dict[str, Any]
+    figures: list[Path] = field(default_factory=list)
+
+
+def dataset_label(manifest: Mapping[str, Any]) -> str:
+    """What the results were computed on, from the dataset manifest.
+
+    A stand-in, to be replaced by the report's shared ``dataset_label`` when it exists.
+    """
+    source = manifest.get("source", "unknown source")
+    where = {
+        "sample": "embedded synthetic sample (not NOVA images)",
+        "local": f"local copy {manifest.get('local_path') or ''}".strip(),
+    }.get(source)
+    if where is None:
+        revision = manifest.get("resolved_revision") or manifest.get("revision")
+        where = f"{manifest.get('repo_id') or source}" + (f" @ {revision}" if revision else "")
+    counts = [
+        f"{manifest[key]} {noun}"
+        for key, noun in (("n_images", "images"), ("n_cases", "cases"))
+        if manifest.get(key) is not None
+    ]
+    return where + (f" ({', '.join(counts)})" if counts else "")
+
+
+# --- failure rates --------------------------------------------------------------------------
+
+
+def rate_columns(payloads: Sequence[Mapping[str, Any]]) -> list[Column]:
+    """The failure-rate columns of a task: the answered share where the score files count
+    statuses, then every ``*_rate`` key any of them has (statuses first, in STATUSES order)."""
+    keys: set[str] = set()
+    counted = False
+    for payload in payloads:
+        metrics = payload.get("metrics") or {}
+        keys |= {k for k, v in metrics.items() if k.endswith("_rate") and _is_number(v)}
+        counted = counted or ("n_ok" in metrics and "n_images" in metrics)
+    order = {f"{status}_rate": i for i, status in enumerate(STATUSES)}
+    columns = []
+    if counted and "answered_rate" not in keys:
+        title = "Share of images with an answer (ok or an explicit no finding), %"
+        columns.append(Column("answered_rate", "Answered %", title))
+    for key in sorted(keys, key=lambda k: (order.get(k, len(order)), k)):
+        what = key.removesuffix("_rate").replace("_", " ")
+        title = f"Share of images with status {what}, % (from the score file)"
+        columns.append(Column(key, f"{what.capitalize()} %", title))
+    return columns
+
+
+def entry_rates(metrics: Mapping[str, Any], columns: Sequence[Column]) -> dict[str, float]:
+    """One entry's failure rates in %; NaN where its score file does not say."""
+    out = {}
+    for column in columns:
+        value = metrics.get(column.key)
+        if column.key == "answered_rate" and value is None:
+            value = _answered_share(metrics)
+        out[column.key] = float(value) if _is_number(value) else math.nan
+    return out
+
+
+def _answered_share(metrics: Mapping[str, Any]) -> float | None:
+    n_images = metrics.get("n_images")
+    if not _is_number(n_images) or not n_images or not _is_number(metrics.get("n_ok")):
+        return None
+    answered = metrics["n_ok"] + (metrics.get("n_no_finding") or 0)
+    return 100.0 * answered / n_images
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+# --- assembling -----------------------------------------------------------------------------
+
+
+def task_board(task: str, statistics: pd.DataFrame, score_files: Sequence[Path]) -> Board:
+    """One task's rows (as the paper table has them) with its failure rates and judge."""
+    payloads = {Path(p).name.removesuffix(".json"): read_scores(Path(p)) for p in score_files}
+    estimates = {
+        name: Entry(name, GROUP_MODEL, payload, pd.DataFrame()).metrics
+        for name, payload in payloads.items()
+    }
+    table = task_table(task, statistics, estimates)
+    rates = rate_columns(list(payloads.values()))
+    by_name = {n: entry_rates(p.get("metrics") or {}, rates) for n, p in payloads.items()}
+    for column in rates:
+        table[column.key] = [by_name.get(n, {}).get(column.key, math.nan) for n in table["model"]]
+    judges = [_judge_name(p.get("judge")) for p in payloads.values()]
+    first = statistics.iloc[0] if len(statistics) else {}
+    context = {
+        key: first[key]
+        for key in ("n_images", "n_cases", "n_resamples", "confidence")
+        if len(statistics) and key in statistics
+    }
+    context["note"] = get_task(task).table_note(estimates)
+    judge = next((j for j in judges if j), None)
+    return Board(task, table, rates, judge, context)
+
+
+def task_figures(task: str, figures: Sequence[Path]) -> list[Path]:
+    """The figures of ``task`` (``<task>_<family>.png``), in the order given."""
+    return [f for f in figures if Path(f).name.startswith(f"{task}_")]
+
+
+# --- rendering ------------------------------------------------------------------------------
+
+
+def metric_column(metric: Metric) -> Column:
+    direction = {"higher": "higher is better", "lower": "lower is better"}.get(
+        metric.better or "", "no better direction"
+    )
+    scale = "0-100" if metric.percent else "count or raw value"
+    label = f"{metric.label} {metric.arrow}".strip()
+    return Column(metric.key, label, f"{metric.label}: {direction}; {scale}")
+
+
+def _header(column: Column, first_rate: bool = False) -> str:
+    kind = "number" if column.numeric else "text"
+    css = ' class="first-rate"' if first_rate else ""
+    return (
+        f'<th scope="col"{css} aria-sort="none" data-type="{kind}" '
+        f'title="{escape(column.title)}"><button type="button">{escape(column.label)}</button></th>'
+    )
+
+
+def _metric_cell(row: pd.Series, metric: Metric) -> str:
+    value, ci, best = _cell_parts(row, metric)
+    point = row[metric.key]
+    sort_key = "" if pd.isna(point) else repr(float(point))
+    text = f"<strong>{escape(value)}</strong>" if best else escape(value)
+    if ci:
+        text += f' <span class="ci">{escape(ci)}</span>'
+    p_value = row.get(f"{metric.key}_p_value")
+    title = ""
+    if not pd.isna(p_value) and row.get("reference") not in (None, row["model"]):
+        title = f' title="p = {p_value:.3g} vs {escape(str(row["reference"]))}"'
+    return f'<td data-value="{sort_key}"{title}>{text}</td>'
+
+
+def _rate_cell(value: float, first_rate: bool = False) -> str:
+    css = ' class="first-rate"' if first_rate else ""
+    if pd.isna(value):
+        return f'<td{css} data-value="">–</td>'
+    return f'<td{css} data-value="{float(value)!r}">{value:.1f}</td>'
+
+
+def table_html(board: Board) -> str:
+    """The task's table: one ``tbody`` per group, a group title row, then its entries."""
+    metrics = list(get_task(board.task).table_metrics)
+    columns = [Column("model", "Model", "Model or rater name", numeric=False)]
+    columns += [metric_column(m) for m in metrics]
+    headers = [_header(c) for c in columns]
+    headers += [_header(c, i == 0) for i, c in enumerate(board.rates)]
+    columns += board.rates
+    lines = [
+        f'<table class="board" id="table-{escape(board.task)}">',
+        f"<caption>{escape(caption_text(board))}</caption>",
+        "<thead><tr>" + "".join(headers) + "</tr></thead>",
+    ]
+    if board.table.empty:
+        lines.append(f'<tbody><tr><td colspan="{len(columns)}">No scores.</td></tr></tbody>')
+    for group in GROUPS:
+        rows = board.table[board.table["group"] == group]
+        if rows.empty:
+            continue
+        lines.append(f'<tbody data-group="{group}">')
+        lines.append(
+            f'<tr class="group"><th scope="rowgroup" colspan="{len(columns)}">'
+            f"{escape(GROUP_TITLES[group])}</th></tr>"
+        )
+        for _, row in rows.iterrows():
+            name = escape(str(row["model"]))
+            cells = [f'<th scope="row" data-value="{name}">{name}</th>']
+            cells += [_metric_cell(row, m) for m in metrics]
+            cells += [_rate_cell(row[c.key], i == 0) for i, c in enumerate(board.rates)]
+            lines.append('<tr class="entry">' + "".join(cells) + "</tr>")
+        lines.append("</tbody>")
+    lines.append("</table>")
+    return "\n".join(lines)
+
+
+def caption_text(board: Board) -> str:
+    """Sample size, CIs and what the metrics are, as plain text."""
+    context = board.context
+    parts = [f"{get_task(board.task).title}."]
+    if "n_images" in context and "n_cases" in context:
+        parts.append(f"{int(context['n_images'])} images from {int(context['n_cases'])} cases.")
+    if "n_resamples" in context:
+        parts.append(
+            f"Values with {round(100 * float(context['confidence']))}% CIs from "
+            f"{int(context['n_resamples'])} case-level bootstrap resamples."
+        )
+    parts.append("Best model per column in bold (controls and human raters excluded).")
+    parts.append(plain_text(get_task(board.task).caption))
+    if context.get("note"):
+        parts.append(plain_text(context["note"]))
+    return " ".join(parts)
+
+
+def plain_text(latex: str) -> str:
+    """The few LaTeX bits of task captions as plain text (as the Markdown tables do)."""
+    return latex.replace("\\%", "%").replace("$\\tau$", "τ").replace("$", "")
+
+
+def section_html(board: Board, page_dir: Path) -> str:
+    judge = board.judge or "none (scored without a judge)"
+    lines = [
+        f'<section id="task-{escape(board.task)}">',
+        f"<h2>{escape(get_task(board.task).title)}</h2>",
+        f'<p class="judge">Judge: {escape(judge)}</p>',
+        '<div class="scroll">',
+        table_html(board),
+        "</div>",
+    ]
+    if board.figures:
+        links = [
+            f'<li><a href="{escape(_relative(f, page_dir))}">'
+            f"{escape(Path(f).stem.removeprefix(board.task + '_').replace('_', ' '))}</a></li>"
+            for f in board.figures
+        ]
+        lines += ['<p class="figures">Figures:</p>', "<ul>", *links, "</ul>"]
+    lines.append("</section>")
+    return "\n".join(lines)
+
+
+def _relative(path: Path, page_dir: Path) -> str:
+    """``path`` relative to the page, with forward slashes (a URL, also on Windows)."""
+    return Path(os.path.relpath(Path(path).resolve(), Path(page_dir).resolve())).as_posix()
+
+
+def _csp_hash(text: str) -> str:
+    return "'sha256-" + base64.b64encode(hashlib.sha256(text.encode()).digest()).decode() + "'"
+
+
+def provenance_html(dataset: str, git: Mapping[str, Any], generated: datetime) -> str:
+    commit = git.get("commit")
+    if commit:
+        code = f'<code title="{escape(commit)}">{escape(commit[:12])}</code>'
+        code += " (with uncommitted changes)" if git.get("dirty") else ""
+    else:
+        code = "not a git checkout"
+    stamp = generated.astimezone(UTC)
+    return (
+        '<dl class="provenance">'
+        f"<dt>Dataset</dt><dd>{escape(dataset)}</dd>"
+        f'<dt>Generated</dt><dd><time datetime="{stamp.isoformat(timespec="seconds")}">'
+        f"{stamp:%Y-%m-%d %H:%M} UTC</time></dd>"
+        f"<dt>Git commit</dt><dd>{code}</dd>"
+        "</dl>"
+    )
+
+
+def page_html(
+    boards: Sequence[Board],
+    *,
+    dataset: str,
+    git: Mapping[str, Any],
+    generated: datetime,
+    page_dir: Path,
+    other_figures: Sequence[Path] = (),
+) -> str:
+    """The whole page; nothing in it loads from anywhere else."""
+    csp = f"default-src 'none'; style-src {_csp_hash(STYLE)}; script-src {_csp_hash(SCRIPT)}"
+    nav = " · ".join(
+        f'<a href="#task-{escape(b.task)}">{escape(get_task(b.task).title)}</a>' for b in boards
+    )
+    body = [section_html(b, page_dir) for b in boards] or ["<p>No task has scores.</p>"]
+    if other_figures:
+        links = [
+            f'<li><a href="{escape(_relative(f, page_dir))}">'
+            f"{escape(Path(f).stem.replace('_', ' '))}</a></li>"
+            for f in other_figures
+        ]
+        body.append('<section id="other-figures"><h2>Other figures</h2><ul>')
+        body += [*links, "</ul></section>"]
+    return "\n".join(
+        [
+            "<!DOCTYPE html>",
+            '<html lang="en">',
+            "<head>",
+            '<meta charset="utf-8">',
+            f'<meta http-equiv="Content-Security-Policy" content="{csp}">',
+            '<meta name="viewport" content="width=device-width, initial-scale=1">',
+            "<title>NOVA leaderboard</title>",
+            f"<style>{STYLE}</style>",
+            "</head>",
+            "<body>",
+            "<header><h1>NOVA leaderboard</h1>",
+            provenance_html(dataset, git, generated),
+            f"<nav>{nav}</nav>",
+            '<p class="help">Click a column header to sort; rows are sorted within each '
+            "group (models, controls, human reference). Values with CIs sort by the point "
+            "estimate.</p>",
+            "</header>",
+            "<main>",
+            *body,
+            "</main>",
+            f"<script>{SCRIPT}</script>",
+            "</body>",
+            "</html>",
+            "",
+        ]
+    )
+
+
+# --- rule `leaderboard` ---------------------------------------------------------------------
+
+
+def write_leaderboard(
+    *,
+    statistics: Mapping[str, Path],
+    scores: Mapping[str, Sequence[Path]],
+    dataset_manifest: Path,
+    figures: Sequence[Path],
+    out: Path,
+    git: Mapping[str, Any],
+    generated: datetime | None = None,
+) -> list[Board]:
+    """Write the page to ``out``; ``statistics[task]`` and ``scores[task]`` as for the
+    tables, ``figures`` the figure files to link (they need not exist yet)."""
+    try:
+        manifest = json.loads(Path(dataset_manifest).read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError) as exc:
+        raise NovaError(
+            f"cannot read the dataset manifest {dataset_manifest} ({exc})",
+            "re-run the `dataset` rule",
+        ) from exc
+    boards = []
+    for task in task_names():
+        if task in statistics:
+            board = task_board(task, pd.read_csv(statistics[task]), scores.get(task, []))
+            board.figures = task_figures(task, figures)
+            boards.append(board)
+    shown = {f for b in boards for f in b.figures}
+    html = page_html(
+        boards,
+        dataset=dataset_label(manifest),
+        git=git,
+        generated=generated or datetime.now(UTC),
+        page_dir=Path(out).parent,
+        other_figures=[f for f in figures if f not in shown],
+    )
+    atomic_write_text(Path(out), html)
+    return boards
+
+
+# --- the page's own style and script --------------------------------------------------------
+
+STYLE = """
+body { font: 15px/1.45 system-ui, sans-serif; margin: 1.5rem auto; max-width: 90rem;
+  padding: 0 1rem; color: #1b1b1b; background: #fff; }
+h1 { margin-bottom: .3rem; }
+dl.provenance { display: grid; grid-template-columns: max-content 1fr; gap: .1rem 1rem; }
+dl.provenance dt { font-weight: 600; }
+dl.provenance dd { margin: 0; }
+.help, .judge, caption { color: #444; }
+caption { caption-side: bottom; text-align: left; padding-top: .4rem; font-size: .9em; }
+.scroll { overflow-x: auto; }
+table.board { border-collapse: collapse; font-variant-numeric: tabular-nums; }
+table.board th, table.board td { padding: .25rem .6rem; border-bottom: 1px solid #ddd;
+  text-align: right; white-space: nowrap; }
+table.board th[scope=row], table.board th[scope=col]:first-child { text-align: left; }
+table.board th[scope=rowgroup] { text-align: left; font-style: italic; background: #f3f3f3; }
+table.board thead th { position: sticky; top: 0; background: #fff; }
+table.board thead button { font: inherit; font-weight: 600; border: 0; background: none;
+  cursor: pointer; padding: 0; color: inherit; }
+table.board thead th[aria-sort=ascending] button::after { content: " \\25B2"; }
+table.board thead th[aria-sort=descending] button::after { content: " \\25BC"; }
+table.board button:focus-visible { outline: 2px solid #1a5fb4; }
+table.board .first-rate { border-left: 2px solid #bbb; }
+.ci { color: #555; font-size: .85em; }
+"""
+
+# Sorts the entry rows of each tbody (group) by the clicked column: numbers by their
+# data-value (the point estimate), text case-insensitively; empty values last both ways.
+SCRIPT = """
+(function () {
+  "use strict";
+  function sortKey(cell, numeric) {
+    var raw = cell.getAttribute("data-value");
+    if (raw === null || raw === "") { return null; }
+    return numeric ? parseFloat(raw) : raw.toLowerCase();
+  }
+  function compare(a, b, ascending) {
+    if (a === null || b === null) { return (a === null) - (b === null); }
+    var order = a < b ? -1 : (a > b ? 1 : 0);
+    return ascending ? order : -order;
+  }
+  function sortBy(table, header) {
+    var index = Array.prototype.indexOf.call(header.parentNode.children, header);
+    var ascending = header.getAttribute("aria-sort") !== "ascending";
+    var numeric = header.getAttribute("data-type") === "number";
+    table.querySelectorAll("thead th").forEach(function (th) {
+      th.setAttribute("aria-sort", "none");
+    });
+    header.setAttribute("aria-sort", ascending ? "ascending" : "descending");
+    table.querySelectorAll("tbody").forEach(function (body) {
+      var rows = Array.prototype.slice.call(body.querySelectorAll("tr.entry"));
+      rows.sort(function (x, y) {
+        return compare(sortKey(x.children[index], numeric),
+                       sortKey(y.children[index], numeric), ascending);
+      });
+      rows.forEach(function (row) { body.appendChild(row); });
+    });
+  }
+  document.querySelectorAll("table.board").forEach(function (table) {
+    table.querySelectorAll("thead th").forEach(function (header) {
+      header.querySelector("button").addEventListener("click", function () {
+        sortBy(table, header);
+      });
+    });
+  });
+})();
+"""

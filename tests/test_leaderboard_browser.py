@@ -1,0 +1,112 @@
+"""The leaderboard in a real headless browser (Debian's chromium, driven by Selenium).
+
+Opens the page from file://, reads the rendered tables, clicks headers and checks the
+order (numeric, ascending then descending, empty values last, within each group), and
+that the browser logged no error (a blocked resource or a script error would be one).
+Skipped, with the reason, only where chromium or its driver is not installed
+(`apt-get install chromium chromium-driver`; scripts/setup.sh --dev does it as root).
+"""
+
+from __future__ import annotations
+
+import shutil
+from datetime import UTC, datetime
+
+import pytest
+from selenium import webdriver
+from selenium.webdriver.chrome.service import Service
+from selenium.webdriver.common.by import By
+
+from leaderboard_results import EVIL, write_results
+from novabench.report.leaderboard import write_leaderboard
+
+CHROMIUM = next(filter(None, map(shutil.which, ("chromium", "chromium-browser"))), None)
+CHROMEDRIVER = shutil.which("chromedriver")
+
+pytestmark = pytest.mark.skipif(
+    CHROMIUM is None or CHROMEDRIVER is None,
+    reason="needs a headless browser: `apt-get install chromium chromium-driver` "
+    "(or `bash scripts/setup.sh --dev` as root)",
+)
+
+
+@pytest.fixture(scope="module")
+def browser(tmp_path_factory):
+    root = tmp_path_factory.mktemp("leaderboard")
+    out = root / "leaderboard.html"
+    write_leaderboard(**write_results(root), out=out, generated=datetime.now(UTC))
+    options = webdriver.ChromeOptions()
+    options.binary_location = CHROMIUM
+    for argument in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage"):
+        options.add_argument(argument)
+    options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
+    # An explicit driver path: Selenium Manager would otherwise try to download one.
+    driver = webdriver.Chrome(service=Service(CHROMEDRIVER), options=options)
+    try:
+        driver.get(out.as_uri())
+        yield driver
+    finally:
+        driver.quit()
+
+
+def column(driver, table: str, index: int, group: str = "model") -> list[str]:
+    rows = driver.find_elements(
+        By.CSS_SELECTOR, f"#table-{table} tbody[data-group={group}] tr.entry"
+    )
+    return [row.find_elements(By.CSS_SELECTOR, "th, td")[index].text for row in rows]
+
+
+def click(driver, table: str, label: str) -> str:
+    """Click the header named ``label``; return its aria-sort afterwards."""
+    for header in driver.find_elements(By.CSS_SELECTOR, f"#table-{table} thead th"):
+        if header.text.startswith(label):
+            header.find_element(By.TAG_NAME, "button").click()
+            return header.get_attribute("aria-sort")
+    raise AssertionError(f"no header {label!r} in {table}")
+
+
+def errors(driver) -> list[str]:
+    return [e["message"] for e in driver.get_log("browser") if e["level"] == "SEVERE"]
+
+
+def test_tables_render_with_their_rows_and_values(browser):
+    assert browser.title == "NOVA leaderboard"
+    tables = browser.find_elements(By.CSS_SELECTOR, "table.board")
+    assert [t.get_attribute("id") for t in tables] == ["table-localization", "table-captioning"]
+    assert column(browser, "localization", 0) == ["model-b", EVIL, "model-a", "model-nan"]
+    assert column(browser, "localization", 1) == [
+        "10.3 [8.0, 12.5]",
+        "100.0 [99.0, 100.0]",
+        "9.5 [5.0, 14.0]",
+        "–",
+    ]
+    assert column(browser, "localization", 0, "control") == ["gold", "random"]
+    assert column(browser, "localization", 0, "human") == ["rater-r1"]
+    assert column(browser, "captioning", 4) == ["31.3 [28.0, 34.5]"]
+    # The escaped name is shown as text; it did not become an element.
+    assert not browser.find_elements(By.CSS_SELECTOR, "main script")
+    assert errors(browser) == []
+
+
+def test_clicking_a_header_sorts_numerically_within_each_group(browser):
+    assert click(browser, "localization", "mAP@30") == "ascending"
+    # 9.5 < 10.3 < 100.0 (as text "10.3" < "100.0" < "9.5"); no value last
+    assert column(browser, "localization", 0) == ["model-a", "model-b", EVIL, "model-nan"]
+    assert column(browser, "localization", 0, "control") == ["random", "gold"]
+    assert click(browser, "localization", "mAP@30") == "descending"
+    assert column(browser, "localization", 0) == [EVIL, "model-b", "model-a", "model-nan"]
+    assert column(browser, "localization", 0, "control") == ["gold", "random"]
+    # Sorting another column resets the first one's state.
+    assert click(browser, "localization", "Model") == "ascending"
+    assert column(browser, "localization", 0) == [EVIL, "model-a", "model-b", "model-nan"]
+    headers = browser.find_elements(By.CSS_SELECTOR, "#table-localization thead th")
+    assert [h.get_attribute("aria-sort") for h in headers].count("none") == len(headers) - 1
+    assert click(browser, "localization", "FP30") == "ascending"
+    assert column(browser, "localization", 6) == ["0", "3", "7", "12"]
+    assert errors(browser) == []
+
+
+def test_console_errors_would_be_seen(browser):
+    # The check above would pass vacuously if the log were not collected.
+    browser.execute_script("console.error('probe from the test')")
+    assert any("probe from the test" in message for message in errors(browser))
