@@ -56,7 +56,9 @@ class AnswerContext:
 
 @dataclass(frozen=True)
 class Parsed:
-    """A read answer: ``status`` ok / no_finding / parse_error, the parsed value, why not."""
+    """A read answer: ``status`` ok / no_finding / parse_error, the parsed value, why not.
+
+    (``refusal`` and ``error`` are decided before the task reads the answer.)"""
 
     status: str
     value: dict[str, Any] | None = None
