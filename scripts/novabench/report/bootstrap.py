@@ -298,7 +298,7 @@ def captioning_replicates(
 
     Images left out of scoring (status ``error`` with ``on_error: exclude``: no per-image
     values) get no weight. Keyword F1 is recomputed from the keyword columns (exact), the
-    per-image METEOR is read as written.
+    per-image METEOR and BERT F1 are read as written.
     """
     scored = per_image["meteor"].notna().to_numpy()
     w = weights * scored
@@ -307,6 +307,8 @@ def captioning_replicates(
         summed = w.astype(float) @ bleu_stats.astype(float)  # integer-valued: exact
         out["BLEU-4"] = np.array([bleu_from_statistics(row) for row in summed])
     out["METEOR"] = weighted_mean(w, per_image["meteor"].to_numpy(dtype=float))
+    if "bert_f1" in per_image:  # per-image tables written before BERT F1 have none
+        out["BERT_F1"] = weighted_mean(w, per_image["bert_f1"].to_numpy(dtype=float))
     for name, column in (("Clinical_F1", "clinical"), ("Modality_F1", "modality")):
         f1 = _f1_from_keywords(per_image[f"ref_{column}"], per_image[f"pred_{column}"])
         out[name] = weighted_mean(w, np.where(scored, f1, np.nan))

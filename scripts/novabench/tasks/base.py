@@ -72,6 +72,9 @@ class ScoringContext:
     judge: Any = None
     options: Mapping[str, Any] = field(default_factory=dict)
     nltk_data: Path | None = None
+    # BERT F1 of caption pairs, ``novabench.metrics.bertscore.bert_f1``: handed over by the
+    # scoring stage like the judge, so that only its environment needs bert-score and torch.
+    bert_f1: Any = None
 
 
 class ScoredEntry(Protocol):
