@@ -245,7 +245,7 @@ def test_validate_finds_every_planted_problem_in_records(nova, tmp_path, capsys)
     assert out[:-1] == [
         f"{path}:2: not valid JSON (Expecting property name enclosed in double quotes)",
         f"{path}:3: missing fields task, model",
-        f"{path}:4: unknown status 'done' (one of ok, no_finding, parse_error, error)",
+        f"{path}:4: unknown status 'done' (one of ok, no_finding, parse_error, refusal, error)",
         f"{path}:5: case0001_001.png repeats line 1",
         f"{path}:6: case9999_001.png is not in the dataset",
         f"{path}:7: parsed.ranked must be a list of diagnosis strings",

@@ -1,5 +1,8 @@
 """Captioning metrics: BLEU-4 against sacrebleu, METEOR with WordNet, keyword and binary F1."""
 
+import json
+from pathlib import Path
+
 import pytest
 import sacrebleu
 from nltk.translate.meteor_score import meteor_score
@@ -247,3 +250,264 @@ def test_score_captioning_rejects_bad_records(nltk_data):
         score_captioning([*records, records[0]], _judge(), nltk_data)
     with pytest.raises(NovaError, match="no caption text"):
         score_captioning([{**records[0], "prediction": None}], _judge(), nltk_data)
+
+
+def test_a_refusal_is_scored_exactly_as_a_failed_request(nltk_data):
+    failed, refused = _records(), _records()
+    failed[0] = {**failed[0], "prediction": None, "status": "error"}
+    refused[0] = {**refused[0], "prediction": None, "status": "refusal"}
+    for on_error in ("empty", "exclude"):
+        as_error, error_table = score_captioning(failed, _judge(), nltk_data, on_error=on_error)
+        summary, table = score_captioning(refused, _judge(), nltk_data, on_error=on_error)
+        assert (summary["n_refusal"], summary["n_error"]) == (1, 0)
+        assert summary["refusal_rate"] == pytest.approx(100 / 3)
+        for key in ("BLEU-4", "METEOR", "Clinical_F1", "Modality_F1", "Binary_F1", "n_scored"):
+            assert summary[key] == as_error[key], key
+        assert table.drop(columns="status").equals(error_table.drop(columns="status"))
+    with pytest.raises(NovaError, match="status error or refusal"):
+        score_captioning(refused, _judge(), nltk_data, on_error="raise")
+
+
+# --- BERT F1 ---------------------------------------------------------------------------------
+# Tiny encoders with random weights and tokenizers built offline, saved with save_pretrained:
+# bert-score runs on them exactly as on roberta-large, and the values are checked against a
+# direct greedy cosine matching of their token embeddings.
+
+WORDS = [
+    *("a", "an", "the", "axial", "coronal", "flair", "t2", "t1", "image", "shows"),
+    *("hyperintense", "lesion", "in", "left", "right", "frontal", "lobe", "mass", "with"),
+    *("necrosis", "pons", "thalamus", "normal", ":", "."),
+]
+LAYERS = 2
+
+
+def _save_tiny_bert(folder):
+    import torch
+    import transformers
+
+    folder.mkdir()
+    vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *WORDS]
+    (folder / "vocab.txt").write_text("\n".join(vocab) + "\n")
+    tokenizer = transformers.BertTokenizer(str(folder / "vocab.txt"), model_max_length=64)
+    config = transformers.BertConfig(
+        vocab_size=len(vocab), hidden_size=16, num_hidden_layers=3, num_attention_heads=2,
+        intermediate_size=32, max_position_embeddings=64,
+    )  # fmt: skip
+    torch.manual_seed(0)
+    transformers.BertModel(config).save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    return folder
+
+
+def _save_tiny_roberta(folder):
+    import torch
+    import transformers
+    from tokenizers.pre_tokenizers import ByteLevel
+
+    folder.mkdir()
+    # Byte-level BPE: every byte is a token, plus two merges ("Ġl", "Ġle").
+    tokens = ["<s>", "<pad>", "</s>", "<unk>", "<mask>", *sorted(ByteLevel.alphabet())]
+    vocab = {token: i for i, token in enumerate([*tokens, "Ġl", "Ġle"])}
+    (folder / "vocab.json").write_text(json.dumps(vocab))
+    (folder / "merges.txt").write_text("#version: 0.2\nĠ l\nĠl e\n")
+    tokenizer = transformers.RobertaTokenizer(
+        str(folder / "vocab.json"), str(folder / "merges.txt"), model_max_length=256
+    )
+    config = transformers.RobertaConfig(
+        vocab_size=len(vocab), hidden_size=16, num_hidden_layers=3, num_attention_heads=2,
+        intermediate_size=32, max_position_embeddings=260, pad_token_id=1,
+    )  # fmt: skip
+    torch.manual_seed(1)
+    transformers.RobertaModel(config).save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    return folder
+
+
+@pytest.fixture(scope="module")
+def encoders(tmp_path_factory):
+    root = tmp_path_factory.mktemp("encoders")
+    return {
+        "bert": _save_tiny_bert(root / "tiny-bert"),
+        "roberta": _save_tiny_roberta(root / "tiny-roberta"),
+    }
+
+
+def _settings(folder, **more):
+    return {"model": str(folder), "num_layers": LAYERS, **more}
+
+
+def _greedy_f1(folder, reference: str, hypothesis: str) -> float:
+    """BERTScore F1 x100 written out: cosine similarity of the layer-``LAYERS`` token
+    embeddings, each word piece matched to its most similar piece of the other text (special
+    tokens may be matched but are not averaged), F1 of the two averages."""
+    import torch
+    import transformers
+
+    tokenizer = transformers.AutoTokenizer.from_pretrained(str(folder))
+    model = transformers.AutoModel.from_pretrained(str(folder)).eval()
+    prefix = " " if "roberta" in folder.name else ""  # RoBERTa sees a space before word one
+
+    def embed(text):
+        ids = tokenizer(prefix + text, return_tensors="pt")["input_ids"]
+        with torch.no_grad():
+            states = model(ids, output_hidden_states=True).hidden_states[LAYERS][0]
+        return torch.nn.functional.normalize(states, dim=-1)
+
+    ref, hyp = embed(reference), embed(hypothesis)
+    similarity = hyp @ ref.T
+    precision = similarity.max(dim=1).values[1:-1].mean().item()
+    recall = similarity.max(dim=0).values[1:-1].mean().item()
+    return 100 * 2 * precision * recall / (precision + recall)
+
+
+@pytest.mark.parametrize("kind", ["bert", "roberta"])
+def test_bert_f1_is_greedy_cosine_matching_of_the_encoder(encoders, kind):
+    from novabench.metrics.bertscore import bert_f1
+
+    folder = encoders[kind]
+    result = bert_f1([*REFERENCES[:2], REFERENCES[0]], [*HYPOTHESES[:2], ""], _settings(folder))
+    pairs = zip(REFERENCES[:2], HYPOTHESES[:2], strict=True)
+    expected = [_greedy_f1(folder, r, h) for r, h in pairs]
+    assert result.per_image[:2] == pytest.approx(expected, abs=1e-3)
+    assert result.per_image[2] == 0.0  # an empty caption: bert-score's 0
+    assert result.mean == pytest.approx(sum(expected) / 3, abs=1e-3)
+    # Identical captions match themselves exactly.
+    same = bert_f1(REFERENCES, REFERENCES, _settings(folder))
+    assert same.per_image == pytest.approx([100.0] * 4, abs=1e-4)
+
+
+def test_bert_f1_records_what_computed_it(encoders):
+    from importlib.metadata import version
+
+    from novabench.metrics.bertscore import bert_f1
+
+    identity = bert_f1(REFERENCES, HYPOTHESES, _settings(encoders["bert"])).identity
+    assert identity == {
+        "status": "ok",
+        "model": str(encoders["bert"]),
+        "revision": None,
+        "commit": None,
+        "num_layers": LAYERS,
+        "rescale_with_baseline": False,
+        "baseline": None,
+        "idf": False,
+        "bert_score": version("bert-score"),
+        "transformers": version("transformers"),
+        "hash": f"{encoders['bert']}_L2_no-idf_version=0.3.12(hug_trans={version('transformers')})",
+    }
+
+
+def test_rescaling_with_a_baseline_file(encoders, tmp_path):
+    from novabench.metrics.bertscore import bert_f1
+
+    baseline = tmp_path / "baseline.tsv"  # bert-score's format: one row per layer
+    baseline.write_text("LAYER,P,R,F\n" + "".join(f"{i},0.4,0.4,0.6\n" for i in range(4)))
+    folder = encoders["bert"]
+    raw = bert_f1(REFERENCES[:2], [HYPOTHESES[0], ""], _settings(folder))
+    scaled = bert_f1(
+        REFERENCES[:2],
+        [HYPOTHESES[0], ""],
+        _settings(folder, rescale_with_baseline=True, baseline=str(baseline)),
+    )
+    expected = [100 * (value / 100 - 0.6) / (1 - 0.6) for value in raw.per_image]
+    assert scaled.per_image == pytest.approx(expected, abs=1e-3)
+    assert scaled.per_image[1] == pytest.approx(-150.0)  # the empty caption, rescaled
+    assert scaled.identity["hash"].endswith("-custom-rescaled")
+
+
+def test_no_encoder_is_one_line_and_the_scoring_goes_on(nltk_data, monkeypatch, caplog):
+    from novabench.metrics.bertscore import bert_f1
+
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    settings = {"model": "novabench-test/absent-encoder"}
+    with caplog.at_level("WARNING"):
+        summary, table = score_captioning(
+            _records(), _judge(), nltk_data, bert_f1=lambda r, h: bert_f1(r, h, settings)
+        )
+    reason = (
+        "BERT F1 not computed: the encoder novabench-test/absent-encoder is not in the Hugging "
+        "Face cache and HF_HUB_OFFLINE is set; fix: download it once (`hf download "
+        "novabench-test/absent-encoder`), point tasks.captioning.bertscore.model at a local "
+        "folder, or set tasks.captioning.bertscore.enabled: false"
+    )
+    assert summary["BERT_F1"] is None
+    assert summary["bertscore"]["status"] == "unavailable"
+    assert summary["bertscore"]["reason"] == reason
+    assert [r.getMessage() for r in caplog.records if r.levelname == "WARNING"] == [reason]
+    assert table["bert_f1"].isna().all()
+    assert summary["METEOR"] > 0 and summary["Clinical_F1"] is not None  # the rest is scored
+
+
+@pytest.mark.parametrize(
+    ("settings", "reason"),
+    [
+        ({"num_layers": None}, "bert-score has no tuned layer for {folder}; fix: set "
+         "tasks.captioning.bertscore.num_layers"),
+        ({"num_layers": 7}, "cannot load the encoder {folder} from {folder} (AssertionError: "
+         "Invalid num_layers: num_layers should be between 0 and 3 for {folder})"),
+        ({"rescale_with_baseline": True}, "bert-score ships no rescaling baseline for {folder}"),
+    ],
+)  # fmt: skip
+def test_a_local_encoder_that_cannot_be_used_is_reported(encoders, settings, reason):
+    from novabench.metrics.bertscore import bert_f1
+
+    folder = encoders["bert"]
+    result = bert_f1(REFERENCES, HYPOTHESES, {**_settings(folder), **settings})
+    assert result.mean is None and result.identity["status"] == "unavailable"
+    assert result.identity["reason"].startswith(
+        "BERT F1 not computed: " + reason.format(folder=folder)
+    )
+
+
+def test_a_folder_without_weights_is_reported(tmp_path):
+    from novabench.metrics.bertscore import bert_f1
+
+    result = bert_f1(["a"], ["a"], {"model": str(tmp_path)})
+    assert result.identity["reason"] == (
+        f"BERT F1 not computed: the encoder folder {tmp_path} holds no config.json and weights; "
+        "fix: point it at a folder written by save_pretrained or `hf download --local-dir`"
+    )
+
+
+def test_bert_f1_per_image_feeds_the_summary_and_the_bootstrap(nltk_data, encoders):
+    import numpy as np
+
+    from novabench.metrics.bertscore import bert_f1
+    from novabench.report.bootstrap import captioning_replicates
+
+    settings = _settings(encoders["roberta"])
+    records = _records()
+    records[2] = {**records[2], "prediction": None, "status": "refusal"}
+    summary, table = score_captioning(
+        records, _judge(), nltk_data, bert_f1=lambda r, h: bert_f1(r, h, settings)
+    )
+    values = table["bert_f1"].tolist()
+    assert values[1] == values[2] == 0.0  # parse error and refusal: empty captions
+    assert values[0] == pytest.approx(_greedy_f1(encoders["roberta"], *_pair(records[0])), abs=1e-3)
+    assert summary["BERT_F1"] == pytest.approx(sum(values) / 3)
+    assert summary["bertscore"]["num_layers"] == LAYERS
+    weights = np.array([[1, 1, 1], [2, 0, 1], [0, 3, 0]])
+    replicates = captioning_replicates(table, None, weights)
+    expected = [sum(values) / 3, (2 * values[0] + values[2]) / 3, values[1]]
+    assert replicates["BERT_F1"] == pytest.approx(expected)
+
+
+def _pair(record):
+    return record["reference"], record["prediction"]
+
+
+def test_captioning_options_default_to_the_schema_defaults():
+    import yaml
+
+    from novabench.tasks import get_task
+    from novabench.tasks.captioning import BERTSCORE_DEFAULTS
+
+    schema = yaml.safe_load(
+        (Path(__file__).parents[1] / "workflow/schemas/config.schema.yaml").read_text()
+    )
+    properties = schema["properties"]["tasks"]["properties"]["captioning"]["properties"]
+    defaults = {k: v["default"] for k, v in properties["bertscore"]["properties"].items()}
+    assert defaults == BERTSCORE_DEFAULTS
+    assert get_task("captioning").options({}) == {"bertscore": BERTSCORE_DEFAULTS}
+    options = get_task("captioning").options({"bertscore": {"num_layers": 8}})
+    assert options["bertscore"] == {**BERTSCORE_DEFAULTS, "num_layers": 8}

@@ -1,4 +1,4 @@
-"""Task 3 scores: Top-1, Top-5, Coverage, Entropy, failure rates, case level."""
+"""Task 3 scores: Top-1, Top-5, Coverage, Label recall, Entropy, failure rates, case level."""
 
 import math
 
@@ -9,7 +9,7 @@ import pytest
 from novabench.errors import ConfigError, NovaError
 from novabench.judges.diagnosis_matcher import DiagnosisMatcher
 from novabench.knowledge_base import load_knowledge_base
-from novabench.metrics.diagnosis import COLUMNS, score_diagnosis
+from novabench.metrics.diagnosis import COLUMNS, label_recall_table, score_diagnosis
 
 
 class ExactJudge:
@@ -96,6 +96,46 @@ def test_case_unit_makes_cases_the_headline() -> None:
     assert summary["Entropy"] == pytest.approx(_entropy([1 / 3, 1 / 6, 1 / 2]))
     assert summary["Entropy_reference"] == pytest.approx(2.0)
     assert summary["Coverage"] == pytest.approx(75.0)
+
+
+def test_label_recall_per_label_by_hand() -> None:
+    # Reference labels of RECORDS and their top-1 hits: glioblastoma a, g (2 of 3 images);
+    # meningioma none (parse errors); arachnoid cyst e; colloid cyst none (API error).
+    summary, table = score_diagnosis(RECORDS, ExactJudge())
+    per_label = label_recall_table(table, ExactJudge())
+    assert per_label.to_dict("records") == [
+        {"label": "arachnoid cyst", "n_images": 1, "n_top1_correct": 1, "recalled": True},
+        {"label": "colloid cyst", "n_images": 1, "n_top1_correct": 0, "recalled": False},
+        {"label": "glioblastoma", "n_images": 3, "n_top1_correct": 2, "recalled": True},
+        {"label": "meningioma", "n_images": 2, "n_top1_correct": 0, "recalled": False},
+    ]
+    assert summary["Label_recall"] == 50.0 and summary["n_recalled_reference_labels"] == 2
+
+
+def test_label_recall_cannot_be_gamed_by_varied_wrong_answers() -> None:
+    # Always wrong, never the same twice: the paper's Coverage is 100, Label recall 0.
+    references = ["Glioblastoma", "Meningioma", "Abscess"]
+    wrong = ["Lymphoma", "Metastasis", "Ependymoma", "Medulloblastoma", "Schwannoma", "Cyst"]
+    records = [
+        _record(f"{i}.png", f"c{i}", references[i % 3], [wrong[i]]) for i in range(len(wrong))
+    ]
+    summary, _ = score_diagnosis(records, ExactJudge())
+    assert summary["Coverage"] == 100.0 and summary["Label_recall"] == 0.0
+    # One right answer for one of the three reference labels: 1/3, whatever else is said.
+    records[0] = _record("0.png", "c0", "Glioblastoma", ["glioblastoma"])
+    summary, _ = score_diagnosis(records, ExactJudge())
+    assert summary["Label_recall"] == pytest.approx(100 / 3)
+
+
+def test_a_refusal_is_scored_as_an_error_and_counted_apart() -> None:
+    as_error, _ = score_diagnosis(RECORDS, ExactJudge())
+    refused = [*RECORDS[:-1], {**RECORDS[-1], "status": "refusal"}]
+    summary, table = score_diagnosis(refused, ExactJudge())
+    assert table.iloc[-1]["status"] == "refusal" and not table.iloc[-1]["top5_correct"]
+    (n_error, n_refusal) = (summary["n_error"], summary["n_refusal"])
+    assert (n_error, n_refusal) == (0, 1) and summary["refusal_rate"] == pytest.approx(100 / 7)
+    for key in ("Top-1", "Top-5", "Top-1_case", "Coverage", "Label_recall", "Entropy"):
+        assert summary[key] == as_error[key], key
 
 
 def test_coverage_is_capped_at_100() -> None:

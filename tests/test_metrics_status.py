@@ -10,14 +10,16 @@ from novabench.metrics.status import status_summary
 
 
 def test_counts_and_rates_in_percent_of_images():
-    summary = status_summary(["ok", "ok", "parse_error", "error", "ok"])
+    summary = status_summary(["ok", "ok", "parse_error", "error", "ok", "refusal", "refusal", "ok"])
     assert summary == {
-        "n_images": 5,
-        "n_ok": 3,
+        "n_images": 8,
+        "n_ok": 4,
         "n_parse_error": 1,
+        "n_refusal": 2,
         "n_error": 1,
-        "parse_error_rate": 20.0,
-        "error_rate": 20.0,
+        "parse_error_rate": 12.5,
+        "refusal_rate": 25.0,
+        "error_rate": 12.5,
     }
 
 
@@ -43,7 +45,8 @@ def test_localization_statuses_and_their_order():
 def test_rates_are_nan_without_statuses_or_images(statuses, known):
     summary = status_summary(statuses, known=known)
     assert summary["n_images"] == len(statuses)
-    assert math.isnan(summary["parse_error_rate"]) and math.isnan(summary["error_rate"])
+    rates = ("parse_error_rate", "refusal_rate", "error_rate")
+    assert all(math.isnan(summary[rate]) for rate in rates)
 
 
 def test_a_status_outside_the_counted_ones_is_refused():

@@ -188,7 +188,8 @@ def test_reference_boxes_in_each_convention_score_100(small, tmp_path, conventio
         assert flat == pytest.approx([v for box in golds[filename] for v in box], abs=1e-3), (
             filename
         )
-    assert summary["status_counts"] == {"ok": 3, "no_finding": 1, "parse_error": 0, "error": 0}
+    counts = {"ok": 3, "no_finding": 1, "parse_error": 0, "refusal": 0, "error": 0}
+    assert summary["status_counts"] == counts
     scores = score_predictions(
         task="localization",
         dataset=dataset,
@@ -269,6 +270,43 @@ def test_text_only_samples_send_plain_text_and_a_dummy_key(small):
 # --- failures: statuses, bounded retries, Retry-After, threshold ----------------------------
 
 
+def test_a_refusal_in_the_text_is_never_scored_as_a_caption(small, tmp_path, nltk_data):
+    dataset, names = small
+    declines, caption, flagged, fine = sorted(names.values())
+    texts = {
+        declines: "I'm sorry, but I can't assist with interpreting medical images.",
+        caption: "Axial FLAIR: hyperintense lesion; malignancy cannot be excluded.",
+        flagged: "Axial T2 image.",  # text that reads as a caption, refused by the API
+    }
+
+    def script(seen):
+        name = names[seen.image_sha256]
+        if name == flagged:
+            return Reply(content=texts[name], refusal="I can't help with that.")
+        return Reply(texts.get(name, f"Axial T2 image of {name}."))
+
+    with FakeOpenAI(script) as server:
+        records, summary = predict(dataset, tmp_path, model(server), task="captioning")
+    statuses = {name: record["status"] for name, record in records.items()}
+    assert statuses == {declines: "refusal", caption: "ok", flagged: "refusal", fine: "ok"}
+    assert records[declines]["error"].startswith("the model declined: ")
+    assert records[declines]["parsed"] is None and summary["status_counts"]["refusal"] == 2
+    metrics = score_predictions(
+        task="captioning",
+        dataset=dataset,
+        predictions=tmp_path / "captioning-api.jsonl",
+        out_json=tmp_path / "scores.json",
+        out_csv=tmp_path / "scores.csv",
+        options={"bertscore": {"enabled": False}},
+        nltk_data=nltk_data,
+    )
+    assert (metrics["n_refusal"], metrics["refusal_rate"], metrics["n_ok"]) == (2, 50.0, 2)
+    with open(tmp_path / "scores.csv") as handle:
+        per_image = {row["filename"]: row for row in csv.DictReader(handle)}
+    # Scored as an empty caption, as a failed request is: no keyword, METEOR 0.
+    assert per_image[declines]["pred_clinical"] == "" and float(per_image[declines]["meteor"]) == 0
+
+
 def test_refusals_empty_answers_and_failures_are_counted_apart(small, tmp_path):
     dataset, names = small
     by_name = {v: k for k, v in names.items()}
@@ -297,8 +335,10 @@ def test_refusals_empty_answers_and_failures_are_counted_apart(small, tmp_path):
     # The three answers were cached by the first run; the failure was not, and was retried
     # exactly max_attempts times in each run.
     assert sent == {refusal: 1, empty: 1, failing: 6, fine: 1}
-    assert records[refusal]["status"] == "parse_error"
+    # The API's refusal field, also when the answer comes back from the cache.
+    assert records[refusal]["status"] == "refusal" and records[refusal]["cached"]
     assert records[refusal]["raw"] == "I'm sorry, I can't help with that."
+    assert records[refusal]["error"] == "the API flagged the answer as a refusal"
     assert records[empty]["status"] == "parse_error"
     assert records[failing]["status"] == "error" and records[failing]["raw"] is None
     assert (
@@ -306,7 +346,13 @@ def test_refusals_empty_answers_and_failures_are_counted_apart(small, tmp_path):
         and "after 3 attempt(s)" in records[failing]["error"]
     )
     assert records[fine]["status"] == "ok"
-    assert summary["status_counts"] == {"ok": 1, "no_finding": 0, "parse_error": 2, "error": 1}
+    assert summary["status_counts"] == {
+        "ok": 1,
+        "no_finding": 0,
+        "parse_error": 1,
+        "refusal": 1,
+        "error": 1,
+    }
     assert summary["n_cached"] == 3
 
     # Once the server recovers (same address: the URL is part of the cache key), a re-run

@@ -41,7 +41,8 @@ def test_gold_localization_records_and_perfect_score(dataset, tmp_path):
     assert first["status"] == "ok" and first["request"]["prompt_id"] == "localization-v1"
     boxes = [(b["x"], b["y"], b["width"], b["height"]) for b in first["parsed"]["boxes"]]
     assert boxes == [(200.0, 210.0, 30.0, 30.0), (10.0, 20.0, 5.0, 6.0)]
-    assert summary["status_counts"] == {"ok": 3, "no_finding": 1, "parse_error": 0, "error": 0}
+    counts = {"ok": 3, "no_finding": 1, "parse_error": 0, "refusal": 0, "error": 0}
+    assert summary["status_counts"] == counts
 
     scores = score_predictions(
         task="localization",
@@ -60,6 +61,7 @@ def test_gold_localization_records_and_perfect_score(dataset, tmp_path):
 def test_garbage_answers_score_zero_with_their_parse_error_rate(dataset, tmp_path):
     answers = tmp_path / "answers.jsonl"
     lines = [
+        # A refusal: counted apart from parse failures, scored as an error.
         {"filename": "case0001_001.png", "raw": "I am not able to help with medical images."},
         {"filename": "case0001_002.png", "raw": "lesion at [12, 40, 3"},
         {"filename": "case0002_001.png", "raw": ""},
@@ -73,7 +75,8 @@ def test_garbage_answers_score_zero_with_their_parse_error_rate(dataset, tmp_pat
         "settings": {"path": str(answers)},
     }
     records, summary, out = predict(dataset, tmp_path, "localization", cfg, name="garbage")
-    assert summary["status_counts"] == {"ok": 0, "no_finding": 0, "parse_error": 3, "error": 1}
+    counts = {"ok": 0, "no_finding": 0, "parse_error": 2, "refusal": 1, "error": 1}
+    assert summary["status_counts"] == counts
     missing = next(r for r in records if r["filename"] == "case0003_001.png")
     assert missing["status"] == "error" and "missing from" in missing["error"]
     scores = score_predictions(
@@ -84,8 +87,8 @@ def test_garbage_answers_score_zero_with_their_parse_error_rate(dataset, tmp_pat
         out_csv=tmp_path / "g.csv",
     )
     assert scores["mAP@50"] == 0.0 and scores["Hit@30"] == 0.0
-    assert scores["parse_error_rate"] == pytest.approx(75.0)
-    assert scores["error_rate"] == pytest.approx(25.0)
+    assert scores["parse_error_rate"] == pytest.approx(50.0)
+    assert scores["refusal_rate"] == scores["error_rate"] == pytest.approx(25.0)
 
 
 def test_predictions_file_in_a_declared_convention_is_parsed(dataset, tmp_path):

@@ -7,8 +7,10 @@ filename (the format is documented in README.md):
 raw, parsed, status, error, latency_s, usage, cached``
 
 ``status`` is ``ok``, ``no_finding`` (a valid "nothing abnormal" answer),
-``parse_error`` (an answer we could not read) or ``error`` (no answer: the request
-failed). The three failure kinds are counted separately and never confused.
+``parse_error`` (an answer we could not read), ``refusal`` (the model declined: flagged by
+the API or recognized in the text by :mod:`novabench.refusals`, for every task alike) or
+``error`` (no answer: the request failed). The three failure kinds are counted separately
+and never confused.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from novabench.io import atomic_write_text
 from novabench.models.base import Adapter, Response, Sample, load_adapter
 from novabench.provenance import canonical_json, sha256_text
 from novabench.records import STATUSES, read_predictions, write_jsonl
+from novabench.refusals import refusal_reason
 from novabench.tasks import AnswerContext, Parsed, Task, get_task
 
 
@@ -213,6 +216,10 @@ def _record(
 ) -> dict[str, Any]:
     if response.error is not None or response.raw is None:
         parsed = Parsed("error", None, response.error or "no answer")
+    elif response.refusal:
+        parsed = Parsed("refusal", None, "the API flagged the answer as a refusal")
+    elif why := refusal_reason(response.raw):
+        parsed = Parsed("refusal", None, why)
     else:
         context = AnswerContext(sample.width, sample.height, box_format, response.frame_size)
         # A task's parser never raises on any text: an exception here is a bug and crashes.

@@ -19,6 +19,7 @@ from novabench.dataset.read import load_nova
 from novabench.errors import NovaError
 from novabench.io import atomic_path, atomic_write_text
 from novabench.judges import make_judge
+from novabench.metrics.bertscore import bert_f1
 from novabench.provenance import sha256_file
 from novabench.records import read_predictions
 from novabench.tasks import Answers, ScoringContext, get_task
@@ -82,7 +83,9 @@ def score_predictions(
     _check_filenames(records, frame, Path(predictions))
     model = records[0]["model"] if records else Path(predictions).stem
     judge = make_judge(judge_cfg, task, cache_dir=cache_dir) if spec.needs_judge else None
-    context = ScoringContext(judge=judge, options=dict(options or {}), nltk_data=nltk_data)
+    context = ScoringContext(
+        judge=judge, options=dict(options or {}), nltk_data=nltk_data, bert_f1=bert_f1
+    )
     metrics, per_image = spec.score(frame, Answers(records), context)
     payload = {
         "task": task,

@@ -1,4 +1,4 @@
-"""Task 2 (image captioning) metrics: BLEU-4, METEOR, Clinical/Modality F1, Binary F1.
+"""Task 2 (image captioning) metrics: BLEU-4, METEOR, BERT F1, Clinical/Modality F1, Binary F1.
 
 Unit: the image. Every metric is on a 0-100 scale.
 
@@ -15,6 +15,9 @@ Unit: the image. Every metric is on a 0-100 scale.
   real WordNet 3.0 (see ``novabench.wordnet``); mean over images. nltk compares WordNet
   synonyms of the *stemmed* hypothesis word with the *stemmed* reference word, so a
   synonym pair only matches where Porter leaves the words intact (e.g. tumor/tumour).
+- BERT F1: BERTScore F1 per image with a configurable encoder, mean over images
+  (``novabench.metrics.bertscore``); null, with the reason recorded, where the encoder
+  cannot be loaded.
 - Clinical F1 / Modality F1: per-image set F1 of judge keywords, averaged over images
   (macro). An image where both sets are empty has no defined F1 and is left out of the
   average (counted in ``*_n_both_empty``): scoring it 1.0 would reward saying nothing,
@@ -24,19 +27,22 @@ Unit: the image. Every metric is on a 0-100 scale.
 - Binary F1: normal vs abnormal from the judge's labels, positive class = abnormal.
 
 Statuses of a prediction: ``ok`` (scored as is), ``parse_error`` (the model answered but
-no caption could be read: scored as an empty caption, so it counts against the model) and
-``error`` (no answer: the request failed). How many failed requests a run may have is
-decided when predicting (``max_error_rate``); here ``on_error`` says what to do with them:
-``"empty"`` (default; scored as an empty caption, as localization scores them as an image
-without boxes, so every image stays in the denominators), ``"exclude"`` (left out of the
-metrics) or ``"raise"``. Each status is counted and reported as a rate either way.
+no caption could be read: scored as an empty caption, so it counts against the model),
+``refusal`` (the model declined, e.g. "I can't help with that": never scored as a caption)
+and ``error`` (no answer: the request failed). How many failed requests a run may have is
+decided when predicting (``max_error_rate``); here ``on_error`` says what to do with errors
+and refusals alike: ``"empty"`` (default; scored as an empty caption, as localization
+scores them as an image without boxes, so every image stays in the denominators),
+``"exclude"`` (left out of the metrics) or ``"raise"``. Each status is counted and
+reported as a rate either way.
 """
 
 from __future__ import annotations
 
 import functools
 import math
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from importlib.metadata import version
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
@@ -44,7 +50,7 @@ from typing import TYPE_CHECKING, Any, Literal
 import pandas as pd
 
 from novabench.errors import NovaError
-from novabench.metrics.status import status_summary
+from novabench.metrics.status import STATUSES, status_summary
 
 if TYPE_CHECKING:
     from novabench.judges.base import CaptionJudge, KeywordSet
@@ -66,8 +72,8 @@ TOKENIZER = "lowercase+sacrebleu-13a"
 BLEU_SMOOTHING = "nltk-method3 (NIST geometric; = sacrebleu smooth_method='exp')"
 BLEU_WEIGHTS = (0.25, 0.25, 0.25, 0.25)
 METEOR_PARAMS = {"alpha": 0.9, "beta": 3.0, "gamma": 0.5, "stemmer": "nltk PorterStemmer"}
-
-STATUSES = ("ok", "parse_error", "error")
+# Statuses that ``on_error`` handles: no answer, or an answer that declined the task.
+FAILED = ("error", "refusal")
 
 
 @functools.cache
@@ -253,6 +259,7 @@ PER_IMAGE_COLUMNS = (
     "status",
     "bleu",
     "meteor",
+    "bert_f1",
     "clinical_f1",
     "modality_f1",
     "ref_abnormal",
@@ -266,14 +273,15 @@ PER_IMAGE_COLUMNS = (
 
 def _scored_rows(rows: list[dict[str, Any]], on_error: str) -> list[dict[str, Any]]:
     """The records that enter the metrics under ``on_error``."""
-    n_error = sum(r["status"] == "error" for r in rows)
-    if n_error and on_error == "raise":
+    n_failed = sum(r["status"] in FAILED for r in rows)
+    if n_failed and on_error == "raise":
         raise NovaError(
-            f"{n_error} of {len(rows)} images have no caption because the request "
-            "failed (status error)",
-            "re-run predict to resume those images (received answers are cached)",
+            f"{n_failed} of {len(rows)} images have no caption because the request failed "
+            "or the model refused (status error or refusal)",
+            "re-run predict to resume failed requests (received answers are cached), or "
+            "score with on_error empty or exclude",
         )
-    scored = [r for r in rows if on_error != "exclude" or r["status"] != "error"]
+    scored = [r for r in rows if on_error != "exclude" or r["status"] not in FAILED]
     if not scored:
         raise NovaError("no caption to score", "run captioning inference first")
     return scored
@@ -294,6 +302,7 @@ def _metric_summary(
     refs: list[str],
     hyps: list[str],
     meteor_mean: float,
+    bert: BertF1,
     clinical: dict[str, Any],
     modality: dict[str, Any],
     binary: dict[str, Any],
@@ -301,6 +310,7 @@ def _metric_summary(
     return {
         "BLEU-4": bleu4(refs, hyps),
         "METEOR": meteor_mean,
+        "BERT_F1": bert.mean,
         "Clinical_F1": clinical["macro"],
         "Modality_F1": modality["macro"],
         "Clinical_F1_global": clinical["global"],
@@ -318,6 +328,20 @@ def _metric_summary(
         "Modality_F1_n": modality["n"],
         "Modality_F1_n_both_empty": modality["n_both_empty"],
     }
+
+
+@dataclass(frozen=True)
+class BertF1:
+    """Per-image BERT F1 x100 (NaN where not computed), their mean, what computed them
+    (``novabench.metrics.bertscore``)."""
+
+    per_image: list[float]
+    mean: float | None
+    identity: dict[str, Any]
+
+
+def _no_bert_f1(n: int) -> BertF1:
+    return BertF1([math.nan] * n, None, {"status": "disabled", "reason": "no scorer given"})
 
 
 def _implementations(nltk_data_dir: Path) -> dict[str, Any]:
@@ -372,7 +396,7 @@ def _per_image_table(
             }
         )
     table = pd.DataFrame(per_image, columns=list(PER_IMAGE_COLUMNS))
-    for column in ("bleu", "meteor", "clinical_f1", "modality_f1"):
+    for column in ("bleu", "meteor", "bert_f1", "clinical_f1", "modality_f1"):
         table[column] = table[column].astype("float64")
     for column in ("ref_abnormal", "pred_abnormal"):
         table[column] = table[column].astype("boolean")
@@ -384,12 +408,15 @@ def score_captioning(
     judge: CaptionJudge,
     nltk_data_dir: Path,
     on_error: Literal["empty", "exclude", "raise"] = "empty",
+    bert_f1: Callable[[list[str], list[str]], BertF1] | None = None,
 ) -> tuple[dict[str, Any], pd.DataFrame]:
     """Score captions: the summary (all metrics x100, counts, identities) and a per-image table.
 
     ``records`` hold ``filename``, ``reference``, ``prediction`` (text or None) and
-    ``status``. ``on_error`` handles images whose request failed (see the module docstring).
-    Status counts and rates use the keys of ``novabench.metrics.status``.
+    ``status``. ``on_error`` handles images whose request failed or that the model refused
+    (see the module docstring). ``bert_f1(references, hypotheses)``: BERT F1 with its
+    settings bound (``novabench.metrics.bertscore.bert_f1``); None computes none. Status
+    counts and rates use the keys of ``novabench.metrics.status``.
     """
     if on_error not in ("empty", "exclude", "raise"):
         raise ValueError(f"on_error must be empty, exclude or raise, not {on_error!r}")
@@ -397,26 +424,29 @@ def score_captioning(
     scored = _scored_rows(rows, on_error)
 
     refs = [r["reference"] for r in scored]
-    # parse_error (and error, unless excluded): no readable caption, scored as an empty one.
+    # parse_error (and error or refusal, unless excluded): no caption, scored as an empty one.
     hyps = [r["prediction"] if r["status"] == "ok" else "" for r in scored]
     ref_keys, pred_keys = _keywords(judge, refs, hyps)
 
     meteor_mean, meteor_per_image = meteor(refs, hyps, nltk_data_dir)
+    bert = bert_f1(refs, hyps) if bert_f1 is not None else _no_bert_f1(len(refs))
     ref_split = [split_keywords(k.keywords) for k in ref_keys]
     pred_split = [split_keywords(k.keywords) for k in pred_keys]
     clinical = keyword_f1([r[0] for r in ref_split], [p[0] for p in pred_split])
     modality = keyword_f1([r[1] for r in ref_split], [p[1] for p in pred_split])
     binary = binary_f1([k.abnormal for k in ref_keys], [k.abnormal for k in pred_keys])
 
-    summary = _metric_summary(refs, hyps, meteor_mean, clinical, modality, binary)
+    summary = _metric_summary(refs, hyps, meteor_mean, bert, clinical, modality, binary)
     summary.update({"n_images": len(rows), "n_scored": len(scored)})
     summary.update(status_summary((r["status"] for r in rows), STATUSES))
     summary["on_error"] = on_error
     summary.update(_implementations(nltk_data_dir))
     summary["judge"] = judge.identity()
+    summary["bertscore"] = bert.identity
 
     per_image_scores = {
         "meteor": meteor_per_image,
+        "bert_f1": bert.per_image,
         "clinical_f1": clinical["per_image"],
         "modality_f1": modality["per_image"],
     }

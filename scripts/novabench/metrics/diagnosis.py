@@ -1,16 +1,21 @@
-"""Task 3 (diagnostic reasoning) scores: Top-1, Top-5, Coverage, Entropy.
+"""Task 3 (diagnostic reasoning) scores: Top-1, Top-5, Coverage, Label recall, Entropy.
 
 Definitions (NOVA paper, with this project's documented choices):
 
 * **Top-1 / Top-5** (percent): share of units whose most likely diagnosis / any of the
   five ranked diagnoses matches the reference, as decided by the judge. Every image
-  counts: parse failures and errors (rate limits, timeouts) are wrong answers and are
-  also reported separately (``parse_error_rate``, ``error_rate``, percent of images,
-  with the counts; see ``novabench.metrics.status``).
+  counts: parse failures, refusals and errors (rate limits, timeouts) are wrong answers
+  and are also reported separately (``parse_error_rate``, ``refusal_rate``,
+  ``error_rate``, percent of images, with the counts; see ``novabench.metrics.status``).
 * **Case level**: ``Top-1_case`` is the mean over cases of the per-case image accuracy,
   so a case with 17 images weighs as much as a case with one. ``unit="case"`` makes the
   case-level numbers the headline ``Top-1``/``Top-5``; both levels are always reported.
-* **Coverage** = min(1, distinct predicted top-1 labels / distinct reference labels) x100.
+* **Coverage** = min(1, distinct predicted top-1 labels / distinct reference labels) x100,
+  as the paper defines it. It does not look at correctness: a model that is always wrong
+  but names many different diagnoses reaches 100.
+* **Label recall** = share (x100) of the distinct reference labels that the model got
+  right (top-1 correct, as the judge decided) on at least one image. It cannot be raised
+  by naming wrong diagnoses. ``label_recall_table`` gives it per reference label.
 * **Entropy**: Shannon entropy in bits of the predicted top-1 label distribution, and
   ``Entropy_reference`` of the reference labels. Labels are counted after the judge's
   ``canonical_label`` (synonyms and spelling variants collapse: "GBM" and "glioblastoma
@@ -29,9 +34,8 @@ import pandas as pd
 from scipy.stats import entropy
 
 from novabench.errors import ConfigError, NovaError
-from novabench.metrics.status import status_summary
+from novabench.metrics.status import STATUSES, status_summary
 
-STATUSES = ("ok", "parse_error", "error")
 UNITS = ("image", "case")
 _REQUIRED = ("filename", "case_id", "reference", "predictions", "status")
 COLUMNS = (
@@ -195,6 +199,22 @@ def _label_counts(
     return predicted_counts, reference_counts
 
 
+def label_recall_table(table: pd.DataFrame, judge: DiagnosisJudge) -> pd.DataFrame:
+    """Per distinct reference label: its images, how many were top-1 correct, and
+    ``recalled`` (at least one was). Labels as Coverage counts them."""
+    label: Callable[[str], str] = getattr(judge, "canonical_label", _default_label)
+    per_image = pd.DataFrame(
+        {
+            "label": [label(str(text)) for text in table["reference"]],
+            "top1_correct": table["top1_correct"].astype(bool).to_numpy(),
+        }
+    )
+    per_label = per_image.groupby("label", sort=True)["top1_correct"].agg(["size", "sum"])
+    per_label = per_label.rename(columns={"size": "n_images", "sum": "n_top1_correct"})
+    per_label["recalled"] = per_label["n_top1_correct"] > 0
+    return per_label.reset_index()
+
+
 def score_diagnosis(
     records: Iterable[Mapping[str, Any]] | pd.DataFrame,
     judge: DiagnosisJudge,
@@ -204,7 +224,7 @@ def score_diagnosis(
 
     ``records``: one per image with ``filename``, ``case_id``, ``reference`` (the final
     diagnosis), ``predictions`` (ranked list, most likely first; empty when none) and
-    ``status`` (``ok``, ``parse_error`` or ``error``).
+    ``status`` (one of ``novabench.metrics.status.STATUSES``).
     """
     if unit not in UNITS:
         raise ConfigError(f"unknown diagnosis scoring unit {unit!r}", f"use one of {UNITS}")
@@ -216,11 +236,13 @@ def score_diagnosis(
     accuracy, n_cases = _accuracy(table, unit)
     predicted_counts, reference_counts = _label_counts(table, judge, unit)
     coverage = 100.0 * min(1.0, len(predicted_counts) / len(reference_counts))
+    recall = label_recall_table(table, judge)
 
     summary: dict[str, Any] = {
         "unit": unit,
         **accuracy,
         "Coverage": coverage,
+        "Label_recall": 100.0 * float(recall["recalled"].mean()),
         "Entropy": _entropy_bits(predicted_counts),
         "Entropy_reference": _entropy_bits(reference_counts),
         "n_images": len(table),
@@ -231,6 +253,7 @@ def score_diagnosis(
         {
             "n_distinct_predicted_labels": len(predicted_counts),
             "n_distinct_reference_labels": len(reference_counts),
+            "n_recalled_reference_labels": int(recall["recalled"].sum()),
             "label_normalization": (
                 "judge.canonical_label" if hasattr(judge, "canonical_label") else "casefold"
             ),

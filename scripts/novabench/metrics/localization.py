@@ -46,7 +46,8 @@ from pycocotools.cocoeval import COCOeval
 from novabench.errors import NovaError
 from novabench.metrics.status import status_summary
 
-PREDICTION_STATUSES = ("ok", "no_finding", "parse_error", "error")
+# A refusal is scored as an error: an image without boxes (novabench.metrics.status).
+PREDICTION_STATUSES = ("ok", "no_finding", "parse_error", "refusal", "error")
 MISSING_STATUS = "missing"  # per-image status of an image with no status recorded
 HIT_THRESHOLDS = (0.3, 0.5)
 # Same construction as pycocotools' default, so 0.50:0.95 are the usual float values.
@@ -270,7 +271,7 @@ def _image_row(
     filename: str, gold_array: np.ndarray, boxes: np.ndarray, scores: np.ndarray, status: str
 ) -> dict[str, Any]:
     """One image's per-image row: best IoU, hits and greedy TP/FP/FN counts."""
-    if len(boxes) and status in ("no_finding", "parse_error", "error"):
+    if len(boxes) and status in ("no_finding", "parse_error", "refusal", "error"):
         raise NovaError(
             f"{filename} has predicted boxes but status {status!r}",
             fix="keep the status that parsing the answer gave",
@@ -364,7 +365,7 @@ def score_localization(
         status_summary(
             per_image["status"],
             (*PREDICTION_STATUSES, MISSING_STATUS),
-            ("parse_error", "no_finding", "error"),
+            ("parse_error", "no_finding", "refusal", "error"),
             known=statuses is not None,
         )
     )

@@ -1,9 +1,11 @@
 """Prediction-status counts, reported under the same keys by every task's scorer.
 
-Each image's prediction has a status (``ok``, ``parse_error``, ``error``, and for
-localization also ``no_finding`` and ``missing``). Every scorer reports ``n_images``,
-``n_<status>`` for each status it knows, and ``<status>_rate`` (percent of images) for the
-failure statuses, so a table or a notebook reads one set of keys whatever the task.
+Each image's prediction has a status (``ok``, ``parse_error``, ``refusal``, ``error``,
+and for localization also ``no_finding`` and ``missing``). Every scorer reports
+``n_images``, ``n_<status>`` for each status it knows, and ``<status>_rate`` (percent of
+images) for the failure statuses, so a table or a notebook reads one set of keys whatever
+the task. A refusal (the model declined, see ``novabench.refusals``) is scored by every
+task exactly as an ``error`` and counted apart from it.
 """
 
 from __future__ import annotations
@@ -13,8 +15,8 @@ from collections import Counter
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-STATUSES = ("ok", "parse_error", "error")
-RATE_STATUSES = ("parse_error", "error")
+STATUSES = ("ok", "parse_error", "refusal", "error")
+RATE_STATUSES = ("parse_error", "refusal", "error")
 
 
 def status_summary(

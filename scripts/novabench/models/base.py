@@ -55,6 +55,10 @@ class Response:
     # themselves; ``qwen25_bbox_2d`` boxes are in pixels of it. None: the convention's
     # default frame (smart_resize of the original size).
     frame_size: tuple[int, int] | None = None
+    # The service itself flagged the answer as a refusal (e.g. the OpenAI API's
+    # ``message.refusal``); ``raw`` then holds the refusal text. Answers whose text declines
+    # are found by novabench.refusals whatever the backend.
+    refusal: bool = False
 
 
 class Adapter(ABC):

@@ -531,7 +531,7 @@ def _status_failure(exc: Any) -> _Failure:
 
 
 def _response(completion: Any, latency_s: float) -> Response:
-    """A Response from a chat completion; a refusal is an answer (scored as such).
+    """A Response from a chat completion; the API's ``refusal`` field marks a refusal.
 
     The client does not validate what the server sent, so each field is checked here:
     anything that is not a chat completion raises MalformedAnswer.
@@ -543,8 +543,9 @@ def _response(completion: Any, latency_s: float) -> Response:
     if message is None or not hasattr(message, "content"):
         raise MalformedAnswer(f"choices[0] has no message ({_short(choices[0], 80)})")
     raw = message.content
+    refusal = getattr(message, "refusal", None)
     if raw is None:
-        raw = getattr(message, "refusal", None) or ""
+        raw = refusal or ""
     if not isinstance(raw, str):
         raise MalformedAnswer(f"the message content is {type(raw).__name__}, not text")
     usage = None
@@ -554,11 +555,15 @@ def _response(completion: Any, latency_s: float) -> Response:
             for k in ("prompt_tokens", "completion_tokens", "total_tokens")
             if isinstance(v := getattr(completion.usage, k, None), int)
         }
-    return Response(raw=raw, latency_s=latency_s, usage=usage or None)
+    refused = isinstance(refusal, str) and bool(refusal.strip())
+    return Response(raw=raw, latency_s=latency_s, usage=usage or None, refusal=refused)
 
 
 def _to_cache(response: Response) -> dict[str, Any]:
-    return {"raw": response.raw, "usage": response.usage, "latency_s": response.latency_s}
+    stored = {"raw": response.raw, "usage": response.usage, "latency_s": response.latency_s}
+    if response.refusal:  # only then: answers cached before the field keep their keys
+        stored["refusal"] = True
+    return stored
 
 
 def _from_cache(stored: dict[str, Any]) -> Response:
@@ -567,6 +572,7 @@ def _from_cache(stored: dict[str, Any]) -> Response:
         latency_s=stored.get("latency_s"),
         usage=stored.get("usage"),
         cached=True,
+        refusal=bool(stored.get("refusal", False)),
     )
 
 

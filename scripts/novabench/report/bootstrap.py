@@ -298,7 +298,7 @@ def captioning_replicates(
 
     Images left out of scoring (status ``error`` with ``on_error: exclude``: no per-image
     values) get no weight. Keyword F1 is recomputed from the keyword columns (exact), the
-    per-image METEOR is read as written.
+    per-image METEOR and BERT F1 are read as written.
     """
     scored = per_image["meteor"].notna().to_numpy()
     w = weights * scored
@@ -307,6 +307,8 @@ def captioning_replicates(
         summed = w.astype(float) @ bleu_stats.astype(float)  # integer-valued: exact
         out["BLEU-4"] = np.array([bleu_from_statistics(row) for row in summed])
     out["METEOR"] = weighted_mean(w, per_image["meteor"].to_numpy(dtype=float))
+    if "bert_f1" in per_image:  # per-image tables written before BERT F1 have none
+        out["BERT_F1"] = weighted_mean(w, per_image["bert_f1"].to_numpy(dtype=float))
     for name, column in (("Clinical_F1", "clinical"), ("Modality_F1", "modality")):
         f1 = _f1_from_keywords(per_image[f"ref_{column}"], per_image[f"pred_{column}"])
         out[name] = weighted_mean(w, np.where(scored, f1, np.nan))
@@ -363,8 +365,9 @@ def diagnosis_replicates(
     Top-1/Top-5 at image level (every image counts; errors are wrong) and case level (the
     mean over drawn cases of the per-case accuracy); the headline ``Top-1``/``Top-5`` is
     the level ``unit`` names, as in the scorer. Coverage counts distinct labels among the
-    drawn images; Entropy weighs each image by its weight (with ``unit="case"`` divided by
-    its case's size, as in the scorer). ``predicted_labels`` are the canonical top-1 labels
+    drawn images; Label recall, the drawn reference labels with a drawn top-1 hit; Entropy
+    weighs each image by its weight (with ``unit="case"`` divided by its case's size, as
+    in the scorer). ``predicted_labels`` are the canonical top-1 labels
     (None: no prediction), ``reference_labels`` those of the references.
     """
     w = weights.astype(float)
@@ -383,6 +386,9 @@ def diagnosis_replicates(
     distinct_predicted = (_label_counts(drawn, predicted, n_predicted) > 0).sum(axis=1)
     distinct_reference = (_label_counts(drawn, reference, n_reference) > 0).sum(axis=1)
     out["Coverage"] = 100.0 * np.minimum(1.0, _divide(distinct_predicted, distinct_reference))
+    top1 = per_image["top1_correct"].astype("boolean").fillna(False).to_numpy(dtype=bool)
+    hit = _label_counts(drawn, np.where(top1, reference, -1), n_reference) > 0
+    out["Label_recall"] = _divide(hit.sum(axis=1), distinct_reference, 100.0)
     label_weights = per_case_weights if unit == "case" else w
     out["Entropy"] = _entropy_bits(_label_counts(label_weights, predicted, n_predicted))
     out["Entropy_reference"] = _entropy_bits(_label_counts(label_weights, reference, n_reference))

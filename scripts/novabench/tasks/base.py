@@ -56,7 +56,9 @@ class AnswerContext:
 
 @dataclass(frozen=True)
 class Parsed:
-    """A read answer: ``status`` ok / no_finding / parse_error, the parsed value, why not."""
+    """A read answer: ``status`` ok / no_finding / parse_error, the parsed value, why not.
+
+    (``refusal`` and ``error`` are decided before the task reads the answer.)"""
 
     status: str
     value: dict[str, Any] | None = None
@@ -70,6 +72,9 @@ class ScoringContext:
     judge: Any = None
     options: Mapping[str, Any] = field(default_factory=dict)
     nltk_data: Path | None = None
+    # BERT F1 of caption pairs, ``novabench.metrics.bertscore.bert_f1``: handed over by the
+    # scoring stage like the judge, so that only its environment needs bert-score and torch.
+    bert_f1: Any = None
 
 
 class ScoredEntry(Protocol):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -11,9 +12,26 @@ import pandas as pd
 
 from novabench.tasks.base import AnswerContext, Answers, Metric, Parsed, ScoringContext, Task
 
+# BERT F1's encoder and settings (tasks.captioning.bertscore; see novabench.metrics.bertscore):
+# bert-score's English default, raw (not rescaled) F1.
+BERTSCORE_DEFAULTS: dict[str, Any] = {
+    "enabled": True,
+    "model": "roberta-large",
+    "revision": None,
+    "num_layers": None,  # bert-score's tuned layer: 17 for roberta-large
+    "rescale_with_baseline": False,
+    "baseline": None,
+}
+
+
+def bertscore_settings(settings: Mapping[str, Any] | None) -> dict[str, Any]:
+    """``tasks.captioning.bertscore`` with the defaults filled in."""
+    return {**BERTSCORE_DEFAULTS, **(settings or {})}
+
 
 def captions(frame: pd.DataFrame, predictions: Path) -> list[str]:
-    """Each image's hypothesis as the scorer reads it: the caption if ``ok``, else ""."""
+    """Each image's hypothesis as the scorer reads it: the caption if ``ok``, else "" (a
+    parse error, refusal or failed request)."""
     from novabench.records import read_predictions
 
     answers = Answers(read_predictions(predictions))
@@ -30,6 +48,7 @@ class Captioning(Task):
     caption = (
         "Clinical and Modality F1: per-image F1 of judge keywords (Modality: sequence and "
         "plane words), averaged over images. BLEU-4: corpus level; METEOR: mean over images; "
+        "BERT F1: BERTScore F1 per image, mean over images (encoder in the score files); "
         "Binary F1: normal vs abnormal, positive = abnormal."
     )
     metrics = (
@@ -38,12 +57,17 @@ class Captioning(Task):
         Metric("BLEU-4", "BLEU-4", decimals=2, headline=True),
         # Per-image METEOR is read back from a CSV written with 6 significant digits.
         Metric("METEOR", "METEOR", tolerance=1e-3),
+        # Per-image BERT F1 is read back from the same CSV.
+        Metric("BERT_F1", "BERT F1", tolerance=1e-3),
         Metric("Binary_F1", "Binary F1"),
     )
     reference_columns = ("caption",)
     needs_judge = True
     agreement_labels = ("abnormal",)
     figures = ("breakdown",)
+
+    def options(self, task_config: Mapping[str, Any]) -> dict[str, Any]:
+        return {"bertscore": bertscore_settings(task_config.get("bertscore"))}
 
     def gold_answer(self, reference: Mapping[str, Any]) -> str:
         return reference["caption"]
@@ -75,7 +99,11 @@ class Captioning(Task):
                     "status": status,
                 }
             )
-        return score_captioning(rows, context.judge, context.nltk_data)
+        settings, implementation = context.options.get("bertscore"), context.bert_f1
+        bert = None
+        if implementation is not None:
+            bert = functools.partial(implementation, settings=settings)
+        return score_captioning(rows, context.judge, context.nltk_data, bert_f1=bert)
 
     def replicates(self, entry, dataset, weights, judge=None) -> dict[str, np.ndarray]:
         from novabench.report.bootstrap import bleu_statistics, captioning_replicates

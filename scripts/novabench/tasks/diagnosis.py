@@ -21,13 +21,16 @@ class Diagnosis(Task):
     caption = (
         "Top-1/Top-5: the reference diagnosis is the first / among the five ranked answers, "
         "as decided by the judge. Coverage: distinct predicted top-1 labels over distinct "
-        "reference labels (at most 100). Entropy: Shannon entropy (bits) of the predicted "
-        "top-1 labels; no CI, as the entropy of a case resample is biased low."
+        "reference labels, at most 100 (the paper's definition; wrong labels count too). "
+        "Label recall: share of distinct reference labels predicted correctly (top-1) at "
+        "least once. Entropy: Shannon entropy (bits) of the predicted top-1 labels; no CI, "
+        "as the entropy of a case resample is biased low."
     )
     metrics = (
         Metric("Top-1", "Top-1", headline=True),
         Metric("Top-5", "Top-5", headline=True),
         Metric("Coverage", "Coverage"),
+        Metric("Label_recall", "Label recall"),
         # No "better": Entropy is read against the reference labels' entropy. No CI: the
         # plug-in entropy of a case resample is biased low by more than its spread.
         Metric("Entropy", "Entropy", None, decimals=2, percent=False, interval=False),
@@ -133,8 +136,8 @@ class Diagnosis(Task):
 
 
 def diagnosis_labeler(judge: Mapping[str, Any] | None):
-    """The label function the scorer counted Coverage and Entropy with: the judge's
-    ``canonical_label`` where it has one, else case- and space-folded text."""
+    """The label function the scorer counted Coverage, Label recall and Entropy with: the
+    judge's ``canonical_label`` where it has one, else case- and space-folded text."""
     if judge:
         labeler = _judge_labeler(judge["kind"], json.dumps(judge.get("settings") or {}))
         if labeler is not None:
