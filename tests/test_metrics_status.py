@@ -16,8 +16,10 @@ def test_counts_and_rates_in_percent_of_images():
         "n_ok": 3,
         "n_parse_error": 1,
         "n_error": 1,
+        "n_missing": 0,
         "parse_error_rate": 20.0,
         "error_rate": 20.0,
+        "missing_rate": 0.0,
     }
 
 

@@ -188,7 +188,13 @@ def test_reference_boxes_in_each_convention_score_100(small, tmp_path, conventio
         assert flat == pytest.approx([v for box in golds[filename] for v in box], abs=1e-3), (
             filename
         )
-    assert summary["status_counts"] == {"ok": 3, "no_finding": 1, "parse_error": 0, "error": 0}
+    assert summary["status_counts"] == {
+        "ok": 3,
+        "no_finding": 1,
+        "parse_error": 0,
+        "error": 0,
+        "missing": 0,
+    }
     scores = score_predictions(
         task="localization",
         dataset=dataset,
@@ -306,7 +312,13 @@ def test_refusals_empty_answers_and_failures_are_counted_apart(small, tmp_path):
         and "after 3 attempt(s)" in records[failing]["error"]
     )
     assert records[fine]["status"] == "ok"
-    assert summary["status_counts"] == {"ok": 1, "no_finding": 0, "parse_error": 2, "error": 1}
+    assert summary["status_counts"] == {
+        "ok": 1,
+        "no_finding": 0,
+        "parse_error": 2,
+        "error": 1,
+        "missing": 0,
+    }
     assert summary["n_cached"] == 3
 
     # Once the server recovers (same address: the URL is part of the cache key), a re-run

@@ -7,8 +7,9 @@ filename (the format is documented in README.md):
 raw, parsed, status, error, latency_s, usage, cached``
 
 ``status`` is ``ok``, ``no_finding`` (a valid "nothing abnormal" answer),
-``parse_error`` (an answer we could not read) or ``error`` (no answer: the request
-failed). The three failure kinds are counted separately and never confused.
+``parse_error`` (an answer we could not read), ``error`` (no answer: the request
+failed) or ``missing`` (no answer on file: an image a predictions file lacks). The failure
+kinds are counted separately and never confused.
 """
 
 from __future__ import annotations
@@ -184,20 +185,30 @@ def run_predictions(
 def check_error_rate(
     model_name: str, model_cfg: dict[str, Any], adapter: Adapter, records: Sequence[dict[str, Any]]
 ) -> None:
-    """Fail the job when more than ``max_error_rate`` percent of the requests failed.
+    """Fail the job when more than ``max_error_rate`` percent of the images have no answer
+    (status ``error`` or ``missing``).
 
-    Only adapters that call a service set a default; answers that did arrive are in their
-    cache, so a re-run sends only the failed requests again.
+    Adapters that call a service set a default (answers that did arrive are in their cache,
+    so a re-run sends only the failed requests again); ``predictions_file`` allows none
+    missing by default.
     """
     limit = model_cfg.get("max_error_rate", getattr(adapter, "max_error_rate", None))
-    errors = [r for r in records if r["status"] == "error"]
+    errors = [r for r in records if r["status"] in ("error", "missing")]
     if limit is None or not records or 100 * len(errors) / len(records) <= limit:
         return
+    share = f"{100 * len(errors) / len(records):.1f}% > max_error_rate {limit}%"
+    if all(r["status"] == "missing" for r in errors):
+        example = next(r["filename"] for r in errors)
+        raise NovaError(
+            f"models.{model_name}: {len(errors)} of {len(records)} images are missing from "
+            f"the predictions file ({share}), e.g. {example}",
+            "add the missing answers, or set models."
+            f"{model_name}.max_error_rate to score them as missing",
+        )
     reasons = Counter(r["error"] for r in errors).most_common(3)
     raise NovaError(
         f"models.{model_name}: {len(errors)} of {len(records)} requests failed "
-        f"({100 * len(errors) / len(records):.1f}% > max_error_rate {limit}%); most common: "
-        + "; ".join(f"{n}x {reason}" for reason, n in reasons),
+        f"({share}); most common: " + "; ".join(f"{n}x {reason}" for reason, n in reasons),
         "fix the cause and re-run (answers already received are cached and not re-sent), "
         f"or raise models.{model_name}.max_error_rate",
     )
@@ -211,7 +222,9 @@ def _record(
     request: dict[str, Any],
     box_format: str | None,
 ) -> dict[str, Any]:
-    if response.error is not None or response.raw is None:
+    if response.missing:
+        parsed = Parsed("missing", None, response.error or "no answer on file")
+    elif response.error is not None or response.raw is None:
         parsed = Parsed("error", None, response.error or "no answer")
     else:
         context = AnswerContext(sample.width, sample.height, box_format, response.frame_size)

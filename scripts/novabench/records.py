@@ -16,8 +16,9 @@ from novabench.errors import NovaError
 from novabench.io import atomic_write_text
 
 # ``no_finding``: a valid "nothing abnormal" answer; ``parse_error``: an answer that could
-# not be read; ``error``: no answer (the request failed).
-STATUSES = ("ok", "no_finding", "parse_error", "error")
+# not be read; ``error``: no answer (the request failed); ``missing``: no answer on file
+# (an image a predictions file lacks).
+STATUSES = ("ok", "no_finding", "parse_error", "error", "missing")
 
 
 def read_predictions(path: Path) -> list[dict[str, Any]]:

@@ -25,7 +25,8 @@ Unit: the image. Every metric is on a 0-100 scale.
 
 Statuses of a prediction: ``ok`` (scored as is), ``parse_error`` (the model answered but
 no caption could be read: scored as an empty caption, so it counts against the model) and
-``error`` (no answer: the request failed). How many failed requests a run may have is
+``error`` (no answer: the request failed), ``missing`` (no answer on file: always scored
+as an empty caption). How many failed requests a run may have is
 decided when predicting (``max_error_rate``); here ``on_error`` says what to do with them:
 ``"empty"`` (default; scored as an empty caption, as localization scores them as an image
 without boxes, so every image stays in the denominators), ``"exclude"`` (left out of the
@@ -44,7 +45,7 @@ from typing import TYPE_CHECKING, Any, Literal
 import pandas as pd
 
 from novabench.errors import NovaError
-from novabench.metrics.status import status_summary
+from novabench.metrics.status import RATE_STATUSES, status_summary
 
 if TYPE_CHECKING:
     from novabench.judges.base import CaptionJudge, KeywordSet
@@ -67,7 +68,7 @@ BLEU_SMOOTHING = "nltk-method3 (NIST geometric; = sacrebleu smooth_method='exp')
 BLEU_WEIGHTS = (0.25, 0.25, 0.25, 0.25)
 METEOR_PARAMS = {"alpha": 0.9, "beta": 3.0, "gamma": 0.5, "stemmer": "nltk PorterStemmer"}
 
-STATUSES = ("ok", "parse_error", "error")
+STATUSES = ("ok", "parse_error", "error", "missing")
 
 
 @functools.cache
@@ -410,7 +411,7 @@ def score_captioning(
 
     summary = _metric_summary(refs, hyps, meteor_mean, clinical, modality, binary)
     summary.update({"n_images": len(rows), "n_scored": len(scored)})
-    summary.update(status_summary((r["status"] for r in rows), STATUSES))
+    summary.update(status_summary((r["status"] for r in rows), STATUSES, RATE_STATUSES))
     summary["on_error"] = on_error
     summary.update(_implementations(nltk_data_dir))
     summary["judge"] = judge.identity()

@@ -4,8 +4,9 @@ Definitions (NOVA paper, with this project's documented choices):
 
 * **Top-1 / Top-5** (percent): share of units whose most likely diagnosis / any of the
   five ranked diagnoses matches the reference, as decided by the judge. Every image
-  counts: parse failures and errors (rate limits, timeouts) are wrong answers and are
-  also reported separately (``parse_error_rate``, ``error_rate``, percent of images,
+  counts: parse failures, errors (rate limits, timeouts) and missing answers are wrong
+  answers and are also reported separately (``parse_error_rate``, ``error_rate``,
+  ``missing_rate``, percent of images,
   with the counts; see ``novabench.metrics.status``).
 * **Case level**: ``Top-1_case`` is the mean over cases of the per-case image accuracy,
   so a case with 17 images weighs as much as a case with one. ``unit="case"`` makes the
@@ -29,9 +30,9 @@ import pandas as pd
 from scipy.stats import entropy
 
 from novabench.errors import ConfigError, NovaError
-from novabench.metrics.status import status_summary
+from novabench.metrics.status import RATE_STATUSES, status_summary
 
-STATUSES = ("ok", "parse_error", "error")
+STATUSES = ("ok", "parse_error", "error", "missing")
 UNITS = ("image", "case")
 _REQUIRED = ("filename", "case_id", "reference", "predictions", "status")
 COLUMNS = (
@@ -204,7 +205,7 @@ def score_diagnosis(
 
     ``records``: one per image with ``filename``, ``case_id``, ``reference`` (the final
     diagnosis), ``predictions`` (ranked list, most likely first; empty when none) and
-    ``status`` (``ok``, ``parse_error`` or ``error``).
+    ``status`` (``ok``, ``parse_error``, ``error`` or ``missing``).
     """
     if unit not in UNITS:
         raise ConfigError(f"unknown diagnosis scoring unit {unit!r}", f"use one of {UNITS}")
@@ -226,7 +227,7 @@ def score_diagnosis(
         "n_images": len(table),
         "n_cases": n_cases,
     }
-    summary.update(status_summary(table["status"], STATUSES))
+    summary.update(status_summary(table["status"], STATUSES, RATE_STATUSES))
     summary.update(
         {
             "n_distinct_predicted_labels": len(predicted_counts),

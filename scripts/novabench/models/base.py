@@ -48,6 +48,9 @@ class Response:
 
     raw: str | None
     error: str | None = None
+    # No answer exists for this image (a predictions file lacks it): status ``missing``,
+    # counted apart from failed requests.
+    missing: bool = False
     latency_s: float | None = None
     usage: dict[str, int] | None = None
     cached: bool = False
