@@ -44,7 +44,7 @@ rule statistics:
 rule tables:
     input:
         unpack(tables_inputs),
-        code=report_code("make_tables.py", "tables.py", "inputs.py"),
+        code=report_code("make_tables.py", "tables.py", "inputs.py", "failures.py"),
     output:
         tables=report_tables(),
         summary="results/tables/summary.md",
@@ -63,6 +63,9 @@ rule tables:
         "../../envs/reporting.yaml"
     params:
         agreement=bool(AGREEMENT_JUDGES),
+        limits={
+            key: config["reporting"][key] for key in ("min_answered", "max_error_rate")
+        },
     script:
         "../../scripts/make_tables.py"
 
