@@ -16,6 +16,7 @@ def main(smk):
         statistics=statistics,
         scores=scores,
         paper_reference=Path(smk.input.paper_reference),
+        dataset_manifest=Path(smk.input.dataset_manifest),
         out_dir=Path(smk.output.summary).parent,
         agreement=smk.params.agreement,
         limits=Limits.from_config(smk.params.limits),

@@ -4,6 +4,7 @@ reproduced-vs-reported comparison says whether the paper's value is inside our C
 
 from __future__ import annotations
 
+import csv
 import json
 import math
 import re
@@ -68,6 +69,23 @@ def synthetic_dataset(seed: int = 0, n_cases: int = 10):
             answers["model_a"][name] = [jitter(b, 8) for b in gold if rng.random() < 0.8]
             answers["model-b"][name] = [jitter(b, 20) for b in gold if rng.random() < 0.5]
     return pd.DataFrame(rows), answers
+
+
+# The manifest of the full current release, as the dataset rule writes it.
+HUB_RELEASE = {
+    "source": "hf",
+    "repo_id": "c-i-ber/Nova",
+    "revision": "main",
+    "resolved_revision": "3f2a1b9c" + "0" * 32,
+    "n_images": 906,
+    "subset": None,
+}
+
+
+def write_manifest(folder: Path, manifest: dict) -> Path:
+    path = folder / "manifest.json"
+    path.write_text(json.dumps(manifest))
+    return path
 
 
 def score_models(root: Path, frame: pd.DataFrame, answers: dict, missing=()) -> tuple:
@@ -184,6 +202,7 @@ def results(tmp_path_factory):
         statistics={"localization": stats_path},
         scores={"localization": score_paths},
         paper_reference=reference_path,
+        dataset_manifest=write_manifest(root, HUB_RELEASE),
         out_dir=out,
     )
     return {"root": root, "out": out, "scores": score_paths, "stats": stats}
@@ -273,6 +292,7 @@ def test_a_model_missing_a_third_of_the_images_is_marked_and_never_bold(tmp_path
         statistics={"localization": stats_path},
         scores={"localization": score_paths},
         paper_reference=ROOT / "config" / "paper_reference.yaml",
+        dataset_manifest=write_manifest(tmp_path, {"source": "sample", "n_images": 21}),
         out_dir=out,
     )
     fp30 = {p.stem: score_metrics(p)["FP30"] for p in score_paths}
@@ -389,6 +409,109 @@ def test_reproduced_vs_reported(results):
     assert bool(inside["reported_in_ci"]) and not bool(outside["reported_in_ci"])
     tex = (results["out"] / "reproduced_vs_reported.tex").read_text()
     assert "Paper Model A & localization & Hit@30 & -5 &" in tex
+
+
+LABEL = "NOVA c-i-ber/Nova @ main (3f2a1b9)"
+
+
+def test_captions_and_titles_name_the_dataset(results):
+    tex = (results["out"] / "localization.tex").read_text()
+    assert f"\\caption{{Anomaly localization on {LABEL}. 22 images from 10 cases." in tex
+    md = (results["out"] / "localization.md").read_text()
+    assert md.startswith(f"## Anomaly localization on {LABEL}\n")
+    summary = (results["out"] / "summary.md").read_text()
+    assert summary.startswith(f"# Summary across tasks on {LABEL}\n")
+    reproduced = (results["out"] / "reproduced_vs_reported.tex").read_text()
+    assert f"\\caption{{Reproduced on {LABEL} vs reported. Ours:" in reproduced
+
+
+def test_reproduced_vs_reported_markdown(results):
+    compared = pd.read_csv(results["out"] / "reproduced_vs_reported.csv")
+    hit = compared.set_index("metric").loc["Hit@30"]
+    lines = (results["out"] / "reproduced_vs_reported.md").read_text().splitlines()
+    assert lines[0] == f"## Reproduced on {LABEL} vs reported"
+    expected = (
+        f"| Paper Model A | localization | Hit@30 | -5 | {hit.ours:.1f} "
+        f"[{hit.ci_low:.1f}, {hit.ci_high:.1f}] | {hit.difference:.1f} | no | paper |"
+    )
+    assert expected in lines
+    assert lines[-1] == "Sources: paper: the paper."
+
+
+@pytest.mark.parametrize(
+    ("manifest", "reason"),
+    [
+        ({"source": "sample", "n_images": 30}, "the dataset is the synthetic sample, not NOVA"),
+        (
+            {**HUB_RELEASE, "subset": {"n_cases": 20, "seed": 1}},
+            "the dataset is a subset (n_cases=20, seed=1)",
+        ),
+        (
+            {"source": "local", "local_path": "/data/nova", "n_images": 300},
+            "the local copy has 300 images, not the release's 906",
+        ),
+        (None, "there is no dataset manifest"),
+    ],
+)
+def test_reproduced_vs_reported_only_on_the_full_release(tmp_path, manifest, reason):
+    from novabench.report.tables import write_reproduced
+
+    reference = load_paper_reference(ROOT / "config" / "paper_reference.yaml")
+    write_reproduced(reference, {}, manifest, tmp_path)
+    line = (
+        f"Not compared with the published numbers: {reason}; they are for the full NOVA "
+        "release (906 images)."
+    )
+    assert (tmp_path / "reproduced_vs_reported.md").read_text() == line + "\n"
+    assert (tmp_path / "reproduced_vs_reported.tex").read_text() == latex_escape(line) + "\n"
+    with open(tmp_path / "reproduced_vs_reported.csv", newline="") as handle:
+        assert list(csv.reader(handle)) == [[line]]  # one cell, quoted where it has commas
+
+
+@pytest.mark.parametrize(
+    ("manifest", "label", "comparable"),
+    [
+        ({"source": "sample"}, "synthetic sample (not NOVA)", False),
+        (HUB_RELEASE, LABEL, True),
+        (
+            {**HUB_RELEASE, "revision": "3f2a1b9c" + "0" * 32},  # pinned to the sha
+            "NOVA c-i-ber/Nova @ 3f2a1b9",
+            True,
+        ),
+        (
+            {"source": "hf-legacy", "repo_id": "Ano-2090/Nova", "revision": "v1"},
+            "NOVA Ano-2090/Nova @ v1",
+            True,
+        ),
+        (
+            {"source": "local", "local_path": "/data/nova", "n_images": 906},
+            "local copy at /data/nova",
+            True,
+        ),
+        (
+            {**HUB_RELEASE, "subset": {"description": "first 20 cases"}},
+            f"{LABEL} + subset: first 20 cases",
+            False,
+        ),
+        (None, "unknown dataset (no dataset manifest)", False),
+    ],
+)
+def test_dataset_label(manifest, label, comparable):
+    from novabench.report.labels import dataset_label, not_comparable
+
+    assert dataset_label(manifest) == label
+    assert (not_comparable(manifest) is None) == comparable
+
+
+def test_the_report_captions_read_the_label_when_shown(tmp_path):
+    from novabench.report.labels import DatasetLabel
+
+    label = DatasetLabel(tmp_path / "manifest.json")
+    assert str(label) == "unknown dataset (no dataset manifest)"  # not built yet
+    write_manifest(tmp_path, HUB_RELEASE)
+    # reStructuredText: "@" would make an e-mail link
+    assert str(label) == "NOVA c-i-ber/Nova \\@ main (3f2a1b9)"
+    assert repr(label) == f"DatasetLabel({str(tmp_path / 'manifest.json')!r})"
 
 
 def test_shipped_paper_reference_is_valid():

@@ -34,6 +34,7 @@ rule statistics:
     conda:
         "../../envs/reporting.yaml"
     params:
+        dataset_label=DATASET_LABEL,
         models=REPORT_MODELS,
         reporting=config["reporting"],
         judge=lambda wildcards: PLAN.judge(wildcards.task),
@@ -44,7 +45,9 @@ rule statistics:
 rule tables:
     input:
         unpack(tables_inputs),
-        code=report_code("make_tables.py", "tables.py", "inputs.py", "failures.py"),
+        code=report_code(
+            "make_tables.py", "tables.py", "inputs.py", "failures.py", "labels.py"
+        ),
     output:
         tables=report_tables(),
         summary="results/tables/summary.md",
@@ -55,6 +58,7 @@ rule tables:
             labels={"table": "reproduced vs reported"},
         ),
         reproduced_tex="results/tables/reproduced_vs_reported.tex",
+        reproduced_md="results/tables/reproduced_vs_reported.md",
     log:
         "results/logs/report/tables.log",
     benchmark:
@@ -62,6 +66,7 @@ rule tables:
     conda:
         "../../envs/reporting.yaml"
     params:
+        dataset_label=DATASET_LABEL,
         agreement=bool(AGREEMENT_JUDGES),
         limits={
             key: config["reporting"][key] for key in ("min_answered", "max_error_rate")
@@ -90,6 +95,7 @@ rule figure_metrics:
     conda:
         "../../envs/reporting.yaml"
     params:
+        dataset_label=DATASET_LABEL,
         family="metrics",
         task=lambda wildcards: wildcards.task,
         models=REPORT_MODELS,
@@ -118,6 +124,7 @@ rule figure_breakdown:
     conda:
         "../../envs/reporting.yaml"
     params:
+        dataset_label=DATASET_LABEL,
         family="breakdown",
         task=lambda wildcards: wildcards.task,
         models=REPORT_MODELS,
@@ -153,6 +160,7 @@ rule figure_task:
     conda:
         "../../envs/reporting.yaml"
     params:
+        dataset_label=DATASET_LABEL,
         family=lambda wildcards: wildcards.family,
         task=lambda wildcards: wildcards.task,
         models=REPORT_MODELS,
@@ -203,6 +211,7 @@ rule judge_agreement:
     conda:
         "../../envs/reporting.yaml"
     params:
+        dataset_label=DATASET_LABEL,
         judges=AGREEMENT_JUDGES,
     script:
         "../../scripts/make_agreement.py"
@@ -227,6 +236,7 @@ rule figure_judge_agreement:
     conda:
         "../../envs/reporting.yaml"
     params:
+        dataset_label=DATASET_LABEL,
         family="judge_agreement",
         task=None,
         models=REPORT_MODELS,
