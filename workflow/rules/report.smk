@@ -136,7 +136,8 @@ rule figure_breakdown:
 rule figure_task:
     input:
         unpack(task_report_inputs),
-        code=report_code("make_figures.py", "figures.py", "inputs.py"),
+        # bootstrap.py: the lesion-size figure's CIs
+        code=report_code("make_figures.py", "figures.py", "inputs.py", "bootstrap.py"),
     output:
         png=report(
             "results/figures/{task}_{family}.png",
