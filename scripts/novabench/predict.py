@@ -27,6 +27,7 @@ from novabench.dataset.read import load_nova
 from novabench.errors import ConfigError, NovaError
 from novabench.io import atomic_write_text
 from novabench.models.base import Adapter, Response, Sample, load_adapter
+from novabench.progress import Progress
 from novabench.provenance import canonical_json, sha256_text
 from novabench.records import STATUSES, read_predictions, write_jsonl
 from novabench.tasks import AnswerContext, Parsed, Task, get_task
@@ -159,11 +160,7 @@ def run_predictions(
             canonical_json({**adapter.identity(), "box_format": box_format})
         ),
     }
-    responses = adapter.predict(samples)
-    records = [
-        _record(spec, sample, response, model_name, request, box_format)
-        for sample, response in zip(samples, responses, strict=True)
-    ]
+    records = answer_all(spec, samples, adapter, model_name, request, box_format)
     summary = {
         "task": task,
         "model": model_name,
@@ -180,6 +177,28 @@ def run_predictions(
     write_jsonl(records, out)
     atomic_write_text(summary_out, json.dumps(summary, indent=2, sort_keys=True) + "\n")
     return summary
+
+
+def answer_all(
+    task: Task,
+    samples: Sequence[Sample],
+    adapter: Adapter,
+    model_name: str,
+    request: dict[str, Any],
+    box_format: str | None,
+) -> list[dict[str, Any]]:
+    """Every sample's record, in order, counting statuses on a progress bar (unless the
+    adapter shows its own)."""
+    label = None if adapter.shows_progress else f"{task.name}/{model_name}"
+    meter = Progress(len(samples), label)
+    records = []
+    try:
+        for sample, response in zip(samples, adapter.predict(samples), strict=True):
+            records.append(_record(task, sample, response, model_name, request, box_format))
+            meter.update(records[-1]["status"])
+    finally:
+        meter.close()
+    return records
 
 
 def check_error_rate(

@@ -68,6 +68,9 @@ class Adapter(ABC):
     box_format: ClassVar[str | None] = None
     #: Tasks this backend can run; None: every registered task.
     supported_tasks: ClassVar[tuple[str, ...] | None] = None
+    #: The backend shows its own progress (e.g. requests answered from a cache); else
+    #: the prediction job shows one per image.
+    shows_progress: ClassVar[bool] = False
 
     @classmethod
     def supports(cls, task: str) -> bool:
