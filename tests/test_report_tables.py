@@ -395,7 +395,11 @@ def test_models_past_the_limits_are_marked_with_the_reason():
     [(0.0, "0%"), (0.5, "<1%"), (1.0, "1%"), (33.33, "33%"), (99.4, ">99%"), (100.0, "100%")],
 )
 def test_a_share_never_rounds_a_failure_away(value, text):
+    from novabench.report.tables import _latex_share
+
     assert failures.share_text(value) == text
+    latex = {"<1%": "$<$1\\%", ">99%": "$>$99\\%"}.get(text, text.replace("%", "\\%"))
+    assert _latex_share(text) == latex
 
 
 def test_reproduced_vs_reported(results):

@@ -177,6 +177,12 @@ def _status_headers(table: pd.DataFrame) -> list[str]:
     return headers + (["Excluded"] if "n_excluded" in table else [])
 
 
+def _latex_share(text: str) -> str:
+    """ "<1%" in any font encoding (text-mode "<" is "¡" in the default OT1)."""
+    text = latex_escape(text).replace("–", "--")
+    return text.replace("<", "$<$").replace(">", "$>$")
+
+
 def latex_table(
     task: str,
     table: pd.DataFrame,
@@ -223,7 +229,7 @@ def latex_table(
                         f"{{\\scriptsize {ci.replace('–', '--')}}}\\end{{tabular}}"
                     )
                 cells.append(text)
-            cells += [latex_escape(c).replace("–", "--") for c in _status_cells(row, statuses)]
+            cells += [_latex_share(c) for c in _status_cells(row, statuses)]
             lines.append(" & ".join(cells) + " \\\\")
     lines += ["\\bottomrule", "\\end{tabular}}"]
     if legend and "flag" in table and table["flag"].fillna("").astype(bool).any():
