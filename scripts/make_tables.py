@@ -2,6 +2,7 @@
 
 from pathlib import Path
 
+from novabench.report.failures import Limits
 from novabench.report.tables import write_all_tables
 from novabench.rules import log, run
 
@@ -15,8 +16,10 @@ def main(smk):
         statistics=statistics,
         scores=scores,
         paper_reference=Path(smk.input.paper_reference),
+        dataset_manifest=Path(smk.input.dataset_manifest),
         out_dir=Path(smk.output.summary).parent,
         agreement=smk.params.agreement,
+        limits=Limits.from_config(smk.params.limits),
     )
     log.info("tables written for %s", ", ".join(tables) or "no task")
 

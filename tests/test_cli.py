@@ -126,7 +126,12 @@ def score_cli(capsys, *args: str) -> tuple[int, str]:
 def test_raw_answers_score_as_the_pipeline_scores_them(task, nova, tmp_path, capsys, request):
     nltk = request.getfixturevalue("wordnet") if task == "captioning" else tmp_path / "nltk"
     answers = write_answers(tmp_path, task)
-    model_cfg = {"adapter": "predictions_file", "tasks": [task], "settings": {"path": str(answers)}}
+    model_cfg = {
+        "adapter": "predictions_file",
+        "tasks": [task],
+        "max_error_rate": 100,  # as the CLI: missing images are scored as missing
+        "settings": {"path": str(answers)},
+    }
     args = ["--task", task, "--dataset", str(nova), "--predictions", str(answers)]
     args += ["--nltk-data", str(nltk)]
     if task == "localization":
@@ -199,7 +204,7 @@ def test_raw_answers_are_kept_as_records_in_the_output_folder(nova, tmp_path, ca
         "case0001_001.png": "ok",
         "case0001_002.png": "parse_error",
         "case0002_001.png": "no_finding",
-        "case0003_001.png": "error",
+        "case0003_001.png": "missing",
     }
     assert json.loads((out_dir / "localization-my-vlm.json").read_text())["model"] == "my-vlm"
 
@@ -245,7 +250,8 @@ def test_validate_finds_every_planted_problem_in_records(nova, tmp_path, capsys)
     assert out[:-1] == [
         f"{path}:2: not valid JSON (Expecting property name enclosed in double quotes)",
         f"{path}:3: missing fields task, model",
-        f"{path}:4: unknown status 'done' (one of ok, no_finding, parse_error, refusal, error)",
+        f"{path}:4: unknown status 'done' "
+        "(one of ok, no_finding, parse_error, refusal, error, missing)",
         f"{path}:5: case0001_001.png repeats line 1",
         f"{path}:6: case9999_001.png is not in the dataset",
         f"{path}:7: parsed.ranked must be a list of diagnosis strings",

@@ -430,7 +430,7 @@ PREDICTED_CAPTIONS = {
     "case0001_001.png": "Axial T2 image with a hyperintense lesion in the right frontal lobe.",
     "case0001_002.png": "Coronal T1 image after contrast showing ring enhancement.",
     "case0002_001.png": "Sagittal T2 image, normal.",
-    # case0003_001.png has no answer: status error, scored as an empty caption
+    # case0003_001.png has no answer: status missing, scored as an empty caption
 }
 JUDGED_CAPTIONS = {
     # references
@@ -494,7 +494,12 @@ def scored_inputs(tmp_path_factory, dataset, nltk_data):
         lines = [json.dumps({"filename": f, "raw": raw}) + "\n" for f, raw in answers.items()]
         path.write_text("".join(lines))
         out = folder / f"{task}.jsonl"
-        model = {"adapter": "predictions_file", "tasks": [task], "settings": {"path": str(path)}}
+        model = {
+            "adapter": "predictions_file",
+            "tasks": [task],
+            "max_error_rate": 100,  # a caption is missing on purpose
+            "settings": {"path": str(path)},
+        }
         run_predictions(
             dataset=dataset,
             task=task,

@@ -17,9 +17,11 @@ def test_counts_and_rates_in_percent_of_images():
         "n_parse_error": 1,
         "n_refusal": 2,
         "n_error": 1,
+        "n_missing": 0,
         "parse_error_rate": 12.5,
         "refusal_rate": 25.0,
         "error_rate": 12.5,
+        "missing_rate": 0.0,
     }
 
 

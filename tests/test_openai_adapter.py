@@ -189,7 +189,7 @@ def test_reference_boxes_in_each_convention_score_100(small, tmp_path, conventio
             filename
         )
     counts = {"ok": 3, "no_finding": 1, "parse_error": 0, "refusal": 0, "error": 0}
-    assert summary["status_counts"] == counts
+    assert summary["status_counts"] == {**counts, "missing": 0}
     scores = score_predictions(
         task="localization",
         dataset=dataset,
@@ -352,6 +352,7 @@ def test_refusals_empty_answers_and_failures_are_counted_apart(small, tmp_path):
         "parse_error": 1,
         "refusal": 1,
         "error": 1,
+        "missing": 0,
     }
     assert summary["n_cached"] == 3
 

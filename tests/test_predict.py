@@ -42,7 +42,7 @@ def test_gold_localization_records_and_perfect_score(dataset, tmp_path):
     boxes = [(b["x"], b["y"], b["width"], b["height"]) for b in first["parsed"]["boxes"]]
     assert boxes == [(200.0, 210.0, 30.0, 30.0), (10.0, 20.0, 5.0, 6.0)]
     counts = {"ok": 3, "no_finding": 1, "parse_error": 0, "refusal": 0, "error": 0}
-    assert summary["status_counts"] == counts
+    assert summary["status_counts"] == {**counts, "missing": 0}
 
     scores = score_predictions(
         task="localization",
@@ -65,20 +65,21 @@ def test_garbage_answers_score_zero_with_their_parse_error_rate(dataset, tmp_pat
         {"filename": "case0001_001.png", "raw": "I am not able to help with medical images."},
         {"filename": "case0001_002.png", "raw": "lesion at [12, 40, 3"},
         {"filename": "case0002_001.png", "raw": ""},
-        # case0003_001.png is missing: an error, not a wrong answer
+        # case0003_001.png is missing: counted as missing, not as a wrong answer
     ]
     answers.write_text("".join(json.dumps(line) + "\n" for line in lines))
     cfg = {
         "adapter": "predictions_file",
         "tasks": ["localization"],
         "box_format": "xyxy_1000",
+        "max_error_rate": 25,
         "settings": {"path": str(answers)},
     }
     records, summary, out = predict(dataset, tmp_path, "localization", cfg, name="garbage")
-    counts = {"ok": 0, "no_finding": 0, "parse_error": 2, "refusal": 1, "error": 1}
-    assert summary["status_counts"] == counts
+    counts = {"ok": 0, "no_finding": 0, "parse_error": 2, "refusal": 1, "error": 0}
+    assert summary["status_counts"] == {**counts, "missing": 1}
     missing = next(r for r in records if r["filename"] == "case0003_001.png")
-    assert missing["status"] == "error" and "missing from" in missing["error"]
+    assert missing["status"] == "missing" and "missing from" in missing["error"]
     scores = score_predictions(
         task="localization",
         dataset=dataset,
@@ -88,7 +89,38 @@ def test_garbage_answers_score_zero_with_their_parse_error_rate(dataset, tmp_pat
     )
     assert scores["mAP@50"] == 0.0 and scores["Hit@30"] == 0.0
     assert scores["parse_error_rate"] == pytest.approx(50.0)
-    assert scores["refusal_rate"] == scores["error_rate"] == pytest.approx(25.0)
+    assert scores["refusal_rate"] == scores["missing_rate"] == pytest.approx(25.0)
+    assert scores["n_missing"] == 1 and scores["error_rate"] == 0.0
+
+
+def test_predictions_file_with_missing_images_stops_unless_allowed(dataset, tmp_path):
+    answers = tmp_path / "partial.jsonl"
+    lines = [
+        {"filename": "case0001_001.png", "raw": "no finding"},
+        {"filename": "case0001_002.png", "raw": "no finding"},
+        {"filename": "case0002_001.png", "raw": "no finding"},
+    ]
+    answers.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    cfg = {
+        "adapter": "predictions_file",
+        "tasks": ["captioning"],
+        "settings": {"path": str(answers)},
+    }
+    out = tmp_path / "captioning-partial.jsonl"
+    with pytest.raises(NovaError) as caught:
+        predict(dataset, tmp_path, "captioning", cfg, name="partial")
+    assert str(caught.value) == (
+        "models.partial: 1 of 4 images are missing from the predictions file "
+        "(25.0% > max_error_rate 0.0%), e.g. case0003_001.png; fix: add the missing "
+        "answers, or set models.partial.max_error_rate to score them as missing"
+    )
+    assert not out.exists()  # nothing is written for a refused file
+
+    records, summary, out = predict(
+        dataset, tmp_path, "captioning", {**cfg, "max_error_rate": 25}, name="partial"
+    )
+    assert summary["status_counts"]["missing"] == 1
+    assert [r["status"] for r in records] == ["ok", "ok", "ok", "missing"]
 
 
 def test_predictions_file_in_a_declared_convention_is_parsed(dataset, tmp_path):
@@ -102,6 +134,7 @@ def test_predictions_file_in_a_declared_convention_is_parsed(dataset, tmp_path):
         "adapter": "predictions_file",
         "tasks": ["localization"],
         "box_format": "gemini_yxyx_1000",
+        "max_error_rate": 100,  # one image on file is enough here
         "settings": {"path": str(answers)},
     }
     records, _, _ = predict(dataset, tmp_path, "localization", cfg)

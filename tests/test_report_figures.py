@@ -61,7 +61,7 @@ def test_breakdown_table_means_and_counts():
     entry = Entry("m", "model", {"metrics": {}}, per_image)
     table = breakdown_table(get_task("captioning"), categories, [entry], weights, 0.95)
     table = table.set_index("category")
-    assert set(table["label"]) == {"Clinical F1"}
+    assert set(table["label"]) == {"Clinical F1 (%)"}
     assert table.loc["FLAIR", "value"] == 75.0 and table.loc["FLAIR", "n_images"] == 2
     # T1: only the defined image counts
     assert table.loc["T1", "value"] == 0.0 and table.loc["T1", "n_images"] == 1
@@ -82,6 +82,124 @@ def test_pick_examples_is_seeded_and_spreads_over_cases():
     assert len({p.split("_")[0] for p in picks}) == 4
     with_gold = set(frame.loc[frame["gold_boxes"].map(len) > 0, "filename"])
     assert set(picks) <= with_gold
+
+
+def test_lesion_hit_rates_and_cis_are_those_of_resampled_cases():
+    from novabench.report.bootstrap import draw_cases
+
+    rng = np.random.default_rng(4)
+    sizes = [10, 20, 30, 50, 70, 90, 140]
+    gold = {f"c{i // 3}_{i}.png": [[5.0, 5.0, s, s]] for i, s in enumerate(sizes * 3)}
+    predicted = {
+        f: [{"x": 5.0, "y": 5.0, "width": b[0][2], "height": b[0][3]}]
+        for f, b in gold.items()
+        if rng.random() < 0.6
+    }
+    case_of = {f: f.split("_")[0] for f in gold}
+    hits = figures.lesion_hits(gold, predicted)
+    table = figures.lesion_hit_rates(
+        {"m": hits}, case_of, n_resamples=300, seed=7, confidence=0.9
+    ).set_index("size")
+    assert list(table.index) == ["<16", "16–32", "32–64", "64–128", "≥128"]
+    # by hand: the bins, and each resample's hit rate over the lesions of the drawn cases
+    edges = [0, 16, 32, 64, 128, np.inf]
+    resamples = draw_cases(list(case_of.values()), 300, 7)
+    for label, low, high in zip(table.index, edges[:-1], edges[1:], strict=True):
+        inside = hits[(hits["size"] >= low) & (hits["size"] < high)]
+        assert table.loc[label, "n_lesions"] == len(inside)
+        assert table.loc[label, "value"] == pytest.approx(100 * inside["hit"].mean())
+        rates = []
+        for drawn in resamples.indices:
+            counts = pd.Series([resamples.cases[i] for i in drawn]).value_counts()
+            w = inside["filename"].map(case_of).map(counts).fillna(0).to_numpy()
+            if w.sum():
+                rates.append(100 * (w * inside["hit"]).sum() / w.sum())
+        ci = np.quantile(rates, [0.05, 0.95])
+        assert (table.loc[label, "ci_low"], table.loc[label, "ci_high"]) == pytest.approx(ci)
+
+
+@pytest.fixture
+def drawn(monkeypatch):
+    """The figures a plot function draws, instead of files."""
+    shown = []
+    monkeypatch.setattr(figures, "save", lambda fig, png, pdf, dpi=None: shown.append(fig))
+    return shown
+
+
+def test_controls_and_raters_are_told_apart_beyond_their_greys(drawn, tmp_path):
+    groups = {"m": "model", "gold": "control", "random": "control", "r1": "human", "r2": "human"}
+    styles = figures.entry_styles(list(groups), groups)
+    for pair in (("gold", "random"), ("r1", "r2")):
+        a, b = (styles[n] for n in pair)
+        assert a.colour != b.colour
+        assert (a.marker, a.linestyle, a.hatch) != (b.marker, b.linestyle, b.hatch)
+        assert a.marker != b.marker and a.linestyle != b.linestyle
+    assert styles["gold"].hatch and styles["random"].hatch != styles["gold"].hatch
+    stats = pd.DataFrame(
+        [
+            {"model": m, "group": g, "metric": c.key, "estimate": 50.0, "ci_low": 40.0,
+             "ci_high": 60.0}
+            for m, g in groups.items()
+            for c in figures_columns("captioning")
+        ]
+    )  # fmt: skip
+    figures.plot_metric_bars("captioning", stats, tmp_path / "a.png", tmp_path / "a.pdf")
+    bars = drawn[0].axes[0].patches
+    assert [bar.get_hatch() for bar in bars] == [styles[n].hatch for n in groups]
+
+
+def test_every_axis_with_a_quantity_names_its_unit(drawn, tmp_path):
+    rng = np.random.default_rng(0)
+    out = (tmp_path / "f.png", tmp_path / "f.pdf")
+    for task in ("localization", "diagnosis"):
+        stats = pd.DataFrame(
+            [
+                {"model": "m", "group": "model", "metric": c.key, "estimate": 3.0,
+                 "ci_low": 2.0, "ci_high": 4.0}
+                for c in figures_columns(task)
+            ]
+        )  # fmt: skip
+        figures.plot_metric_bars(task, stats, *out)
+    figures.plot_iou_distribution([("m", "model", _per_image(rng, 20))], *out)
+    table = pd.DataFrame(
+        [{"model": "m", "bin": 1, "size": "16–32", "n_lesions": 3, "value": 50.0,
+          "ci_low": 20.0, "ci_high": 80.0}]
+    )  # fmt: skip
+    figures.plot_hit_by_lesion_size(table, {"m": "model"}, *out)
+    figures.plot_diagnosis_labels([("m", "model", ["a", "b"])], ["a", "b"], *out)
+    metric_units = [ax.get_xlabel() for fig in drawn[:2] for ax in fig.axes if ax.axison]
+    assert metric_units == ["%"] * 7 + ["%", "%", "%", "bits"]
+    iou, lesion, labels = (fig.axes[0] for fig in drawn[2:])
+    assert iou.get_xlabel().endswith("(overlap ratio, 0–1)")
+    assert iou.get_ylabel().endswith("(%)")
+    assert lesion.get_xlabel().endswith("(pixels)") and lesion.get_ylabel().endswith("(%)")
+    assert labels.get_ylabel().endswith("(%)")
+
+
+@pytest.mark.parametrize(
+    "predicted",
+    [
+        ["a", "a", "b", "c", "d", "d", "d", "e"] * 3 + ["f"],  # 4% to 38% of the images
+        ["a", "b", "c", "d"] * 6 + ["e"],  # all labels about equally frequent
+    ],
+)
+def test_the_label_plot_labels_several_ticks_on_each_axis(drawn, tmp_path, predicted):
+    reference = sorted(predicted)
+    entries = [("m", "model", predicted)]
+    figures.plot_diagnosis_labels(entries, reference, tmp_path / "l.png", tmp_path / "l.pdf")
+    ax = drawn[0].axes[0]
+    drawn[0].canvas.draw()
+    assert ax.get_yscale() == "log" and ax.get_xscale() == "linear"
+    low, high = ax.get_ylim()
+    y_labels = [
+        t.get_text()
+        for t, v in zip(ax.get_yticklabels(), ax.get_yticks(), strict=True)
+        if low <= v <= high and t.get_text()
+    ]
+    assert len(y_labels) >= 2, y_labels
+    assert all(float(t) in (1, 2, 5, 10, 20, 50, 100) for t in y_labels)
+    x_labels = [t.get_text() for t in ax.get_xticklabels() if t.get_text()]
+    assert len(x_labels) >= 3 and all(t.lstrip("−-").isdigit() for t in x_labels)
 
 
 def test_colours_are_colour_blind_safe_and_grouped():
@@ -129,8 +247,11 @@ def test_every_family_writes_column_sized_png_and_pdf(tmp_path):
             for i in range(0, 12, 2)
         }
     }
+    hits = {"m1": figures.lesion_hits(gold, predicted["m1"])}
+    case_of = {f: f"c{i // 2}" for i, f in enumerate(gold)}
+    table = figures.lesion_hit_rates(hits, case_of, n_resamples=50, seed=0, confidence=0.95)
     outputs["lesion_size"] = _draw(
-        tmp_path, "lesion_size", figures.plot_hit_by_lesion_size, gold, predicted, {"m1": "model"}
+        tmp_path, "lesion_size", figures.plot_hit_by_lesion_size, table, {"m1": "model"}
     )
     labels = [("m1", "model", ["a", "a", "b", None]), ("m2", "model", ["c", "c", "c", "c"])]
     outputs["labels"] = _draw(

@@ -17,7 +17,7 @@ import pytest
 
 from leaderboard_results import CAPTIONING_JUDGE, EVIL, GIT, read_tables, write_results
 from novabench.errors import NovaError
-from novabench.report.leaderboard import dataset_label, write_leaderboard
+from novabench.report.leaderboard import dataset_line, write_leaderboard
 
 GENERATED = datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC)
 
@@ -169,11 +169,14 @@ def test_unreadable_dataset_manifest_names_the_fix(tmp_path):
     [
         (
             {"source": "sample", "n_images": 30},
-            "embedded synthetic sample (not NOVA images) (30 images)",
+            "synthetic sample (not NOVA) (30 images)",
         ),
-        ({"source": "local", "local_path": "/data/Nova"}, "local copy /data/Nova"),
-        ({"source": "hf-legacy", "repo_id": "Ano-2090/Nova"}, "Ano-2090/Nova"),
+        ({"source": "local", "local_path": "/data/Nova"}, "local copy at /data/Nova"),
+        (
+            {"source": "hf-legacy", "repo_id": "Ano-2090/Nova", "revision": "v1"},
+            "NOVA Ano-2090/Nova @ v1",
+        ),
     ],
 )
-def test_dataset_label(manifest, label):
-    assert dataset_label(manifest) == label
+def test_dataset_line(manifest, label):
+    assert dataset_line(manifest) == label

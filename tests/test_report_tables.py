@@ -4,6 +4,7 @@ reproduced-vs-reported comparison says whether the paper's value is inside our C
 
 from __future__ import annotations
 
+import csv
 import json
 import math
 import re
@@ -17,6 +18,8 @@ import pytest
 import yaml
 
 from novabench.metrics.localization import score_localization
+from novabench.report import failures
+from novabench.report.failures import Limits
 from novabench.report.inputs import load_entries
 from novabench.report.statistics import task_statistics
 from novabench.report.tables import (
@@ -68,31 +71,48 @@ def synthetic_dataset(seed: int = 0, n_cases: int = 10):
     return pd.DataFrame(rows), answers
 
 
-@pytest.fixture(scope="module")
-def results(tmp_path_factory):
-    """Score files written by the real scorer, statistics by the real bootstrap, tables."""
-    root = tmp_path_factory.mktemp("results")
-    frame, answers = synthetic_dataset()
+# The manifest of the full current release, as the dataset rule writes it.
+HUB_RELEASE = {
+    "source": "hf",
+    "repo_id": "c-i-ber/Nova",
+    "revision": "main",
+    "resolved_revision": "3f2a1b9c" + "0" * 32,
+    "n_images": 906,
+    "subset": None,
+}
+
+
+def write_manifest(folder: Path, manifest: dict) -> Path:
+    path = folder / "manifest.json"
+    path.write_text(json.dumps(manifest))
+    return path
+
+
+def score_models(root: Path, frame: pd.DataFrame, answers: dict, missing=()) -> tuple:
+    """Prediction and score files written by the real scorer for ``answers`` (model ->
+    image -> boxes), and one rater's; images in ``missing`` have no answer (status
+    missing), as ``predict`` writes them for a predictions file that lacks them."""
     gold = {
         r.filename: [[b[k] for k in ("x", "y", "width", "height")] for b in r.gold_boxes]
         for r in frame.itertuples()
     }
     score_paths, predictions = [], {}
     for name, boxes in answers.items():
+        statuses = {
+            f: "missing" if (name, f) in missing else ("ok" if b else "no_finding")
+            for f, b in boxes.items()
+        }
         pred_path = root / "predictions" / f"{name}.jsonl"
         pred_path.parent.mkdir(parents=True, exist_ok=True)
         with open(pred_path, "w") as handle:
             for filename in sorted(boxes):
-                status = "ok" if boxes[filename] else "no_finding"
-                record = {
-                    "filename": filename,
-                    "status": status,
-                    "parsed": {"boxes": boxes[filename]},
-                }
+                status = statuses[filename]
+                parsed = None if status == "missing" else {"boxes": boxes[filename]}
+                record = {"filename": filename, "status": status, "parsed": parsed}
                 handle.write(json.dumps(record) + "\n")
         predictions[name] = pred_path
-        statuses = {f: ("ok" if b else "no_finding") for f, b in boxes.items()}
-        metrics, per_image = score_localization(gold, boxes, statuses)
+        shown = {f: [] if statuses[f] == "missing" else b for f, b in boxes.items()}
+        metrics, per_image = score_localization(gold, shown, statuses)
         path = root / "scores" / "localization" / f"{name}.json"
         payload = {"task": "localization", "model": name, "metrics": metrics, "judge": None}
         write_scores(payload, per_image, path, path.with_name(f"{name}.images.csv"))
@@ -110,8 +130,11 @@ def results(tmp_path_factory):
         path.with_name("rater-r1.images.csv"),
     )
     score_paths.append(path)
+    return score_paths, predictions
 
-    entries = load_entries("localization", score_paths, frame, MODELS, None, predictions)
+
+def bootstrap_statistics(root: Path, frame, score_paths, predictions, models) -> tuple:
+    entries = load_entries("localization", score_paths, frame, models, None, predictions)
     stats = task_statistics(
         "localization",
         entries,
@@ -124,6 +147,16 @@ def results(tmp_path_factory):
     stats_path = root / "statistics" / "localization.csv"
     stats_path.parent.mkdir(parents=True)
     stats.to_csv(stats_path, index=False)
+    return stats, stats_path
+
+
+@pytest.fixture(scope="module")
+def results(tmp_path_factory):
+    """Score files written by the real scorer, statistics by the real bootstrap, tables."""
+    root = tmp_path_factory.mktemp("results")
+    frame, answers = synthetic_dataset()
+    score_paths, predictions = score_models(root, frame, answers)
+    stats, stats_path = bootstrap_statistics(root, frame, score_paths, predictions, MODELS)
 
     table = stats.set_index(["model", "metric"])
     a30 = table.loc[("model_a", "mAP@30")]
@@ -169,6 +202,7 @@ def results(tmp_path_factory):
         statistics={"localization": stats_path},
         scores={"localization": score_paths},
         paper_reference=reference_path,
+        dataset_manifest=write_manifest(root, HUB_RELEASE),
         out_dir=out,
     )
     return {"root": root, "out": out, "scores": score_paths, "stats": stats}
@@ -230,6 +264,144 @@ def test_markdown_has_the_same_numbers(results):
     assert "| rater-r1 | Human reference |" in summary
 
 
+def md_row(md: str, name: str) -> dict[str, str]:
+    """The Markdown table row of ``name`` as {header: cell}."""
+    lines = [line for line in md.splitlines() if line.startswith("| ")]
+    header = [c.strip() for c in lines[0].strip("|").split("|")]
+    column = header.index("Model")
+    for line in lines[2:]:
+        cells = [c.strip() for c in line.strip("|").split("|")]
+        if cells[column].split(" ")[0] == name:
+            return dict(zip(header, cells, strict=True))
+    raise AssertionError(f"no row for {name}")
+
+
+def test_a_model_missing_a_third_of_the_images_is_marked_and_never_bold(tmp_path):
+    frame, answers = synthetic_dataset(seed=4)
+    names = sorted(answers["gold"])
+    # Exact boxes on two thirds of the images, none on the rest: no false positive at all,
+    # so without the mark its FP30 would be the best of the column.
+    missing = {("partial", f) for f in names[::3]}
+    assert len(names) == 21 and len(missing) == 7
+    answers["partial"] = dict(answers["gold"])
+    models = {**MODELS, "partial": {"adapter": "predictions_file"}}
+    score_paths, predictions = score_models(tmp_path, frame, answers, missing)
+    _, stats_path = bootstrap_statistics(tmp_path, frame, score_paths, predictions, models)
+    out = tmp_path / "tables"
+    write_all_tables(
+        statistics={"localization": stats_path},
+        scores={"localization": score_paths},
+        paper_reference=ROOT / "config" / "paper_reference.yaml",
+        dataset_manifest=write_manifest(tmp_path, {"source": "sample", "n_images": 21}),
+        out_dir=out,
+    )
+    fp30 = {p.stem: score_metrics(p)["FP30"] for p in score_paths}
+    assert fp30["partial"] == 0 < min(fp30["model_a"], fp30["model-b"])
+
+    md = (out / "localization.md").read_text()
+    row = md_row(md, "partial")
+    assert row["Model"] == "partial †"
+    assert (row["Answered"], row["Missing"], row["Errors"], row["Parse errors"]) == (
+        "67%",
+        "33%",
+        "0%",
+        "0%",
+    )
+    assert "**" not in " ".join(row.values())
+    best = "model_a" if fp30["model_a"] < fp30["model-b"] else "model-b"
+    assert md_row(md, best)["FP30 ↓"].startswith(f"**{fp30[best]}**")
+    legend = (
+        "† fewer than 100% of the images answered (reporting.min_answered) or more than 5% "
+        "without an answer (reporting.max_error_rate): never shown as best."
+    )
+    assert legend in md.splitlines()
+
+    table = pd.read_csv(out / "localization.csv").set_index("model")
+    assert table.loc["partial", "missing_pct"] == pytest.approx(100 / 3)
+    assert table.loc["partial", "answered_pct"] == pytest.approx(200 / 3)
+    assert table.loc["partial", "n_missing"] == 7
+    assert table.loc["partial", "flag"] == "67% answered < 100%"
+    assert not table.loc["partial", "FP30_best"] and table.loc[best, "FP30_best"]
+    assert pd.isna(table.loc["model_a", "flag"])  # empty: not marked
+
+    tex = (out / "localization.tex").read_text()
+    row_tex = next(line for line in tex.splitlines() if line.startswith("partial"))
+    assert row_tex.startswith("partial$^\\dagger$ & ")
+    assert row_tex.endswith(
+        " & 67\\% & 0\\% & 0\\% & 33\\% & " + row["No finding"].replace("%", "\\%") + " \\\\"
+    )
+    assert "\\textbf" not in row_tex
+    assert "\\par\\smallskip{\\footnotesize $^\\dagger$ fewer than 100\\% of the images" in tex
+    strict_parse(tex)
+
+    summary = (out / "summary.md").read_text()
+    assert md_row(summary, "partial")["Anomaly localization: answered"] == "67% (33% missing) †"
+    assert md_row(summary, "model_a")["Anomaly localization: answered"] == "100%"
+    assert legend in summary.splitlines()
+
+
+def captioning_estimates(n_images: int, **counts: int) -> dict[str, float]:
+    """A captioning score file's metrics with the given status counts (the rest ok)."""
+    metrics = {"Clinical_F1": 50.0, "BLEU-4": 10.0, "n_images": n_images}
+    metrics["n_ok"] = n_images - sum(counts.values())
+    for status in ("parse_error", "error", "missing", *counts):
+        metrics[f"n_{status}"] = counts.get(status, 0)
+        metrics[f"{status}_rate"] = 100.0 * counts.get(status, 0) / n_images
+    return metrics
+
+
+def test_failure_columns_follow_the_statuses_the_score_files_count():
+    from novabench.report.tables import markdown_table
+
+    # A status added by a scorer later (refusal) shows without a change in the report.
+    estimates = {
+        "m1": {**captioning_estimates(50, refusal=5, parse_error=1), "n_excluded": 3},
+        "m2": captioning_estimates(50),
+    }
+    empty = pd.DataFrame(columns=["model", "group", "metric", "ci_low", "ci_high", "p_value"])
+    limits = Limits(min_answered=0.85, max_error_rate=0.05)
+    table = task_table("captioning", empty, estimates, limits)
+    md = markdown_table(table, get_task("captioning").table_metrics, "T", "note", "legend")
+    m1, m2 = md_row(md, "m1"), md_row(md, "m2")
+    headers = ["Answered", "Parse errors", "Refusals", "Errors", "Missing", "Excluded"]
+    assert list(m1)[-6:] == headers
+    assert [m1[k] for k in headers] == ["88%", "2%", "10%", "0%", "0%", "3"]
+    # m2's score file counts neither refusals nor exclusions: unknown, not zero
+    assert [m2[k] for k in headers] == ["100%", "0%", "–", "0%", "0%", "–"]
+    # 88% answered is within min_answered 0.85: not marked, so the better F1 is bold
+    assert m1["Model"] == "m1" and "legend" not in md
+    assert set(table["flag"]) == {""}
+
+
+def test_models_past_the_limits_are_marked_with_the_reason():
+    limits = Limits(min_answered=0.9, max_error_rate=0.05)
+    reasons = {
+        # parse failures are the model's: within min_answered
+        "parse": (captioning_estimates(100, parse_error=8), None),
+        # errors and missing images are the run's: past max_error_rate
+        "errors": (captioning_estimates(100, error=4, missing=4), "8% without an answer > 5%"),
+        "few": (captioning_estimates(100, parse_error=11), "89% answered < 90%"),
+    }
+    for name, (metrics, reason) in reasons.items():
+        assert failures.flag_reason(failures.shares(metrics), limits) == reason, name
+    # unknown statuses (a scorer given none: null rates) are shown as "–", never marked
+    unknown = {**captioning_estimates(10), "error_rate": math.nan}
+    assert math.isnan(failures.shares(unknown)["answered"])
+    assert failures.flag_reason(failures.shares(unknown), limits) is None
+
+
+@pytest.mark.parametrize(
+    ("value", "text"),
+    [(0.0, "0%"), (0.5, "<1%"), (1.0, "1%"), (33.33, "33%"), (99.4, ">99%"), (100.0, "100%")],
+)
+def test_a_share_never_rounds_a_failure_away(value, text):
+    from novabench.report.tables import _latex_share
+
+    assert failures.share_text(value) == text
+    latex = {"<1%": "$<$1\\%", ">99%": "$>$99\\%"}.get(text, text.replace("%", "\\%"))
+    assert _latex_share(text) == latex
+
+
 def test_reproduced_vs_reported(results):
     compared = pd.read_csv(results["out"] / "reproduced_vs_reported.csv")
     # the unconfigured model and the unscored task are simply absent
@@ -241,6 +413,109 @@ def test_reproduced_vs_reported(results):
     assert bool(inside["reported_in_ci"]) and not bool(outside["reported_in_ci"])
     tex = (results["out"] / "reproduced_vs_reported.tex").read_text()
     assert "Paper Model A & localization & Hit@30 & -5 &" in tex
+
+
+LABEL = "NOVA c-i-ber/Nova @ main (3f2a1b9)"
+
+
+def test_captions_and_titles_name_the_dataset(results):
+    tex = (results["out"] / "localization.tex").read_text()
+    assert f"\\caption{{Anomaly localization on {LABEL}. 22 images from 10 cases." in tex
+    md = (results["out"] / "localization.md").read_text()
+    assert md.startswith(f"## Anomaly localization on {LABEL}\n")
+    summary = (results["out"] / "summary.md").read_text()
+    assert summary.startswith(f"# Summary across tasks on {LABEL}\n")
+    reproduced = (results["out"] / "reproduced_vs_reported.tex").read_text()
+    assert f"\\caption{{Reproduced on {LABEL} vs reported. Ours:" in reproduced
+
+
+def test_reproduced_vs_reported_markdown(results):
+    compared = pd.read_csv(results["out"] / "reproduced_vs_reported.csv")
+    hit = compared.set_index("metric").loc["Hit@30"]
+    lines = (results["out"] / "reproduced_vs_reported.md").read_text().splitlines()
+    assert lines[0] == f"## Reproduced on {LABEL} vs reported"
+    expected = (
+        f"| Paper Model A | localization | Hit@30 | -5 | {hit.ours:.1f} "
+        f"[{hit.ci_low:.1f}, {hit.ci_high:.1f}] | {hit.difference:.1f} | no | paper |"
+    )
+    assert expected in lines
+    assert lines[-1] == "Sources: paper: the paper."
+
+
+@pytest.mark.parametrize(
+    ("manifest", "reason"),
+    [
+        ({"source": "sample", "n_images": 30}, "the dataset is the synthetic sample, not NOVA"),
+        (
+            {**HUB_RELEASE, "subset": {"n_cases": 20, "seed": 1}},
+            "the dataset is a subset (n_cases=20, seed=1)",
+        ),
+        (
+            {"source": "local", "local_path": "/data/nova", "n_images": 300},
+            "the local copy has 300 images, not the release's 906",
+        ),
+        (None, "there is no dataset manifest"),
+    ],
+)
+def test_reproduced_vs_reported_only_on_the_full_release(tmp_path, manifest, reason):
+    from novabench.report.tables import write_reproduced
+
+    reference = load_paper_reference(ROOT / "config" / "paper_reference.yaml")
+    write_reproduced(reference, {}, manifest, tmp_path)
+    line = (
+        f"Not compared with the published numbers: {reason}; they are for the full NOVA "
+        "release (906 images)."
+    )
+    assert (tmp_path / "reproduced_vs_reported.md").read_text() == line + "\n"
+    assert (tmp_path / "reproduced_vs_reported.tex").read_text() == latex_escape(line) + "\n"
+    with open(tmp_path / "reproduced_vs_reported.csv", newline="") as handle:
+        assert list(csv.reader(handle)) == [[line]]  # one cell, quoted where it has commas
+
+
+@pytest.mark.parametrize(
+    ("manifest", "label", "comparable"),
+    [
+        ({"source": "sample"}, "synthetic sample (not NOVA)", False),
+        (HUB_RELEASE, LABEL, True),
+        (
+            {**HUB_RELEASE, "revision": "3f2a1b9c" + "0" * 32},  # pinned to the sha
+            "NOVA c-i-ber/Nova @ 3f2a1b9",
+            True,
+        ),
+        (
+            {"source": "hf-legacy", "repo_id": "Ano-2090/Nova", "revision": "v1"},
+            "NOVA Ano-2090/Nova @ v1",
+            True,
+        ),
+        (
+            {"source": "local", "local_path": "/data/nova", "n_images": 906},
+            "local copy at /data/nova",
+            True,
+        ),
+        (
+            {**HUB_RELEASE, "subset": {"description": "first 20 cases"}},
+            f"{LABEL} + subset: first 20 cases",
+            False,
+        ),
+        (None, "unknown dataset (no dataset manifest)", False),
+    ],
+)
+def test_dataset_label(manifest, label, comparable):
+    from novabench.report.labels import dataset_label, not_comparable
+
+    assert dataset_label(manifest) == label
+    assert (not_comparable(manifest) is None) == comparable
+
+
+def test_the_report_captions_read_the_label_when_shown(tmp_path):
+    from novabench.report.labels import DatasetLabel
+
+    label = DatasetLabel(tmp_path / "manifest.json")
+    assert str(label) == "unknown dataset (no dataset manifest)"  # not built yet
+    write_manifest(tmp_path, HUB_RELEASE)
+    # reStructuredText: "@" would make an e-mail link
+    assert str(label) == "NOVA c-i-ber/Nova \\@ main (3f2a1b9)"
+    assert repr(label) == f"DatasetLabel({str(tmp_path / 'manifest.json')!r})"
 
 
 def test_shipped_paper_reference_is_valid():

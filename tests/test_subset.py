@@ -118,7 +118,10 @@ def test_write_subset_keeps_the_schema_and_recounts(dataset, tmp_path):
     assert written == json.loads(out_manifest.read_text())
     assert written["n_images"] == 1 and written["n_cases"] == 1 and written["tag"] == "t-subset-1"
     assert written["full_dataset"]["n_images"] == full.num_rows
-    assert written["subset"]["filenames_kept"] == [first]
+    assert written["subset_filenames"] == [first]
+    assert written["subset"]["description"] == (
+        f"filenames=['{first}']; 1 of {full.num_rows} images, 1 of 9 cases"
+    )
     assert written["source"] == "local"
 
 

@@ -157,16 +157,24 @@ def test_a_task_registered_in_a_test_runs_end_to_end(anomaly_task, dataset, tmp_
         statistics={"anomaly": tmp_path / "statistics" / "anomaly.csv"},
         scores={"anomaly": score_paths},
         paper_reference=_paper_reference(tmp_path),
+        dataset_manifest=_sample_manifest(tmp_path),
         out_dir=tmp_path / "tables",
     )
     assert list(tables["anomaly"]["model"]) == ["hand", "gold"]  # models first, then controls
     markdown = (tmp_path / "tables" / "anomaly.md").read_text()
-    assert markdown.startswith("## Anomaly presence")
+    assert markdown.startswith("## Anomaly presence on synthetic sample (not NOVA)")
     assert re.search(r"\| Models \| hand \| 50\.0 \[", markdown), markdown
     assert "| Controls | gold | 100.0" in markdown
     assert "Anomaly presence: Accuracy" in (tmp_path / "tables" / "summary.md").read_text()
     latex = (tmp_path / "tables" / "anomaly.tex").read_text()
-    assert "\\caption{Anomaly presence on NOVA." in latex and "Accuracy$\\uparrow$" in latex
+    assert "\\caption{Anomaly presence on synthetic sample (not NOVA)." in latex
+    assert "Accuracy$\\uparrow$" in latex
+
+
+def _sample_manifest(tmp_path):
+    path = tmp_path / "manifest.json"
+    path.write_text('{"source": "sample", "n_images": 4}')
+    return path
 
 
 def _paper_reference(tmp_path):

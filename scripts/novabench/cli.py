@@ -153,6 +153,9 @@ def answers_to_records(
     model_cfg: dict[str, Any] = {
         "adapter": "predictions_file",
         "tasks": [task],
+        # The CLI scores what it is given: images without an answer are scored as
+        # missing and counted in the printed table (n_missing, missing_rate).
+        "max_error_rate": 100,
         "settings": {"path": str(answers)},
     }
     if box_format:

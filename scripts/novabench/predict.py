@@ -8,9 +8,9 @@ raw, parsed, status, error, latency_s, usage, cached``
 
 ``status`` is ``ok``, ``no_finding`` (a valid "nothing abnormal" answer),
 ``parse_error`` (an answer we could not read), ``refusal`` (the model declined: flagged by
-the API or recognized in the text by :mod:`novabench.refusals`, for every task alike) or
-``error`` (no answer: the request failed). The three failure kinds are counted separately
-and never confused.
+the API or recognized in the text by :mod:`novabench.refusals`, for every task alike),
+``error`` (no answer: the request failed) or ``missing`` (no answer on file: an image a
+predictions file lacks). The failure kinds are counted separately and never confused.
 """
 
 from __future__ import annotations
@@ -28,6 +28,7 @@ from novabench.dataset.read import load_nova
 from novabench.errors import ConfigError, NovaError
 from novabench.io import atomic_write_text
 from novabench.models.base import Adapter, Response, Sample, load_adapter
+from novabench.progress import Progress
 from novabench.provenance import canonical_json, sha256_text
 from novabench.records import STATUSES, read_predictions, write_jsonl
 from novabench.refusals import refusal_reason
@@ -161,11 +162,7 @@ def run_predictions(
             canonical_json({**adapter.identity(), "box_format": box_format})
         ),
     }
-    responses = adapter.predict(samples)
-    records = [
-        _record(spec, sample, response, model_name, request, box_format)
-        for sample, response in zip(samples, responses, strict=True)
-    ]
+    records = answer_all(spec, samples, adapter, model_name, request, box_format)
     summary = {
         "task": task,
         "model": model_name,
@@ -184,23 +181,55 @@ def run_predictions(
     return summary
 
 
+def answer_all(
+    task: Task,
+    samples: Sequence[Sample],
+    adapter: Adapter,
+    model_name: str,
+    request: dict[str, Any],
+    box_format: str | None,
+) -> list[dict[str, Any]]:
+    """Every sample's record, in order, counting statuses on a progress bar (unless the
+    adapter shows its own)."""
+    label = None if adapter.shows_progress else f"{task.name}/{model_name}"
+    meter = Progress(len(samples), label)
+    records = []
+    try:
+        for sample, response in zip(samples, adapter.predict(samples), strict=True):
+            records.append(_record(task, sample, response, model_name, request, box_format))
+            meter.update(records[-1]["status"])
+    finally:
+        meter.close()
+    return records
+
+
 def check_error_rate(
     model_name: str, model_cfg: dict[str, Any], adapter: Adapter, records: Sequence[dict[str, Any]]
 ) -> None:
-    """Fail the job when more than ``max_error_rate`` percent of the requests failed.
+    """Fail the job when more than ``max_error_rate`` percent of the images have no answer
+    (status ``error`` or ``missing``).
 
-    Only adapters that call a service set a default; answers that did arrive are in their
-    cache, so a re-run sends only the failed requests again.
+    Adapters that call a service set a default (answers that did arrive are in their cache,
+    so a re-run sends only the failed requests again); ``predictions_file`` allows none
+    missing by default.
     """
     limit = model_cfg.get("max_error_rate", getattr(adapter, "max_error_rate", None))
-    errors = [r for r in records if r["status"] == "error"]
+    errors = [r for r in records if r["status"] in ("error", "missing")]
     if limit is None or not records or 100 * len(errors) / len(records) <= limit:
         return
+    share = f"{100 * len(errors) / len(records):.1f}% > max_error_rate {limit}%"
+    if all(r["status"] == "missing" for r in errors):
+        example = next(r["filename"] for r in errors)
+        raise NovaError(
+            f"models.{model_name}: {len(errors)} of {len(records)} images are missing from "
+            f"the predictions file ({share}), e.g. {example}",
+            "add the missing answers, or set models."
+            f"{model_name}.max_error_rate to score them as missing",
+        )
     reasons = Counter(r["error"] for r in errors).most_common(3)
     raise NovaError(
         f"models.{model_name}: {len(errors)} of {len(records)} requests failed "
-        f"({100 * len(errors) / len(records):.1f}% > max_error_rate {limit}%); most common: "
-        + "; ".join(f"{n}x {reason}" for reason, n in reasons),
+        f"({share}); most common: " + "; ".join(f"{n}x {reason}" for reason, n in reasons),
         "fix the cause and re-run (answers already received are cached and not re-sent), "
         f"or raise models.{model_name}.max_error_rate",
     )
@@ -214,7 +243,9 @@ def _record(
     request: dict[str, Any],
     box_format: str | None,
 ) -> dict[str, Any]:
-    if response.error is not None or response.raw is None:
+    if response.missing:
+        parsed = Parsed("missing", None, response.error or "no answer on file")
+    elif response.error is not None or response.raw is None:
         parsed = Parsed("error", None, response.error or "no answer")
     elif response.refusal:
         parsed = Parsed("refusal", None, "the API flagged the answer as a refusal")

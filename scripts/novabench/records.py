@@ -17,8 +17,8 @@ from novabench.io import atomic_write_text
 
 # ``no_finding``: a valid "nothing abnormal" answer; ``parse_error``: an answer that could
 # not be read; ``refusal``: the model declined (novabench.refusals); ``error``: no answer
-# (the request failed).
-STATUSES = ("ok", "no_finding", "parse_error", "refusal", "error")
+# (the request failed); ``missing``: no answer on file (an image a predictions file lacks).
+STATUSES = ("ok", "no_finding", "parse_error", "refusal", "error", "missing")
 
 
 def read_predictions(path: Path) -> list[dict[str, Any]]:

@@ -1,6 +1,8 @@
 """Glue between Snakemake's ``script:`` directive and the package.
 
-Every rule script calls :func:`run`: it logs to the rule's log file, and turns a
+Every rule script calls :func:`run`: it logs to the rule's log file and to stderr (which
+Snakemake shows; progress lines that a bar shows there go to the log file only,
+:mod:`novabench.progress`), and turns a
 :class:`~novabench.errors.NovaError` into one line on stderr and in the log (no
 traceback) and a non-zero exit, so Snakemake stops with the problem and its fix.
 """
@@ -13,13 +15,16 @@ from collections.abc import Callable
 from typing import Any
 
 from novabench.errors import NovaError
+from novabench.progress import not_shown_by_bar
 
 log = logging.getLogger("novabench")
 
 
 def run(snakemake: Any, body: Callable[[Any], Any]) -> None:
     log_file = str(snakemake.log[0]) if len(snakemake.log) else None
-    handlers: list[logging.Handler] = [logging.StreamHandler(sys.stderr)]
+    terminal = logging.StreamHandler(sys.stderr)
+    terminal.addFilter(not_shown_by_bar)
+    handlers: list[logging.Handler] = [terminal]
     if log_file:
         handlers.append(logging.FileHandler(log_file, mode="w", encoding="utf-8"))
     logging.basicConfig(

@@ -42,6 +42,17 @@ DATASET = results("dataset/nova.parquet")
 MANIFEST = results("dataset/manifest.json")
 
 
+def _dataset_label():
+    from novabench.report.labels import DatasetLabel
+
+    return DatasetLabel(MANIFEST)
+
+
+# The dataset's name in the HTML report's captions (`snakemake.params.dataset_label`),
+# read from the manifest when the report is rendered; never a reason to re-run a job.
+DATASET_LABEL = _dataset_label()
+
+
 wildcard_constraints:
     task="|".join(task_names()),
     model=r"(?!rater-)[A-Za-z0-9][A-Za-z0-9._-]*",
@@ -236,6 +247,8 @@ def tables_inputs(wildcards):
             f for task in REPORT_TASKS for f in task_score_files(wildcards, task)
         ],
         "paper_reference": PLAN.resolve(config["reporting"]["paper_reference"]),
+        # Names the dataset in every caption; only the full release is set beside the paper.
+        "dataset_manifest": MANIFEST,
     }
 
 

@@ -37,6 +37,7 @@ rule statistics:
     conda:
         "../../envs/reporting.yaml"
     params:
+        dataset_label=DATASET_LABEL,
         models=REPORT_MODELS,
         reporting=config["reporting"],
         judge=lambda wildcards: PLAN.judge(wildcards.task),
@@ -47,7 +48,9 @@ rule statistics:
 rule tables:
     input:
         unpack(tables_inputs),
-        code=report_code("make_tables.py", "tables.py", "inputs.py"),
+        code=report_code(
+            "make_tables.py", "tables.py", "inputs.py", "failures.py", "labels.py"
+        ),
     output:
         tables=report_tables(),
         summary=results("tables/summary.md"),
@@ -58,6 +61,7 @@ rule tables:
             labels={"table": "reproduced vs reported"},
         ),
         reproduced_tex=results("tables/reproduced_vs_reported.tex"),
+        reproduced_md=results("tables/reproduced_vs_reported.md"),
     log:
         results("logs/report/tables.log"),
     benchmark:
@@ -65,7 +69,11 @@ rule tables:
     conda:
         "../../envs/reporting.yaml"
     params:
+        dataset_label=DATASET_LABEL,
         agreement=bool(AGREEMENT_JUDGES),
+        limits={
+            key: config["reporting"][key] for key in ("min_answered", "max_error_rate")
+        },
     script:
         "../../scripts/make_tables.py"
 
@@ -113,6 +121,7 @@ rule figure_metrics:
     conda:
         "../../envs/reporting.yaml"
     params:
+        dataset_label=DATASET_LABEL,
         family="metrics",
         task=lambda wildcards: wildcards.task,
         models=REPORT_MODELS,
@@ -144,6 +153,7 @@ rule figure_breakdown:
     conda:
         "../../envs/reporting.yaml"
     params:
+        dataset_label=DATASET_LABEL,
         family="breakdown",
         task=lambda wildcards: wildcards.task,
         axis=lambda wildcards: wildcards.axis,
@@ -156,7 +166,8 @@ rule figure_breakdown:
 rule figure_task:
     input:
         unpack(task_report_inputs),
-        code=report_code("make_figures.py", "figures.py", "inputs.py"),
+        # bootstrap.py: the lesion-size figure's CIs
+        code=report_code("make_figures.py", "figures.py", "inputs.py", "bootstrap.py"),
     output:
         png=report(
             results("figures/{task}_{family}.png"),
@@ -180,6 +191,7 @@ rule figure_task:
     conda:
         "../../envs/reporting.yaml"
     params:
+        dataset_label=DATASET_LABEL,
         family=lambda wildcards: wildcards.family,
         task=lambda wildcards: wildcards.task,
         models=REPORT_MODELS,
@@ -230,6 +242,7 @@ rule judge_agreement:
     conda:
         "../../envs/reporting.yaml"
     params:
+        dataset_label=DATASET_LABEL,
         judges=AGREEMENT_JUDGES,
     script:
         "../../scripts/make_agreement.py"
@@ -254,6 +267,7 @@ rule figure_judge_agreement:
     conda:
         "../../envs/reporting.yaml"
     params:
+        dataset_label=DATASET_LABEL,
         family="judge_agreement",
         task=None,
         models=REPORT_MODELS,

@@ -109,15 +109,20 @@ def write_subset(
     columns = ("case_id", "gold_boxes", "rater_boxes")
     records = subset.select(list(columns)).to_pylist()
     full = {key: manifest.get(key) for key in ("file", "sha256", "n_images", "n_cases")}
+    counts = record_counts(records)
+    settings = ", ".join(f"{key}={spec[key]}" for key in sorted(spec))
     manifest.update(
         {
             "tag": tag,
-            **record_counts(records),
+            **counts,
             "sha256": sha256_file(Path(out_parquet)),
             "subset": {
                 **dict(spec),
-                "filenames_kept": sorted(pc.unique(subset.column("filename")).to_pylist()),
+                # How tables and captions name the subset.
+                "description": f"{settings}; {counts['n_images']} of {full['n_images']} "
+                f"images, {counts['n_cases']} of {full['n_cases']} cases",
             },
+            "subset_filenames": sorted(pc.unique(subset.column("filename")).to_pylist()),
             "full_dataset": full,
         }
     )

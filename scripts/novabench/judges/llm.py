@@ -257,7 +257,7 @@ class _LLMJudge:
         if not unique:
             return []
         self._check_can_send(unique)
-        responses = self.adapter.complete_many(unique)
+        responses = self.adapter.complete_many(unique, progress=f"judge {self.name} ({self.task})")
         verdicts: dict[str, T | None] = {}
         failed: list[str] = []
         unreadable: list[tuple[str, str]] = []  # (prompt, why)

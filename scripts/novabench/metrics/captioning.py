@@ -28,13 +28,13 @@ Unit: the image. Every metric is on a 0-100 scale.
 
 Statuses of a prediction: ``ok`` (scored as is), ``parse_error`` (the model answered but
 no caption could be read: scored as an empty caption, so it counts against the model),
-``refusal`` (the model declined, e.g. "I can't help with that": never scored as a caption)
-and ``error`` (no answer: the request failed). How many failed requests a run may have is
-decided when predicting (``max_error_rate``); here ``on_error`` says what to do with errors
-and refusals alike: ``"empty"`` (default; scored as an empty caption, as localization
-scores them as an image without boxes, so every image stays in the denominators),
-``"exclude"`` (left out of the metrics) or ``"raise"``. Each status is counted and
-reported as a rate either way.
+``refusal`` (the model declined, e.g. "I can't help with that": never scored as a caption),
+``error`` (no answer: the request failed) and ``missing`` (no answer on file: always scored
+as an empty caption). How many failed requests a run may have is decided when predicting
+(``max_error_rate``); here ``on_error`` says what to do with errors and refusals alike:
+``"empty"`` (default; scored as an empty caption, as localization scores them as an image
+without boxes, so every image stays in the denominators), ``"exclude"`` (left out of the
+metrics) or ``"raise"``. Each status is counted and reported as a rate either way.
 """
 
 from __future__ import annotations
@@ -50,7 +50,7 @@ from typing import TYPE_CHECKING, Any, Literal
 import pandas as pd
 
 from novabench.errors import NovaError
-from novabench.metrics.status import STATUSES, status_summary
+from novabench.metrics.status import RATE_STATUSES, STATUSES, status_summary
 
 if TYPE_CHECKING:
     from novabench.judges.base import CaptionJudge, KeywordSet
@@ -438,7 +438,7 @@ def score_captioning(
 
     summary = _metric_summary(refs, hyps, meteor_mean, bert, clinical, modality, binary)
     summary.update({"n_images": len(rows), "n_scored": len(scored)})
-    summary.update(status_summary((r["status"] for r in rows), STATUSES))
+    summary.update(status_summary((r["status"] for r in rows), STATUSES, RATE_STATUSES))
     summary["on_error"] = on_error
     summary.update(_implementations(nltk_data_dir))
     summary["judge"] = judge.identity()

@@ -4,9 +4,10 @@ Definitions (NOVA paper, with this project's documented choices):
 
 * **Top-1 / Top-5** (percent): share of units whose most likely diagnosis / any of the
   five ranked diagnoses matches the reference, as decided by the judge. Every image
-  counts: parse failures, refusals and errors (rate limits, timeouts) are wrong answers
-  and are also reported separately (``parse_error_rate``, ``refusal_rate``,
-  ``error_rate``, percent of images, with the counts; see ``novabench.metrics.status``).
+  counts: parse failures, refusals, errors (rate limits, timeouts) and missing answers are
+  wrong answers and are also reported separately (``parse_error_rate``, ``refusal_rate``,
+  ``error_rate``, ``missing_rate``, percent of images, with the counts; see
+  ``novabench.metrics.status``).
 * **Case level**: ``Top-1_case`` is the mean over cases of the per-case image accuracy,
   so a case with 17 images weighs as much as a case with one. ``unit="case"`` makes the
   case-level numbers the headline ``Top-1``/``Top-5``; both levels are always reported.
@@ -34,7 +35,7 @@ import pandas as pd
 from scipy.stats import entropy
 
 from novabench.errors import ConfigError, NovaError
-from novabench.metrics.status import STATUSES, status_summary
+from novabench.metrics.status import RATE_STATUSES, STATUSES, status_summary
 
 UNITS = ("image", "case")
 _REQUIRED = ("filename", "case_id", "reference", "predictions", "status")
@@ -248,7 +249,7 @@ def score_diagnosis(
         "n_images": len(table),
         "n_cases": n_cases,
     }
-    summary.update(status_summary(table["status"], STATUSES))
+    summary.update(status_summary(table["status"], STATUSES, RATE_STATUSES))
     summary.update(
         {
             "n_distinct_predicted_labels": len(predicted_counts),

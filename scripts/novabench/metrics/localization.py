@@ -46,9 +46,9 @@ from pycocotools.cocoeval import COCOeval
 from novabench.errors import NovaError
 from novabench.metrics.status import status_summary
 
+MISSING_STATUS = "missing"  # an image with no answer (no status recorded, or none on file)
 # A refusal is scored as an error: an image without boxes (novabench.metrics.status).
-PREDICTION_STATUSES = ("ok", "no_finding", "parse_error", "refusal", "error")
-MISSING_STATUS = "missing"  # per-image status of an image with no status recorded
+PREDICTION_STATUSES = ("ok", "no_finding", "parse_error", "refusal", "error", MISSING_STATUS)
 HIT_THRESHOLDS = (0.3, 0.5)
 # Same construction as pycocotools' default, so 0.50:0.95 are the usual float values.
 COCO_50_95 = np.linspace(0.5, 0.95, int(np.round((0.95 - 0.5) / 0.05)) + 1, endpoint=True)
@@ -364,8 +364,8 @@ def score_localization(
     summary.update(
         status_summary(
             per_image["status"],
-            (*PREDICTION_STATUSES, MISSING_STATUS),
-            ("parse_error", "no_finding", "refusal", "error"),
+            PREDICTION_STATUSES,
+            ("parse_error", "no_finding", "refusal", "error", MISSING_STATUS),
             known=statuses is not None,
         )
     )

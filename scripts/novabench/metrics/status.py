@@ -1,11 +1,14 @@
 """Prediction-status counts, reported under the same keys by every task's scorer.
 
 Each image's prediction has a status (``ok``, ``parse_error``, ``refusal``, ``error``,
-and for localization also ``no_finding`` and ``missing``). Every scorer reports
-``n_images``, ``n_<status>`` for each status it knows, and ``<status>_rate`` (percent of
-images) for the failure statuses, so a table or a notebook reads one set of keys whatever
-the task. A refusal (the model declined, see ``novabench.refusals``) is scored by every
-task exactly as an ``error`` and counted apart from it.
+``missing``, and for localization also ``no_finding``). Every scorer reports ``n_images``,
+``n_<status>`` for each status it knows, and ``<status>_rate`` (percent of images) for the
+failure statuses, so a table or a notebook reads one set of keys whatever the task. A
+refusal (the model declined, see ``novabench.refusals``) is scored by every task exactly
+as an ``error`` and counted apart from it.
+
+``missing``: the image has no answer at all (not in a predictions file, or no record):
+scored like an empty answer, counted apart from failed requests (``error``).
 """
 
 from __future__ import annotations
@@ -15,8 +18,11 @@ from collections import Counter
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-STATUSES = ("ok", "parse_error", "refusal", "error")
-RATE_STATUSES = ("parse_error", "refusal", "error")
+MISSING = "missing"
+STATUSES = ("ok", "parse_error", "refusal", "error", MISSING)
+RATE_STATUSES = ("parse_error", "refusal", "error", MISSING)
+# Statuses of a readable answer; every other status is a failure of some kind.
+ANSWERED = ("ok", "no_finding")
 
 
 def status_summary(

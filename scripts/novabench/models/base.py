@@ -48,6 +48,9 @@ class Response:
 
     raw: str | None
     error: str | None = None
+    # No answer exists for this image (a predictions file lacks it): status ``missing``,
+    # counted apart from failed requests.
+    missing: bool = False
     latency_s: float | None = None
     usage: dict[str, int] | None = None
     cached: bool = False
@@ -69,6 +72,9 @@ class Adapter(ABC):
     box_format: ClassVar[str | None] = None
     #: Tasks this backend can run; None: every registered task.
     supported_tasks: ClassVar[tuple[str, ...] | None] = None
+    #: The backend shows its own progress (e.g. requests answered from a cache); else
+    #: the prediction job shows one per image.
+    shows_progress: ClassVar[bool] = False
 
     @classmethod
     def supports(cls, task: str) -> bool:

@@ -34,7 +34,6 @@ import os
 import random
 import re
 import socket
-import sys
 import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -46,6 +45,7 @@ from novabench.cache import ResponseCache, request_key
 from novabench.errors import NovaError, settings_error
 from novabench.models.base import Adapter as BaseAdapter
 from novabench.models.base import Response, Sample
+from novabench.progress import Progress
 
 log = logging.getLogger(__name__)
 
@@ -189,6 +189,8 @@ class Adapter(BaseAdapter):
     #: Percent of failed requests above which a prediction job fails (models.<name>.max_error_rate
     #: overrides it). The answers that did arrive are cached, so a re-run resends only failures.
     max_error_rate: ClassVar[float] = 10.0
+    # Its bar counts requests, those answered from the cache apart.
+    shows_progress: ClassVar[bool] = True
 
     def __init__(self, name: str, settings: dict[str, Any], *, cache_dir: Path | None = None):
         super().__init__(name, settings, cache_dir=cache_dir)
@@ -253,15 +255,17 @@ class Adapter(BaseAdapter):
         prompts: Sequence[str],
         system_prompt: str | None = None,
         images_png: Sequence[bytes | None] | None = None,
+        progress: str | None = None,
     ) -> list[Response]:
-        """Several free prompts answered concurrently; Responses in prompt order."""
+        """Several free prompts answered concurrently; Responses in prompt order.
+        ``progress``: the label of a progress bar (None: none)."""
         system = system_prompt if system_prompt is not None else self.config["system_prompt"]
         images = list(images_png) if images_png is not None else [None] * len(prompts)
         requests = [
             ChatRequest(f"prompt {i}", p, system, img)
             for i, (p, img) in enumerate(zip(prompts, images, strict=True))
         ]
-        return _run_sync(self.run_requests(requests, progress=None))
+        return _run_sync(self.run_requests(requests, progress=progress))
 
     def request_identity(self, request: ChatRequest) -> dict[str, Any]:
         """The cache key's content: everything that determines the answer, no secrets."""
@@ -291,7 +295,14 @@ class Adapter(BaseAdapter):
                 if entry is not None:
                     responses[i] = _from_cache(entry["response"])
         todo = [i for i, r in enumerate(responses) if r is None]
-        meter = _Progress(len(requests), progress, cached=len(requests) - len(todo))
+        cached = len(requests) - len(todo)
+        meter = Progress(
+            len(requests),
+            progress,
+            unit="req",
+            initial=cached,
+            counts={"ok": 0, "errors": 0, "cached": cached},
+        )
         if todo:
             key = _api_key(self.name, self.config)
             log.info(
@@ -321,7 +332,7 @@ class Adapter(BaseAdapter):
                         self.cache.put, keys[i], _to_cache(response), identities[i]
                     )
                 responses[i] = response
-                meter.update(response)
+                meter.update("errors" if response.error else "ok")
 
             try:
                 async with client:
@@ -607,44 +618,3 @@ def _run_sync(coroutine: Any) -> Any:
         return asyncio.run(coroutine)
     with concurrent.futures.ThreadPoolExecutor(max_workers=1) as pool:
         return pool.submit(asyncio.run, coroutine).result()
-
-
-class _Progress:
-    """Counts of ok / errors / cached: a bar on a terminal, a log line per 10% otherwise."""
-
-    def __init__(self, total: int, label: str | None, cached: int):
-        self.total, self.label = total, label
-        self.counts = {"ok": 0, "errors": 0, "cached": cached}
-        self.done = cached
-        self.bar = None
-        self.next_log = 0.1
-        if label is not None and total:
-            from tqdm import tqdm
-
-            self.bar = tqdm(
-                total=total,
-                initial=cached,
-                desc=label,
-                unit="req",
-                file=sys.stderr,
-                disable=not sys.stderr.isatty(),
-                dynamic_ncols=True,
-            )
-            self.bar.set_postfix(self.counts, refresh=False)
-
-    def update(self, response: Response) -> None:
-        self.counts["errors" if response.error else "ok"] += 1
-        self.done += 1
-        if self.bar is None:
-            return
-        self.bar.set_postfix(self.counts, refresh=False)
-        self.bar.update(1)
-        if self.bar.disable and self.done / self.total >= self.next_log:
-            log.info("%s: %d/%d answered %s", self.label, self.done, self.total, self.counts)
-            self.next_log = (int(self.done / self.total * 10) + 1) / 10
-
-    def close(self) -> None:
-        if self.bar is not None:
-            self.bar.close()
-        if self.label is not None and self.total:
-            log.info("%s: done, %s", self.label, self.counts)

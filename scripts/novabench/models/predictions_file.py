@@ -4,7 +4,8 @@ Settings: ``path`` (one JSONL file for every task the model runs) or ``paths``
 (``{task: file}``). Each line needs ``filename`` and ``raw`` (the model's answer text,
 exactly as the model wrote it); other fields are ignored. The answers are parsed with
 the model's declared ``box_format`` like any other model's. An image missing from the
-file gets status ``error``.
+file gets status ``missing``; the job stops when any image is missing unless the model's
+``max_error_rate`` (percent of images) allows that many.
 """
 
 from __future__ import annotations
@@ -53,6 +54,10 @@ def read_answers(path: Path) -> dict[str, str]:
 
 
 class Adapter(BaseAdapter):
+    #: A file that lacks images is most often made for another subset or cut short: by
+    #: default no image may be missing (models.<name>.max_error_rate allows some).
+    max_error_rate: ClassVar[float] = 0.0
+
     settings_schema: ClassVar[dict[str, Any]] = {
         "type": "object",
         "additionalProperties": False,
@@ -84,6 +89,8 @@ class Adapter(BaseAdapter):
             )
         for sample in samples:
             if sample.filename not in answers:
-                yield Response(raw=None, error=f"{sample.filename} is missing from {path}")
+                yield Response(
+                    raw=None, error=f"{sample.filename} is missing from {path}", missing=True
+                )
             else:
                 yield Response(raw=answers[sample.filename])

@@ -2,8 +2,10 @@
 
 One style for all: sized for a paper column (3.5 in) or the full text width (7.2 in),
 7-pt text, the Okabe-Ito colour-blind-safe palette for models, greys for controls and
-black for human raters, so an entry has the same colour in every figure. Files are
-written without timestamps so that re-running a figure does not change its bytes.
+black for human raters, so an entry has the same colour in every figure. Greys alike
+are told apart by a hatch pattern (bars) and a marker and dash pattern (lines) per entry
+(:func:`entry_styles`). Every axis with a quantity names its unit. Files are written
+without timestamps so that re-running a figure does not change its bytes.
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ from novabench.report.inputs import (
     GROUP_CONTROL,
     GROUP_HUMAN,
     GROUP_MODEL,
+    GROUP_TITLES,
 )
 
 COLUMN_WIDTH_IN = 3.5
@@ -39,7 +42,6 @@ OKABE_ITO = ("#0072B2", "#D55E00", "#009E73", "#CC79A7", "#56B4E9", "#E69F00", "
 CONTROL_GREYS = ("#7F7F7F", "#B3B3B3", "#595959", "#CCCCCC")
 HUMAN_COLOURS = ("#000000", "#3B3B3B", "#1F1F1F", "#4D4D4D")
 BOX_COLOURS = {"gold": "#009E73", "rater": "#56B4E9", "predicted": "#E69F00"}
-LINE_STYLES = {GROUP_MODEL: "-", GROUP_CONTROL: "--", GROUP_HUMAN: ":"}
 STYLE = {
     "font.size": 7,
     "axes.titlesize": 7,
@@ -112,17 +114,82 @@ def _legend_below(fig: plt.Figure, ax: plt.Axes, n: int) -> None:
     )
 
 
-def entry_colours(names: Sequence[str], groups: Mapping[str, str]) -> dict[str, str]:
-    """A fixed colour per entry: models from the palette in order, controls grey, raters black."""
+# Per group, cycled within the group: what tells entries of one colour family apart.
+MARKERS = {
+    GROUP_MODEL: ("o", "s", "^", "D", "v", "P", "X"),
+    GROUP_CONTROL: ("s", "^", "D", "v"),
+    GROUP_HUMAN: ("X", "P", "*", "h"),
+}
+DASHES = {
+    GROUP_MODEL: ("-",),
+    GROUP_CONTROL: ((0, (5, 2)), (0, (5, 1.5, 1, 1.5)), (0, (1.5, 1.5)), (0, (8, 2, 1, 2, 1, 2))),
+    GROUP_HUMAN: ((0, (1, 1.2)), (0, (3, 1, 1, 1)), (0, (1, 2.5)), (0, (4, 1.5))),
+}
+# Models are told apart by colour; the greys of controls and the blacks of raters by hatch.
+HATCHES = {
+    GROUP_MODEL: (None,),
+    GROUP_CONTROL: ("////", "....", "xxxx", "\\\\\\\\"),
+    GROUP_HUMAN: (None, "////", "....", "xxxx"),
+}
+
+
+@dataclass(frozen=True)
+class EntryStyle:
+    """How one entry is drawn in every figure."""
+
+    colour: str
+    marker: str
+    linestyle: Any
+    hatch: str | None
+
+    @property
+    def hatch_colour(self) -> str:
+        """Hatch lines that show on the fill: white on the darkest fills, else black."""
+        return "#FFFFFF" if self.colour in HUMAN_COLOURS or self.colour == "#595959" else "#000000"
+
+    def line(self) -> dict[str, Any]:
+        """Keyword arguments of ``plot`` / ``errorbar`` for this entry."""
+        return {"color": self.colour, "marker": self.marker, "linestyle": self.linestyle}
+
+
+def entry_styles(names: Sequence[str], groups: Mapping[str, str]) -> dict[str, EntryStyle]:
+    """A fixed style per entry: models from the palette in order, controls grey, raters
+    black, each with its own marker, dash pattern and hatch within its group."""
     counters = {GROUP_MODEL: 0, GROUP_CONTROL: 0, GROUP_HUMAN: 0}
     palettes = {GROUP_MODEL: OKABE_ITO, GROUP_CONTROL: CONTROL_GREYS, GROUP_HUMAN: HUMAN_COLOURS}
-    colours = {}
+    styles = {}
     for name in names:
         group = groups.get(name, GROUP_MODEL)
-        palette = palettes[group]
-        colours[name] = palette[counters[group] % len(palette)]
+        i = counters[group]
+        styles[name] = EntryStyle(
+            colour=palettes[group][i % len(palettes[group])],
+            marker=MARKERS[group][i % len(MARKERS[group])],
+            linestyle=DASHES[group][i % len(DASHES[group])],
+            hatch=HATCHES[group][i % len(HATCHES[group])],
+        )
         counters[group] += 1
-    return colours
+    return styles
+
+
+def entry_colours(names: Sequence[str], groups: Mapping[str, str]) -> dict[str, str]:
+    """The colour of each entry's style."""
+    return {name: style.colour for name, style in entry_styles(names, groups).items()}
+
+
+def hatch_bars(bars: Any, styles: Sequence[EntryStyle]) -> None:
+    """Give each bar its entry's hatch (none for models: their colours differ)."""
+    for patch, style in zip(bars.patches, styles, strict=True):
+        if style.hatch:
+            patch.set_hatch(style.hatch)
+            patch.set_hatchcolor(style.hatch_colour)
+            patch.set_hatch_linewidth(0.5)
+
+
+def unit_label(metric: Any) -> str:
+    """The x-axis label of a metric panel: its unit."""
+    if metric.percent:
+        return "%"
+    return "bits" if metric.key.startswith("Entropy") else "count"
 
 
 def save(fig: plt.Figure, png: Path, pdf: Path, dpi: int | None = None) -> None:
@@ -158,7 +225,7 @@ def plot_metric_bars(task: str, statistics: pd.DataFrame, png: Path, pdf: Path) 
         return
     groups = statistics.drop_duplicates("model").set_index("model")["group"].to_dict()
     order = by_group(names, groups)
-    colours = entry_colours(order, groups)
+    styles = entry_styles(order, groups)
     n_cols = 2
     n_rows = math.ceil(len(columns) / n_cols)
     height = n_rows * (0.45 + 0.12 * len(order)) + 0.1
@@ -171,7 +238,10 @@ def plot_metric_bars(task: str, statistics: pd.DataFrame, png: Path, pdf: Path) 
         values = rows["estimate"].to_numpy(dtype=float)
         low = rows["ci_low"].to_numpy(dtype=float)
         high = rows["ci_high"].to_numpy(dtype=float)
-        ax.barh(y, np.nan_to_num(values), color=[colours[n] for n in order], height=0.7)
+        bars = ax.barh(
+            y, np.nan_to_num(values), color=[styles[n].colour for n in order], height=0.7
+        )
+        hatch_bars(bars, [styles[n] for n in order])
         err = np.clip(np.vstack([values - low, high - values]), 0, None)
         ok = ~np.isnan(err).any(axis=0)
         if ok.any():
@@ -188,6 +258,7 @@ def plot_metric_bars(task: str, statistics: pd.DataFrame, png: Path, pdf: Path) 
                 ax.text(reference.iloc[0], -0.6, " reference", fontsize=5.5, va="bottom")
                 top = max(top, float(reference.iloc[0]))
         ax.set_xlim(0, top * 1.08 if np.isfinite(top) else 1)
+        ax.set_xlabel(unit_label(column), labelpad=1)
         ax.grid(axis="x", linewidth=0.3, color="#DDDDDD")
         ax.set_axisbelow(True)
     for ax in axes.ravel()[len(columns) :]:
@@ -208,17 +279,19 @@ def plot_iou_distribution(
     apply_style()
     groups = {name: group for name, group, _ in entries}
     names = by_group([name for name, _, _ in entries], groups)
-    colours = entry_colours(names, groups)
+    styles = entry_styles(names, groups)
     fig, ax = plt.subplots(figsize=(COLUMN_WIDTH_IN, 2.1))
     tau = np.linspace(0, 1, 201)
     frames = {name: per_image for name, _, per_image in entries}
-    for name in names:
-        group, per_image = groups[name], frames[name]
+    for i, name in enumerate(names):
+        per_image = frames[name]
         best = per_image.loc[per_image["n_gold"] > 0, "best_iou"].to_numpy(dtype=float)
         if not len(best):
             continue
         share = 100 * (best[None, :] >= tau[:, None]).mean(axis=1)
-        ax.plot(tau, share, color=colours[name], linestyle=LINE_STYLES[group], label=name)
+        # markers every 0.1 of tau, staggered so that overlapping curves stay apart
+        every = (5 * i % 20, 20)
+        ax.plot(tau, share, **styles[name].line(), markevery=every, label=name)
     for threshold in (0.3, 0.5):
         ax.axvline(threshold, color="#999999", linewidth=0.5, zorder=0)
         ax.text(
@@ -230,7 +303,7 @@ def plot_iou_distribution(
             fontsize=5.5,
             color="#555555",
         )
-    ax.set_xlabel(r"IoU threshold $\tau$")
+    ax.set_xlabel(r"IoU threshold $\tau$ (overlap ratio, 0–1)")
     ax.set_ylabel(r"images with best IoU $\geq \tau$ (%)")
     ax.set_xlim(0, 1)
     ax.set_ylim(0, 100)
@@ -266,49 +339,105 @@ def lesion_hits(
     return pd.DataFrame(rows, columns=["filename", "size", "hit"])
 
 
-def plot_hit_by_lesion_size(
-    gold: Mapping[str, Sequence[Sequence[float]]],
-    predicted: Mapping[str, Mapping[str, Sequence[Mapping[str, float]]]],
-    groups: Mapping[str, str],
-    png: Path,
-    pdf: Path,
-) -> None:
-    """Lesion-level hit rate at IoU 0.3 per size bin of the gold box, per entry."""
-    apply_style()
-    names = by_group(list(predicted), groups)
-    colours = entry_colours(names, groups)
-    edges = np.array(LESION_SIZE_EDGES)
-    labels = [
+def size_bin_labels() -> list[str]:
+    """ "<16", "16–32", ..., "≥128": the lesion size bins (sqrt of the gold box area, px)."""
+    edges = LESION_SIZE_EDGES
+    return [
         f"<{int(hi)}" if lo == 0 else (f"≥{int(lo)}" if math.isinf(hi) else f"{int(lo)}–{int(hi)}")
         for lo, hi in itertools.pairwise(edges)
     ]
-    fig, ax = plt.subplots(figsize=(COLUMN_WIDTH_IN, 2.1))
-    sizes = lesion_hits(gold, {})["size"]
-    counts = np.bincount(np.digitize(sizes, edges[1:-1]), minlength=len(labels))
-    shown = np.flatnonzero(counts)  # bins without a lesion are left out
-    for name in names:
-        hits = lesion_hits(gold, predicted[name])
-        if hits.empty:
+
+
+def lesion_hit_rates(
+    hits: Mapping[str, pd.DataFrame],
+    case_of: Mapping[str, str],
+    *,
+    n_resamples: int,
+    seed: int,
+    confidence: float,
+) -> pd.DataFrame:
+    """Per entry and lesion size bin: lesions, hit rate (%) and its case-bootstrap CI.
+
+    ``hits[name]`` is :func:`lesion_hits` of one entry; ``case_of`` maps every image of the
+    dataset to its case. The resamples are the statistics stage's (same cases, seed and
+    count), and a resample weighs each lesion by how often its image's case was drawn.
+    """
+    from novabench.report.bootstrap import draw_cases, percentile_interval, weighted_mean
+
+    resamples = draw_cases(list(case_of.values()), n_resamples, seed)
+    labels = size_bin_labels()
+    rows = []
+    for name, table in hits.items():
+        if table.empty:
             continue
-        bins = np.digitize(hits["size"], edges[1:-1])
-        frame = hits.assign(bin=bins).groupby("bin")["hit"].mean().reindex(shown)
-        ax.plot(
-            np.arange(len(shown)),
-            100 * frame.to_numpy(dtype=float),
-            marker="o",
-            color=colours[name],
-            linestyle=LINE_STYLES[groups.get(name, GROUP_MODEL)],
-            label=name,
-        )
-    if not len(shown):
-        plt.close(fig)
+        weights = resamples.weights([case_of[f] for f in table["filename"]])
+        bins = np.digitize(table["size"], np.array(LESION_SIZE_EDGES)[1:-1])
+        hit = table["hit"].to_numpy(dtype=float)
+        for b in np.unique(bins):
+            values = np.where(bins == b, hit, np.nan)  # NaN: not in this bin
+            low, high, _ = percentile_interval(weighted_mean(weights, values, 100), confidence)
+            rows.append(
+                {
+                    "model": name,
+                    "bin": int(b),
+                    "size": labels[b],
+                    "n_lesions": int((bins == b).sum()),
+                    "value": 100 * float(np.nanmean(values)),
+                    "ci_low": low,
+                    "ci_high": high,
+                }
+            )
+    columns = ["model", "bin", "size", "n_lesions", "value", "ci_low", "ci_high"]
+    return pd.DataFrame(rows, columns=columns)
+
+
+def _dodged(ax, table: pd.DataFrame, members: Sequence[str], bins, styles) -> None:
+    """One point per size bin and entry with its CI, entries side by side within a bin."""
+    step = 0.7 / max(len(members), 1)
+    for i, name in enumerate(members):
+        rows = table[table["model"] == name].set_index("bin").reindex(bins)
+        x = np.arange(len(bins)) + (i - (len(members) - 1) / 2) * step
+        values = rows["value"].to_numpy(dtype=float)
+        err = np.clip(np.vstack([values - rows["ci_low"], rows["ci_high"] - values]), 0, None)
+        ax.errorbar(
+            x, values, yerr=err.astype(float), **styles[name].line(), linewidth=0.8,
+            elinewidth=0.6, capsize=1.2, label=name,
+        )  # fmt: skip
+
+
+def plot_hit_by_lesion_size(
+    table: pd.DataFrame, groups: Mapping[str, str], png: Path, pdf: Path
+) -> None:
+    """Lesion-level hit rate at IoU 0.3 per size bin with case-bootstrap CIs: one panel per
+    group (models, controls, human reference), entries dodged within a bin."""
+    apply_style()
+    if table.empty:
         _placeholder("No gold boxes: no lesion sizes.", png, pdf)
         return
-    ax.set_xticks(np.arange(len(shown)), [f"{labels[i]}\n(n={counts[i]})" for i in shown])
-    ax.set_xlabel(r"lesion size: $\sqrt{\mathrm{gold\ box\ area}}$ (pixels)")
-    ax.set_ylabel("lesions hit at IoU ≥ 0.3 (%)")
-    ax.set_ylim(-2, 102)
-    _legend_below(fig, ax, len(names))
+    names = by_group(list(dict.fromkeys(table["model"])), groups)
+    styles = entry_styles(names, groups)
+    panels = [g for g in GROUP_ORDER if any(groups.get(n, GROUP_MODEL) == g for n in names)]
+    bins = sorted(table["bin"].unique())
+    counts = table.groupby("bin")["n_lesions"].max()
+    ticks = [f"{size_bin_labels()[b]}\n(n={counts[b]})" for b in bins]
+    width = COLUMN_WIDTH_IN if len(panels) == 1 else TEXT_WIDTH_IN
+    fig, axes = plt.subplots(1, len(panels), figsize=(width, 2.2), sharey=True, squeeze=False)
+    for ax, group in zip(axes[0], panels, strict=True):
+        members = [n for n in names if groups.get(n, GROUP_MODEL) == group]
+        _dodged(ax, table, members, bins, styles)
+        ax.set_title(GROUP_TITLES[group], pad=2)
+        ax.set_xticks(np.arange(len(bins)), ticks)
+        ax.set_xlim(-0.5, len(bins) - 0.5)
+        ax.set_xlabel(r"lesion size: $\sqrt{\mathrm{gold\ box\ area}}$ (pixels)")
+        ax.grid(axis="y", linewidth=0.3, color="#DDDDDD")
+    axes[0, 0].set_ylabel("lesions hit at IoU ≥ 0.3 (%)")
+    axes[0, 0].set_ylim(-2, 102)
+    fig.tight_layout()
+    handles = [h for ax in axes[0] for h in ax.get_legend_handles_labels()[0]]
+    texts = [t for ax in axes[0] for t in ax.get_legend_handles_labels()[1]]
+    fig.legend(
+        handles, texts, loc="upper center", bbox_to_anchor=(0.5, 0.0), ncols=min(len(names), 4)
+    )
     save(fig, png, pdf)
 
 
@@ -444,7 +573,7 @@ def plot_breakdown(
     if not names:
         _placeholder(f"No {task} scores to break down.", png, pdf)
         return
-    colours = entry_colours(names, groups)
+    styles = entry_styles(names, groups)
     # Past five entries (or categories) the bars get too thin for a column: use the full
     # text width, and slant the category names so that long ones do not collide.
     most = max(len(set(t["category"])) for _, t, _ in panels)
@@ -461,7 +590,10 @@ def plot_breakdown(
             err = np.vstack([values - rows["ci_low"], rows["ci_high"] - values]).astype(float)
             err = np.clip(err, 0, None)
             centres = x - 0.4 + width * (i + 0.5)
-            ax.bar(centres, np.nan_to_num(values), width, color=colours[name], label=name)
+            bars = ax.bar(
+                centres, np.nan_to_num(values), width, color=styles[name].colour, label=name
+            )
+            hatch_bars(bars, [styles[name]] * len(centres))
             ok = ~np.isnan(err).any(axis=0) & ~np.isnan(values)
             if ok.any():
                 _errorbar(ax, centres[ok], values[ok], yerr=err[:, ok])
@@ -487,21 +619,39 @@ def _entropy_bits(counts) -> float:
     return float(-(p[p > 0] * np.log2(p[p > 0])).sum())
 
 
-def _rank_frequency(ax, counts, n_images: int, **style) -> None:
-    """Share of images per label, most frequent first, against the label's rank."""
+def _rank_frequency(ax, counts, n_images: int, **style) -> np.ndarray:
+    """Share of images per label (%), most frequent first, against the label's rank."""
     shares = 100 * np.sort(np.array(list(counts.values()), dtype=float))[::-1] / n_images
-    ax.plot(np.arange(1, len(shares) + 1), shares, marker="o", markersize=2.2, **style)
+    ax.plot(np.arange(1, len(shares) + 1), shares, markersize=2.2, **style)
+    return shares
 
 
-def _plain_log_axes(ax) -> None:
-    """Log-log axes with plain numbers as tick labels."""
-    from matplotlib.ticker import FuncFormatter, NullFormatter
+def one_two_five_limits(values: Sequence[float]) -> tuple[float, float]:
+    """The 1-2-5 steps (..., 0.5, 1, 2, 5, 10, ...) just below and above the positive
+    values, so that a log axis has a labelled tick at each end whatever the range."""
+    positive = np.asarray(values, dtype=float)
+    positive = positive[positive > 0]
+    steps = [m * 10.0**e for e in range(-4, 4) for m in (1, 2, 5)]
+    low = max((v for v in steps if v <= positive.min() * (1 + 1e-9)), default=steps[0])
+    high = min((v for v in steps if v >= positive.max() * (1 - 1e-9)), default=steps[-1])
+    if low == high:  # every value on one step: one step either side
+        index = steps.index(low)
+        low, high = steps[max(index - 1, 0)], steps[min(index + 1, len(steps) - 1)]
+    return low, high
 
-    ax.set_xscale("log")
+
+def _rank_share_axes(ax, shares: np.ndarray, n_ranks: int) -> None:
+    """Ranks on a linear axis (integer ticks); shares on a log axis, every 1-2-5 step
+    labelled as a plain number."""
+    from matplotlib.ticker import FuncFormatter, LogLocator, MaxNLocator, NullFormatter
+
     ax.set_yscale("log")
-    for axis in (ax.xaxis, ax.yaxis):
-        axis.set_major_formatter(FuncFormatter(lambda value, _: f"{value:g}"))
-        axis.set_minor_formatter(NullFormatter())
+    ax.set_ylim(*one_two_five_limits(shares))
+    ax.yaxis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
+    ax.yaxis.set_major_formatter(FuncFormatter(lambda value, _: f"{value:g}"))
+    ax.yaxis.set_minor_formatter(NullFormatter())
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True, min_n_ticks=3))
+    ax.set_xlim(0.5, n_ranks + 0.5)
 
 
 def plot_diagnosis_labels(
@@ -518,7 +668,7 @@ def plot_diagnosis_labels(
     groups = {name: group for name, group, _ in entries}
     names = by_group([name for name, _, _ in entries], groups)
     labels = {name: lab for name, _, lab in entries}
-    colours = entry_colours(names, groups)
+    styles = entry_styles(names, groups)
     reference_counts = Counter(reference)
     if not reference_counts:
         _placeholder("No diagnosis scores.", png, pdf)
@@ -527,13 +677,16 @@ def plot_diagnosis_labels(
     fig, ax = plt.subplots(figsize=(COLUMN_WIDTH_IN, 2.3))
     n_images = len(reference)
 
+    shown: list[np.ndarray] = []
+
     def draw(counts: Counter, **style) -> None:
-        _rank_frequency(ax, counts, n_images, **style)
+        shown.append(_rank_frequency(ax, counts, n_images, **style))
 
     n_reference, h_reference = len(reference_counts), _entropy_bits(reference_counts)
     draw(
         reference_counts,
         color="#000000",
+        marker="o",
         linewidth=1.6,
         label=f"reference ({n_reference} labels, H = {h_reference:.2f} bits)",
     )
@@ -544,12 +697,11 @@ def plot_diagnosis_labels(
         coverage = 100 * min(1.0, len(counts) / len(reference_counts))
         draw(
             counts,
-            color=colours[name],
-            linestyle=LINE_STYLES[groups[name]],
+            **styles[name].line(),
             label=f"{name} (coverage {coverage:.0f}%, H = {_entropy_bits(counts):.2f} bits)",
         )
-    _plain_log_axes(ax)
-    ax.set_xlabel("label rank (most frequent first)")
+    _rank_share_axes(ax, np.concatenate(shown), max(len(s) for s in shown))
+    ax.set_xlabel("label rank (1 = most frequent top-1 label)")
     ax.set_ylabel("images with this top-1 label (%)")
     fig.tight_layout()
     handles, texts = ax.get_legend_handles_labels()
@@ -656,9 +808,18 @@ def _figure_lesion_size(ctx: FigureContext) -> None:
     from novabench.tasks.localization import entry_boxes, gold_boxes
 
     entries, frame = ctx.entries(), ctx.frame()
-    boxes = {e.name: entry_boxes(frame, e.name, e.predictions) for e in entries}
+    gold = gold_boxes(frame)
+    hits = {e.name: lesion_hits(gold, entry_boxes(frame, e.name, e.predictions)) for e in entries}
+    settings = ctx.reporting["bootstrap"]
+    table = lesion_hit_rates(
+        hits,
+        dict(zip(frame["filename"], frame["case_id"], strict=True)),
+        n_resamples=int(settings["resamples"]),
+        seed=int(settings["seed"]),
+        confidence=float(settings["confidence"]),
+    )
     groups = {e.name: e.group for e in entries}
-    plot_hit_by_lesion_size(gold_boxes(frame), boxes, groups, ctx.png, ctx.pdf)
+    plot_hit_by_lesion_size(table, groups, ctx.png, ctx.pdf)
 
 
 def _figure_examples(ctx: FigureContext) -> None:

@@ -62,25 +62,16 @@ class Board:
     figures: list[Path] = field(default_factory=list)
 
 
-def dataset_label(manifest: Mapping[str, Any]) -> str:
-    """What the results were computed on, from the dataset manifest.
+def dataset_line(manifest: Mapping[str, Any]) -> str:
+    """What the results were computed on (the report's shared label) and its size."""
+    from novabench.report.labels import dataset_label
 
-    A stand-in, to be replaced by the report's shared ``dataset_label`` when it exists.
-    """
-    source = manifest.get("source", "unknown source")
-    where = {
-        "sample": "embedded synthetic sample (not NOVA images)",
-        "local": f"local copy {manifest.get('local_path') or ''}".strip(),
-    }.get(source)
-    if where is None:
-        revision = manifest.get("resolved_revision") or manifest.get("revision")
-        where = f"{manifest.get('repo_id') or source}" + (f" @ {revision}" if revision else "")
     counts = [
         f"{manifest[key]} {noun}"
         for key, noun in (("n_images", "images"), ("n_cases", "cases"))
         if manifest.get(key) is not None
     ]
-    return where + (f" ({', '.join(counts)})" if counts else "")
+    return dataset_label(manifest) + (f" ({', '.join(counts)})" if counts else "")
 
 
 # --- failure rates --------------------------------------------------------------------------
@@ -394,7 +385,7 @@ def write_leaderboard(
     shown = {f for b in boards for f in b.figures}
     html = page_html(
         boards,
-        dataset=dataset_label(manifest),
+        dataset=dataset_line(manifest),
         git=git,
         generated=generated or datetime.now(UTC),
         page_dir=Path(out).parent,

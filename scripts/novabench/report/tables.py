@@ -3,7 +3,9 @@
 One table per task, laid out like the paper's: one row per model, controls and the human
 reference (raters) in their own groups, the best model per column in bold (controls and
 raters excluded; only when at least two models compete), 95% case-bootstrap CIs beside
-each value. Point estimates are the score files' values; CIs and paired p-values come from
+each value. After the metrics, the share of images answered and per failure status
+(``novabench.report.failures``); a model past the configured limits is marked and never
+bold. Point estimates are the score files' values; CIs and paired p-values come from
 the task's statistics table (``novabench.report.statistics``).
 
 The LaTeX is written by hand rather than with ``pandas.Styler.to_latex`` because the
@@ -21,7 +23,10 @@ from typing import Any
 import pandas as pd
 
 from novabench.errors import ConfigError
+from novabench.report import failures
+from novabench.report.failures import MARK, Limits
 from novabench.report.inputs import GROUP_MODEL, GROUP_TITLES, GROUPS
+from novabench.report.labels import NOVA_IMAGES, dataset_label, not_comparable, read_manifest
 from novabench.tasks import Metric, get_task, task_names
 
 
@@ -60,12 +65,15 @@ def task_table(
     task: str,
     statistics: pd.DataFrame,
     estimates: Mapping[str, Mapping[str, float]],
+    limits: Limits | None = None,
 ) -> pd.DataFrame:
-    """One wide row per entry: group, model, and per metric the value, CI, p-value, best.
+    """One wide row per entry: group, model, and per metric the value, CI, p-value, best;
+    then the share of images answered and per failure status (``<status>_pct``) and
+    ``flag``, why the entry breaks ``limits`` ("" if it does not).
 
-    ``estimates[model][metric]`` are the score files' values (the numbers shown);
-    ``statistics`` is the task's statistics table (CIs, p-values). Rows are ordered by
-    group (models, controls, human reference), then as in ``statistics``.
+    ``estimates[model][metric]`` are the score files' values (the numbers shown, status
+    counts included); ``statistics`` is the task's statistics table (CIs, p-values). Rows
+    are ordered by group (models, controls, human reference), then as in ``statistics``.
     """
     names = list(dict.fromkeys(statistics["model"])) if len(statistics) else list(estimates)
     names += [n for n in estimates if n not in names]
@@ -73,6 +81,7 @@ def task_table(
     references = statistics["reference"].dropna() if "reference" in statistics else []
     reference = references.iloc[0] if len(references) else None
     by_key = statistics.set_index(["model", "metric"]) if len(statistics) else None
+    status_columns = failures.failure_columns(estimates)
     rows = []
     for name in names:
         row: dict[str, Any] = {"group": groups.get(name, GROUP_MODEL), "model": name}
@@ -88,6 +97,7 @@ def task_table(
             row[f"{column.key}_ci_high"] = math.nan if stat is None else stat["ci_high"]
             row[f"{column.key}_p_value"] = math.nan if stat is None else stat["p_value"]
         row["reference"] = reference
+        row.update(_failure_cells(estimates.get(name, {}), status_columns, limits or Limits()))
         rows.append(row)
     table = pd.DataFrame(rows)
     if table.empty:
@@ -99,11 +109,37 @@ def task_table(
     return table.reset_index(drop=True)
 
 
+def _failure_cells(
+    metrics: Mapping[str, float], columns: Sequence[str], limits: Limits
+) -> dict[str, Any]:
+    """``<status>_pct`` per failure column, ``n_<status>`` counts, ``n_excluded`` where the
+    score file has it, and ``flag``."""
+    values = failures.shares(metrics)
+    cells: dict[str, Any] = {f"{s}_pct": values.get(s, math.nan) for s in columns}
+    for status in columns[1:]:
+        cells[f"n_{status}"] = metrics.get(f"n_{status}", math.nan)
+    if "n_excluded" in metrics:
+        cells["n_excluded"] = metrics["n_excluded"]
+    cells["flag"] = failures.flag_reason(values, limits) or ""
+    return cells
+
+
+def failure_columns(table: pd.DataFrame) -> list[str]:
+    """The statuses shown after the metrics ("answered" first), in the table's order."""
+    return [c.removesuffix("_pct") for c in table.columns if c.endswith("_pct")]
+
+
+def _flagged(row: pd.Series) -> bool:
+    return bool(row.get("flag"))
+
+
 def best_mask(table: pd.DataFrame, column: Metric) -> pd.Series:
-    """True for the best model(s) of a column as shown (rounded); controls and raters never
-    count; no best when fewer than two models compete or all show the same value."""
+    """True for the best model(s) of a column as shown (rounded); controls, raters and
+    models marked for failures never count; no best when fewer than two models compete or
+    all show the same value."""
     best = pd.Series(False, index=table.index)
-    candidates = table[(table["group"] == GROUP_MODEL) & table[column.key].notna()]
+    eligible = table["flag"].fillna("") == "" if "flag" in table else True
+    candidates = table[(table["group"] == GROUP_MODEL) & table[column.key].notna() & eligible]
     if column.better is None or len(candidates) < 2:
         return best
     values = candidates[column.key].round(column.decimals)
@@ -125,11 +161,41 @@ def _cell_parts(row: pd.Series, column: Metric) -> tuple[str, str | None, bool]:
     return value, ci, bool(row.get(f"{column.key}_best", False))
 
 
+def _status_cells(row: pd.Series, statuses: Sequence[str]) -> list[str]:
+    """Shares per status, then the count of images excluded from scoring where known."""
+    cells = [failures.share_text(row.get(f"{s}_pct", math.nan)) for s in statuses]
+    if "n_excluded" in row.index:
+        cells.append(_number(row["n_excluded"], 0))
+    return cells
+
+
+def _status_headers(table: pd.DataFrame) -> list[str]:
+    headers = [
+        "Answered" if s == failures.ANSWERED_KEY else failures.status_label(s)
+        for s in failure_columns(table)
+    ]
+    return headers + (["Excluded"] if "n_excluded" in table else [])
+
+
+def _latex_share(text: str) -> str:
+    """ "<1%" in any font encoding (text-mode "<" is "¡" in the default OT1)."""
+    text = latex_escape(text).replace("–", "--")
+    return text.replace("<", "$<$").replace(">", "$>$")
+
+
 def latex_table(
-    task: str, table: pd.DataFrame, caption: str, label: str, columns: Sequence[Metric]
+    task: str,
+    table: pd.DataFrame,
+    caption: str,
+    label: str,
+    columns: Sequence[Metric],
+    legend: str | None = None,
 ) -> str:
-    """A ``table*`` float with a booktabs tabular, shrunk to the text width if wider."""
-    n_cols = len(columns) + 1
+    """A ``table*`` float with a booktabs tabular, shrunk to the text width if wider; the
+    metrics, then the shares of images answered and per failure status."""
+    statuses = failure_columns(table)
+    header = [latex_label(c) for c in columns] + [latex_escape(h) for h in _status_headers(table)]
+    n_cols = len(header) + 1
     lines = [
         "% Generated by the NOVA benchmark pipeline; needs \\usepackage{booktabs,graphicx}.",
         "\\begin{table*}[t]",
@@ -138,9 +204,9 @@ def latex_table(
         f"\\label{{{label}}}",
         # shrink to the text width when wider, never enlarge a narrow table
         "\\resizebox{\\ifdim\\width>\\textwidth\\textwidth\\else\\width\\fi}{!}{%",
-        f"\\begin{{tabular}}{{l{'c' * len(columns)}}}",
+        f"\\begin{{tabular}}{{l{'c' * (n_cols - 1)}}}",
         "\\toprule",
-        "Model & " + " & ".join(latex_label(c) for c in columns) + " \\\\",
+        "Model & " + " & ".join(header) + " \\\\",
     ]
     if table.empty:
         lines += ["\\midrule", f"\\multicolumn{{{n_cols}}}{{c}}{{\\textit{{No scores.}}}} \\\\"]
@@ -151,7 +217,8 @@ def latex_table(
         title = f"\\multicolumn{{{n_cols}}}{{l}}{{\\textit{{{GROUP_TITLES[group]}}}}} \\\\"
         lines += ["\\midrule", title]
         for _, row in rows.iterrows():
-            cells = [latex_escape(row["model"])]
+            mark = "$^\\dagger$" if _flagged(row) else ""
+            cells = [latex_escape(row["model"]) + mark]
             for column in columns:
                 value, ci, best = _cell_parts(row, column)
                 value = "--" if value == "–" else value
@@ -162,30 +229,52 @@ def latex_table(
                         f"{{\\scriptsize {ci.replace('–', '--')}}}\\end{{tabular}}"
                     )
                 cells.append(text)
+            cells += [_latex_share(c) for c in _status_cells(row, statuses)]
             lines.append(" & ".join(cells) + " \\\\")
-    lines += ["\\bottomrule", "\\end{tabular}}", "\\end{table*}", ""]
+    lines += ["\\bottomrule", "\\end{tabular}}"]
+    if legend and "flag" in table and table["flag"].fillna("").astype(bool).any():
+        text = latex_escape(legend).replace(MARK, "$^\\dagger$")
+        lines.append(f"\\par\\smallskip{{\\footnotesize {text}}}")
+    lines += ["\\end{table*}", ""]
     return "\n".join(lines)
 
 
-def markdown_table(table: pd.DataFrame, columns: Sequence[Metric], title: str, note: str) -> str:
+def markdown_table(
+    table: pd.DataFrame,
+    columns: Sequence[Metric],
+    title: str,
+    note: str,
+    legend: str | None = None,
+) -> str:
     """The same content as the LaTeX table, as a GitHub-flavoured Markdown table."""
-    header = ["Group", "Model", *(f"{c.label} {c.arrow}".strip() for c in columns)]
+    statuses = failure_columns(table)
+    header = [
+        "Group",
+        "Model",
+        *(f"{c.label} {c.arrow}".strip() for c in columns),
+        *_status_headers(table),
+    ]
     lines = [f"## {title}", "", "| " + " | ".join(header) + " |"]
-    lines.append("| " + " | ".join(["---", "---", *("---:" for _ in columns)]) + " |")
+    lines.append("| " + " | ".join(["---", "---", *("---:" for _ in header[2:])]) + " |")
     for _, row in table.iterrows():
-        cells = [GROUP_TITLES[row["group"]], str(row["model"]).replace("|", "\\|")]
+        name = str(row["model"]).replace("|", "\\|") + (f" {MARK}" if _flagged(row) else "")
+        cells = [GROUP_TITLES[row["group"]], name]
         for column in columns:
             value, ci, best = _cell_parts(row, column)
             text = f"**{value}**" if best else value
             cells.append(f"{text} {ci}" if ci else text)
+        cells += _status_cells(row, statuses)
         lines.append("| " + " | ".join(cells) + " |")
     if table.empty:
         lines.append("| " + " | ".join(["–"] * len(header)) + " |")
+    if legend and "flag" in table and table["flag"].fillna("").astype(bool).any():
+        lines += ["", legend]
     return "\n".join([*lines, "", note, ""])
 
 
 def csv_table(table: pd.DataFrame, columns: Sequence[Metric]) -> pd.DataFrame:
-    """Every number behind the table: value, CI, paired p-value and best flag per metric."""
+    """Every number behind the table: value, CI, paired p-value and best flag per metric;
+    then the shares (percent) and counts per status, and why the entry is marked."""
     ordered = ["group", "model", "reference"]
     for column in columns:
         ordered += [
@@ -195,6 +284,10 @@ def csv_table(table: pd.DataFrame, columns: Sequence[Metric]) -> pd.DataFrame:
             f"{column.key}_p_value",
             f"{column.key}_best",
         ]
+    statuses = failure_columns(table)
+    ordered += [f"{s}_pct" for s in statuses]
+    ordered += [f"n_{s}" for s in statuses[1:]]
+    ordered += [c for c in ("n_excluded", "flag") if c in table]
     return table.reindex(columns=ordered)
 
 
@@ -204,8 +297,10 @@ def table_note(task: str, context: Mapping[str, Any]) -> str:
         f"{context.get('n_images', '?')} images from {context.get('n_cases', '?')} cases.",
         f"Values with {round(100 * context.get('confidence', 0.95))}\\% CIs from "
         f"{context.get('n_resamples', '?')} case-level bootstrap resamples.",
-        "Best model per column in bold (controls and human raters excluded).",
+        "Best model per column in bold (controls, human raters and marked models excluded).",
         get_task(task).caption,
+        "Answered: share of images with a readable answer; then the share of images per "
+        "failure status.",
     ]
     if context.get("judge"):
         parts.append(f"Judge: {latex_escape(context['judge'])}.")
@@ -223,12 +318,16 @@ def write_task_tables(
     spec = get_task(task)
     columns = spec.table_metrics
     note = table_note(task, context)
-    caption = f"{spec.title} on NOVA. {note}"
+    legend = context.get("limits", Limits()).legend()
+    label = context.get("dataset", "an unnamed dataset")
+    caption = f"{spec.title} on {latex_escape(label)}. {note}"
     paths = {ext: out_dir / f"{task}.{ext}" for ext in ("tex", "csv", "md")}
-    paths["tex"].write_text(latex_table(task, table, caption, f"tab:nova-{task}", columns))
+    latex = latex_table(task, table, caption, f"tab:nova-{task}", columns, legend)
+    paths["tex"].write_text(latex)
     csv_table(table, columns).to_csv(paths["csv"], index=False)
     md_note = note.replace("\\%", "%").replace("$\\tau$", "τ")
-    paths["md"].write_text(markdown_table(table, columns, spec.title, md_note))
+    title = f"{spec.title} on {label}"
+    paths["md"].write_text(markdown_table(table, columns, title, md_note, legend))
     return paths
 
 
@@ -312,12 +411,13 @@ def reproduced_vs_reported(
     return pd.DataFrame(rows, columns=columns)
 
 
-def reproduced_latex(frame: pd.DataFrame, sources: Mapping[str, str]) -> str:
+def reproduced_latex(frame: pd.DataFrame, sources: Mapping[str, str], dataset: str) -> str:
     lines = [
         "% Generated by the NOVA benchmark pipeline; needs \\usepackage{booktabs}.",
         "\\begin{table}[t]",
         "\\centering",
-        "\\caption{Reproduced vs reported. Ours: point estimate and 95\\% case-bootstrap CI; "
+        f"\\caption{{Reproduced on {latex_escape(dataset)} vs reported. "
+        "Ours: point estimate and 95\\% case-bootstrap CI; "
         "$\\Delta$ = ours $-$ reported; In CI: the reported value lies inside our CI. "
         "Sources: "
         + "; ".join(f"{latex_escape(k)}: {latex_escape(v)}" for k, v in sources.items())
@@ -359,6 +459,59 @@ def reproduced_latex(frame: pd.DataFrame, sources: Mapping[str, str]) -> str:
     return "\n".join(lines)
 
 
+def reproduced_markdown(frame: pd.DataFrame, sources: Mapping[str, str], dataset: str) -> str:
+    """The comparison as a Markdown table (the same rows as the LaTeX)."""
+    lines = [
+        f"## Reproduced on {dataset} vs reported",
+        "",
+        "| Model | Task | Metric | Reported | Ours [95% CI] | Δ | In CI | Source |",
+        "| --- | --- | --- | ---: | ---: | ---: | :---: | --- |",
+    ]
+    for row in frame.itertuples(index=False):
+        ours = _number(row.ours, 1)
+        if not pd.isna(row.ci_low):
+            ours += f" [{row.ci_low:.1f}, {row.ci_high:.1f}]"
+        inside = {True: "yes", False: "no"}.get(row.reported_in_ci, "–")
+        cells = [row.paper_model, row.task, row.metric, f"{row.reported:g}", ours]
+        cells += [_number(row.difference, 1), inside, row.source]
+        lines.append("| " + " | ".join(str(c).replace("|", "\\|") for c in cells) + " |")
+    if frame.empty:
+        lines.append("| No configured model has published numbers. |" + " |" * 7)
+    lines += ["", "Sources: " + "; ".join(f"{k}: {v}" for k, v in sources.items()) + "."]
+    return "\n".join([*lines, ""])
+
+
+def write_reproduced(
+    reference: Mapping[str, Any],
+    tables: Mapping[str, pd.DataFrame],
+    manifest: Mapping[str, Any] | None,
+    out_dir: Path,
+) -> None:
+    """``reproduced_vs_reported.{csv,tex,md}``: the comparison on the full NOVA release;
+    on any other dataset each file holds one line saying why there is none."""
+    import csv
+    import io
+
+    paths = {ext: Path(out_dir) / f"reproduced_vs_reported.{ext}" for ext in ("csv", "tex", "md")}
+    reason = not_comparable(manifest)
+    if reason is not None:
+        line = (
+            f"Not compared with the published numbers: {reason}; they are for the full "
+            f"NOVA release ({NOVA_IMAGES} images)."
+        )
+        cell = io.StringIO()
+        csv.writer(cell, lineterminator="\n").writerow([line])
+        paths["csv"].write_text(cell.getvalue())
+        paths["tex"].write_text(latex_escape(line) + "\n")
+        paths["md"].write_text(line + "\n")
+        return
+    compared = reproduced_vs_reported(reference, tables)
+    sources, label = reference.get("sources") or {}, dataset_label(manifest)
+    compared.to_csv(paths["csv"], index=False)
+    paths["tex"].write_text(reproduced_latex(compared, sources, label))
+    paths["md"].write_text(reproduced_markdown(compared, sources, label))
+
+
 AGREEMENT_NOTES = {
     False: (
         "Judge agreement (Cohen's kappa) is not computed: each task's predictions are judged "
@@ -370,37 +523,60 @@ AGREEMENT_NOTES = {
 }
 
 
-def summary_markdown(tables: Mapping[str, pd.DataFrame], agreement: bool = False) -> str:
-    """One Markdown table across tasks: two headline metrics per configured task."""
+def _summary_cell(table: pd.DataFrame, name: str, column: Metric | None) -> str:
+    """A headline value with its CI, or (``column`` None) the answered share and failures."""
+    match = table[table["model"] == name]
+    if match.empty:
+        return "–"
+    row = match.iloc[0]
+    if column is None:
+        statuses = failure_columns(table)
+        values = {s: row.get(f"{s}_pct", math.nan) for s in statuses}
+        return failures.failure_summary(values, statuses) + (f" {MARK}" if _flagged(row) else "")
+    value, ci, best = _cell_parts(row, column)
+    text = f"**{value}**" if best else value
+    return f"{text} {ci}" if ci else text
+
+
+def summary_markdown(
+    tables: Mapping[str, pd.DataFrame],
+    agreement: bool = False,
+    limits: Limits | None = None,
+    dataset: str = "an unnamed dataset",
+) -> str:
+    """One Markdown table across tasks: per configured task its headline metrics and the
+    share of images answered, with the failures that make up the rest."""
     tasks = [t for t in task_names() if t in tables]
-    columns = [(t, m) for t in tasks for m in get_task(t).table_metrics if m.headline]
+    columns: list[tuple[str, Metric | None]] = []
+    for task in tasks:
+        columns += [(task, m) for m in get_task(task).headline_metrics if m.table]
+        columns.append((task, None))
     entries: dict[str, str] = {}
     for task in tasks:
         for row in tables[task].itertuples(index=False):
             entries.setdefault(row.model, row.group)
     order = sorted(entries, key=lambda n: GROUPS.index(entries[n]))
-    header = ["Model", "Group", *(f"{get_task(t).title}: {c.label}" for t, c in columns)]
+    header = [
+        "Model",
+        "Group",
+        *(f"{get_task(t).title}: {c.label if c else 'answered'}" for t, c in columns),
+    ]
     lines = [
-        "# NOVA: summary across tasks",
+        f"# Summary across tasks on {dataset}",
         "",
-        "Values with 95% case-bootstrap CIs; per-task tables hold every metric.",
+        "Values with 95% case-bootstrap CIs; per-task tables hold every metric. Answered: "
+        "share of images with a readable answer, then the failures that make up the rest.",
         "",
         "| " + " | ".join(header) + " |",
         "| " + " | ".join(["---", "---", *("---:" for _ in columns)]) + " |",
     ]
     for name in order:
         cells = [name, GROUP_TITLES[entries[name]]]
-        for task, column in columns:
-            table = tables[task]
-            match = table[table["model"] == name]
-            if match.empty:
-                cells.append("–")
-                continue
-            value, ci, best = _cell_parts(match.iloc[0], column)
-            text = f"**{value}**" if best else value
-            cells.append(f"{text} {ci}" if ci else text)
+        cells += [_summary_cell(tables[task], name, column) for task, column in columns]
         lines.append("| " + " | ".join(cells) + " |")
-    return "\n".join([*lines, "", AGREEMENT_NOTES[bool(agreement)], ""])
+    marked = any(t["flag"].fillna("").astype(bool).any() for t in tables.values() if "flag" in t)
+    legend = ["", (limits or Limits()).legend()] if marked else []
+    return "\n".join([*lines, *legend, "", AGREEMENT_NOTES[bool(agreement)], ""])
 
 
 # --- rule `tables` ---------------------------------------------------------------------------
@@ -413,34 +589,49 @@ def _judge_name(identity: Mapping[str, Any] | None) -> str | None:
     return f"{name} {identity['version']}" if identity.get("version") else str(name)
 
 
+def _read_task(
+    task: str, statistics: Path, scores: Sequence[Path]
+) -> tuple[pd.DataFrame, dict[str, dict[str, float]], str | None]:
+    """(statistics table, score-file values per entry, judge name) of one task."""
+    from novabench.report.inputs import Entry, read_scores
+
+    estimates, judge = {}, None
+    for path in scores:
+        payload = read_scores(Path(path))
+        name = Path(path).name.removesuffix(".json")
+        estimates[name] = Entry(name, GROUP_MODEL, payload, pd.DataFrame()).metrics
+        if isinstance(payload.get("n_excluded"), int):  # images the dataset excludes
+            estimates[name]["n_excluded"] = payload["n_excluded"]
+        judge = judge or _judge_name(payload.get("judge"))
+    return pd.read_csv(statistics), estimates, judge
+
+
 def write_all_tables(
     *,
     statistics: Mapping[str, Path],
     scores: Mapping[str, Sequence[Path]],
     paper_reference: Path,
+    dataset_manifest: Path | None,
     out_dir: Path,
     agreement: bool = False,
+    limits: Limits | None = None,
 ) -> dict[str, pd.DataFrame]:
     """Every table of ``results/<tag>/tables/``: per task, reproduced vs reported, summary.
 
     ``statistics[task]`` is the task's statistics table and ``scores[task]`` its score
-    files; tasks that are absent are simply not in the tables.
+    files; tasks that are absent are simply not in the tables. ``dataset_manifest`` names
+    the dataset in every caption and decides whether the paper's numbers are compared.
+    ``limits``: when a model is marked for failures (``reporting.min_answered``,
+    ``reporting.max_error_rate``).
     """
-    from novabench.report.inputs import Entry, read_scores
-
+    limits = limits or Limits()
+    manifest = read_manifest(dataset_manifest)
+    label = dataset_label(manifest)
     out_dir = Path(out_dir)
     tables: dict[str, pd.DataFrame] = {}
-    for task in task_names():
-        if task not in statistics:
-            continue
-        stats = pd.read_csv(statistics[task])
-        estimates, judge = {}, None
-        for path in scores.get(task, []):
-            payload = read_scores(Path(path))
-            name = Path(path).name.removesuffix(".json")
-            estimates[name] = Entry(name, GROUP_MODEL, payload, pd.DataFrame()).metrics
-            judge = judge or _judge_name(payload.get("judge"))
-        table = task_table(task, stats, estimates)
+    for task in (t for t in task_names() if t in statistics):
+        stats, estimates, judge = _read_task(task, statistics[task], scores.get(task, []))
+        table = task_table(task, stats, estimates, limits)
         first = stats.iloc[0] if len(stats) else {}
         context = {
             "n_images": int(first["n_images"]) if len(stats) else "?",
@@ -449,14 +640,12 @@ def write_all_tables(
             "confidence": float(first["confidence"]) if len(stats) else 0.95,
             "judge": judge,
             "task_note": get_task(task).table_note(estimates),
+            "limits": limits,
+            "dataset": label,
         }
         write_task_tables(task, table, context, out_dir)
         tables[task] = table
     reference = load_paper_reference(Path(paper_reference))
-    compared = reproduced_vs_reported(reference, tables)
-    compared.to_csv(out_dir / "reproduced_vs_reported.csv", index=False)
-    (out_dir / "reproduced_vs_reported.tex").write_text(
-        reproduced_latex(compared, reference.get("sources") or {})
-    )
-    (out_dir / "summary.md").write_text(summary_markdown(tables, agreement))
+    write_reproduced(reference, tables, manifest, out_dir)
+    (out_dir / "summary.md").write_text(summary_markdown(tables, agreement, limits, label))
     return tables

@@ -88,9 +88,9 @@ class ScoredEntry(Protocol):
 
 
 class Answers:
-    """A model's prediction records by filename; an image it never answered is an error."""
+    """A model's prediction records by filename; an image without a record is missing."""
 
-    MISSING: ClassVar[dict[str, Any]] = {"status": "error", "parsed": None}
+    MISSING: ClassVar[dict[str, Any]] = {"status": "missing", "parsed": None}
 
     def __init__(self, records: Sequence[Mapping[str, Any]]):
         self.by_filename = {r["filename"]: r for r in records}

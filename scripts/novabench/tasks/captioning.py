@@ -115,7 +115,7 @@ class Captioning(Task):
         return captioning_replicates(entry.per_image, stats, weights)
 
     def breakdown_values(self, per_image: pd.DataFrame) -> tuple[str, np.ndarray]:
-        return "Clinical F1", per_image["clinical_f1"].to_numpy(dtype=float)
+        return "Clinical F1 (%)", per_image["clinical_f1"].to_numpy(dtype=float)
 
     def judge_labels(self, judge: Any, reference: Any, record: Mapping[str, Any]) -> dict:
         caption = (record.get("parsed") or {}).get("caption") if record["status"] == "ok" else ""
