@@ -3,22 +3,43 @@
 import sys
 from pathlib import Path
 
+import yaml
 from snakemake.exceptions import WorkflowError
+from snakemake.logging import logger
 from snakemake.utils import validate
 
 # The rules' Python code lives in scripts/novabench; make it importable here too.
 sys.path.insert(0, str(Path(workflow.basedir) / "scripts"))
 
-from novabench.config import check_config, describe_validation_error  # noqa: E402
+from novabench.config import (  # noqa: E402
+    check_config,
+    coerce_config,
+    describe_validation_error,
+)
+from novabench.errors import NovaError  # noqa: E402
 from novabench.dataset.schema import rater_slug  # noqa: E402
 from novabench.tasks import get_task, task_names  # noqa: E402
 
-try:
-    validate(config, schema="../schemas/config.schema.yaml")
-except WorkflowError as exc:
-    raise WorkflowError(describe_validation_error(exc)) from None
 
-PLAN = check_config(config, Path(workflow.basedir))
+def stop(message):
+    """One line, then exit: a raised error would add Snakemake's stack-frame lines."""
+    logger.error(message)
+    sys.exit(1)
+
+
+SCHEMA = Path(workflow.basedir) / "workflow" / "schemas" / "config.schema.yaml"
+# `--config key='{...}'` gives every nested scalar as a string: type them first.
+coerce_config(config, yaml.safe_load(SCHEMA.read_text()))
+try:
+    validate(config, schema=SCHEMA)
+except WorkflowError as exc:
+    stop(describe_validation_error(exc))
+try:
+    PLAN = check_config(config, Path(workflow.basedir))
+except NovaError as exc:
+    stop(f"config error: {exc}")
+if PLAN.idle_reason():
+    logger.warning(PLAN.idle_reason())
 
 DATASET = "results/dataset/nova.parquet"
 MANIFEST = "results/dataset/manifest.json"
