@@ -57,6 +57,9 @@ def up_to_date(tmp_path_factory):
     (dataset / "manifest.json").write_text(json.dumps({"raters": ["rater1", "rater2"]}))
     (dataset / "nova.parquet").touch()
     (dataset / "sample" / "data" / "nova-v1.parquet").touch()
+    (dataset / "tasks").mkdir()
+    for task in ("localization", "captioning", "diagnosis"):
+        (dataset / "tasks" / f"{task}.json").touch()
     summary = snakemake(workflow, workdir, "--summary")
     for line in summary.splitlines():
         fields = line.split("\t")

@@ -18,7 +18,7 @@ from novabench.config import (  # noqa: E402
 )
 from novabench.errors import NovaError  # noqa: E402
 from novabench.dataset.schema import rater_slug  # noqa: E402
-from novabench.tasks import get_task, task_names  # noqa: E402
+from novabench.tasks import dataset_needs, get_task, task_names  # noqa: E402
 
 
 def stop(message):
@@ -43,6 +43,9 @@ if PLAN.idle_reason():
 
 DATASET = "results/dataset/nova.parquet"
 MANIFEST = "results/dataset/manifest.json"
+# What each task's jobs read of the dataset (novabench.dataset.references): they re-run
+# when that changes, not whenever the dataset file is rebuilt.
+TASK_INPUTS = {task: f"results/dataset/tasks/{task}.json" for task in task_names()}
 
 
 wildcard_constraints:
@@ -56,6 +59,14 @@ def dataset_inputs(wildcards):
     if config["dataset"]["source"] == "sample":
         return {"sample": "results/dataset/sample/data/nova-v1.parquet"}
     return {}
+
+
+def dataset_fingerprint(wildcards):
+    """A local source folder's files, sizes, times and metadata checksums, as a
+    parameter: a change there re-runs the dataset job (see dataset/fingerprint.py)."""
+    from novabench.dataset.fingerprint import source_fingerprint
+
+    return source_fingerprint(config["dataset"])
 
 
 def predict_inputs(wildcards):

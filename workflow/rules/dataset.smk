@@ -16,12 +16,15 @@ rule sample:
         "../../scripts/make_sample.py"
 
 
+# Outputs flagged `update`: Snakemake keeps the previous dataset while the job runs and
+# restores it if the job fails (by default it deletes a job's outputs first).
 checkpoint dataset:
     input:
         unpack(dataset_inputs),
     output:
-        parquet=DATASET,
-        manifest=MANIFEST,
+        parquet=update(DATASET),
+        manifest=update(MANIFEST),
+        tasks=[update(path) for path in TASK_INPUTS.values()],
     log:
         "results/logs/dataset/dataset.log",
     benchmark:
@@ -30,5 +33,11 @@ checkpoint dataset:
         "../../envs/data.yaml"
     params:
         dataset=config["dataset"],
+        # What each task reads and needs of the dataset (Task.dataset_needs).
+        tasks=dataset_needs(),
+        # The local source's fingerprint: an edited or re-downloaded file re-runs this job.
+        source=dataset_fingerprint,
+        # Rater score files of raters no longer in the dataset are removed from here.
+        rater_scores="results/scores/localization",
     script:
         "../../scripts/build_dataset.py"
