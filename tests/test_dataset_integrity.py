@@ -99,6 +99,48 @@ def test_missing_reference_error_stops_the_build_naming_the_images(tmp_path):
     )
 
 
+def test_scoring_skips_and_counts_the_excluded_images(tmp_path):
+    from novabench.predict import run_predictions
+    from novabench.records import read_predictions
+    from novabench.score import score_predictions
+
+    root = write_current(tmp_path / "repo")
+    blank_references(root)
+    _, _, out = build(tmp_path, local(root))
+    dataset = out / "nova.parquet"
+    predictions = tmp_path / "gold.jsonl"
+    summary = run_predictions(
+        dataset=dataset,
+        task="diagnosis",
+        model_name="gold",
+        model_cfg={"adapter": "gold", "tasks": ["diagnosis"]},
+        prompt_path=None,
+        out=predictions,
+        summary_out=tmp_path / "gold.summary.json",
+    )
+    asked = [r["filename"] for r in read_predictions(predictions)]
+    assert "case0002_001.png" not in asked and len(asked) == len(IMAGES) - 1
+    assert summary["n_excluded"] == 1
+    assert summary["status_counts"]["ok"] == len(IMAGES) - 1  # the control answers them all
+    metrics = score_predictions(
+        task="diagnosis",
+        dataset=dataset,
+        predictions=predictions,
+        out_json=tmp_path / "s.json",
+        out_csv=tmp_path / "s.csv",
+        judge_cfg={
+            "name": "m",
+            "kind": "diagnosis-matcher",
+            "settings": {"embedding_fallback": False},
+        },
+    )
+    assert metrics["Top-1"] == pytest.approx(100.0)
+    written = json.loads((tmp_path / "s.json").read_text())
+    assert (written["n_images"], written["n_excluded"]) == (len(IMAGES) - 1, 1)
+    assert written["excluded_images"] == ["case0002_001.png"]
+    assert "case0002_001.png" not in set(pd.read_csv(tmp_path / "s.csv")["filename"])
+
+
 # --- finer granularity: a task's digest changes only with what the task reads --------------
 
 

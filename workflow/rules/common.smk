@@ -69,9 +69,16 @@ def dataset_fingerprint(wildcards):
     return source_fingerprint(config["dataset"])
 
 
+def task_dataset(wildcards):
+    """The dataset as a task's jobs read it: the file (its time ignored: it is rebuilt
+    whenever the source changes) and the task's digest (re-runs them when what they
+    read of it changed)."""
+    return {"dataset": ancient(DATASET), "task_inputs": TASK_INPUTS[wildcards.task]}
+
+
 def predict_inputs(wildcards):
     inputs = {
-        "dataset": DATASET,
+        **task_dataset(wildcards),
         "prompt": PLAN.prompt(wildcards.task, wildcards.model),
     }
     upstream = PLAN.upstream(wildcards.task)

@@ -114,7 +114,7 @@ def write_task_statistics(
     """Rule `statistics`: read one task's score files, bootstrap them, write the table
     and (``breakdown_out``) the breakdown by sequence and plane on the same resamples."""
     started = time.perf_counter()
-    dataset = load_dataset(dataset_path)
+    dataset = load_dataset(dataset_path, task=task)
     entries = load_entries(
         task, score_paths, dataset, models, reporting.get("controls"), predictions
     )

@@ -202,6 +202,7 @@ def table_note(task: str, context: Mapping[str, Any]) -> str:
     """The caption text after the title: sample size, CIs, what the metrics are."""
     parts = [
         f"{context.get('n_images', '?')} images from {context.get('n_cases', '?')} cases.",
+        *_excluded_note(task, context.get("n_excluded", 0)),
         f"Values with {round(100 * context.get('confidence', 0.95))}\\% CIs from "
         f"{context.get('n_resamples', '?')} case-level bootstrap resamples.",
         "Best model per column in bold (controls and human raters excluded).",
@@ -212,6 +213,14 @@ def table_note(task: str, context: Mapping[str, Any]) -> str:
     if context.get("task_note"):
         parts.append(context["task_note"])
     return " ".join(parts)
+
+
+def _excluded_note(task: str, n_excluded: int) -> list[str]:
+    """The images the task left out for lack of a reference (dataset.missing_reference)."""
+    if not n_excluded:
+        return []
+    needed = " or ".join(c.replace("_", " ") for c in get_task(task).required_references)
+    return [f"{n_excluded} image(s) without a reference {needed} excluded."]
 
 
 def write_task_tables(
@@ -434,12 +443,13 @@ def write_all_tables(
         if task not in statistics:
             continue
         stats = pd.read_csv(statistics[task])
-        estimates, judge = {}, None
+        estimates, judge, n_excluded = {}, None, 0
         for path in scores.get(task, []):
             payload = read_scores(Path(path))
             name = Path(path).name.removesuffix(".json")
             estimates[name] = Entry(name, GROUP_MODEL, payload, pd.DataFrame()).metrics
             judge = judge or _judge_name(payload.get("judge"))
+            n_excluded = max(n_excluded, int(payload.get("n_excluded") or 0))
         table = task_table(task, stats, estimates)
         first = stats.iloc[0] if len(stats) else {}
         context = {
@@ -448,6 +458,7 @@ def write_all_tables(
             "n_resamples": int(first["n_resamples"]) if len(stats) else "?",
             "confidence": float(first["confidence"]) if len(stats) else 0.95,
             "judge": judge,
+            "n_excluded": n_excluded,
             "task_note": get_task(task).table_note(estimates),
         }
         write_task_tables(task, table, context, out_dir)
