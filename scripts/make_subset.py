@@ -2,6 +2,7 @@
 
 from pathlib import Path
 
+from novabench.dataset.build import remove_stale_rater_scores
 from novabench.dataset.subset import write_subset
 from novabench.knowledge_base import load_knowledge_base
 from novabench.rules import log, run
@@ -16,6 +17,8 @@ def main(smk):
         Path(smk.output.parquet),
         Path(smk.output.manifest),
         load_knowledge_base().category_of,
+        task_needs=smk.params.tasks,
+        out_tasks={Path(path).stem: Path(path) for path in smk.output.tasks},
     )
     full = manifest["full_dataset"]
     log.info(
@@ -26,6 +29,8 @@ def main(smk):
         manifest["n_cases"],
         full["n_cases"],
     )
+    for path in remove_stale_rater_scores(Path(smk.params.rater_scores), manifest["raters"]):
+        log.info("removed %s: its rater is not in the subset", path)
 
 
 run(snakemake, main)

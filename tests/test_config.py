@@ -209,3 +209,110 @@ def test_the_environment_check_names_every_missing_key_at_once(monkeypatch):
     assert message.startswith("2 problems before the run: (1) models.a")
     assert "NOVA_TEST_KEY_A" in message and "NOVA_TEST_KEY_B" in message
     assert "\n" not in message
+
+
+# --- `--config` strings, one-line errors, an empty plan -----------------------------------
+
+
+def coerced(config):
+    from novabench.config import coerce_config
+
+    return coerce_config(config, yaml.safe_load(Path(SCHEMA).read_text()))
+
+
+def test_config_strings_take_the_type_the_schema_asks():
+    # what `--config dataset='{...}'` passes: Snakemake parses it with every scalar a string
+    config = coerced(
+        {
+            "dataset": {
+                "source": "local",
+                "local_path": "null",
+                "clip_boxes": "true",
+                "hf": {"timeout_s": "2.5", "current": {"repo_id": "a/b", "revision": "123"}},
+                "sample": {"n_cases": "7", "images_per_case": ["1", "4"], "seed": "x1"},
+            },
+            "tasks": {"captioning": {"enabled": "False"}},
+            "reporting": {"controls": ["gold"], "reference_model": "~"},
+            "models": {"gold": {"adapter": "gold", "tasks": ["captioning"], "enabled": "true"}},
+        }
+    )
+    assert config["dataset"] == {
+        "source": "local",
+        "local_path": None,
+        "clip_boxes": True,
+        "hf": {"timeout_s": 2.5, "current": {"repo_id": "a/b", "revision": "123"}},
+        "sample": {"n_cases": 7, "images_per_case": [1, 4], "seed": "x1"},  # left for validate
+    }
+    assert config["tasks"] == {"captioning": {"enabled": False}}
+    assert config["reporting"] == {"controls": ["gold"], "reference_model": None}
+    assert config["models"]["gold"]["enabled"] is True
+
+
+def test_a_string_that_is_no_such_value_is_still_reported():
+    config = copy.deepcopy(DEFAULT)
+    config["dataset"]["clip_boxes"] = "maybe"
+    coerced(config)
+    assert checked(config) == (
+        "config error: invalid value at dataset.clip_boxes: 'maybe' is not of type 'boolean'; "
+        "fix: edit the config (every key is documented in config/README.md)"
+    )
+
+
+def test_model_settings_strings_take_the_adapters_types():
+    config = copy.deepcopy(DEFAULT)
+    config["models"]["random"]["settings"] = {"seed": "3", "max_boxes": "2"}
+    plan = checked(config)
+    assert not isinstance(plan, str), plan
+    assert config["models"]["random"]["settings"] == {"seed": 3, "max_boxes": 2}
+
+
+def dry_run(tmp_path, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "snakemake", "-n", "-d", str(tmp_path), *args],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+def test_config_on_the_command_line_is_typed(tmp_path):
+    result = dry_run(
+        tmp_path, "--config", "dataset={source: sample, clip_boxes: true, hf: {timeout_s: 30}}"
+    )
+    assert result.returncode == 0, result.stderr[-2000:]
+
+
+def test_a_config_error_is_one_line_without_stack_frames(tmp_path):
+    result = dry_run(tmp_path, "--config", "dataset={source: local}")
+    assert result.returncode == 1
+    output = (result.stdout + result.stderr).splitlines()
+    lines = [line for line in output if "extended by additional" not in line]
+    assert lines == [
+        "config error: dataset.source is local but dataset.local_path is not set; fix: set "
+        "dataset.local_path to the folder of the downloaded dataset repository"
+    ]
+
+
+def test_a_plan_without_jobs_says_so(tmp_path):
+    config = copy.deepcopy(DEFAULT)
+    for task in config["tasks"].values():
+        task["enabled"] = False
+    assert checked(config).idle_reason() == (
+        "nothing to predict or score: every task is disabled; only the dataset is built; "
+        "fix: set tasks.<task>.enabled: true"
+    )
+    config["tasks"]["localization"]["enabled"] = True
+    for model in config["models"].values():
+        model["tasks"] = [t for t in model["tasks"] if t != "localization"] or ["captioning"]
+    assert checked(config).idle_reason() == (
+        "nothing to predict or score: no enabled model runs localization; only the dataset "
+        "is built; fix: add the task to a model's tasks: or enable a model that runs it"
+    )
+    assert checked(copy.deepcopy(DEFAULT)).idle_reason() is None
+    disabled = "tasks: {localization: {enabled: false}, captioning: {enabled: false}, "
+    disabled += "diagnosis: {enabled: false}}"
+    (tmp_path / "c.yaml").write_text(disabled + "\n")
+    result = dry_run(tmp_path, "--configfile", str(tmp_path / "c.yaml"))
+    assert result.returncode == 0
+    assert "nothing to predict or score: every task is disabled" in result.stdout + result.stderr

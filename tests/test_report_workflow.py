@@ -61,6 +61,9 @@ def up_to_date(tmp_path_factory):
     source = workdir / "results" / "sources" / "sample" / "data" / "nova-v1.parquet"
     source.parent.mkdir(parents=True)
     source.touch()
+    (dataset / "tasks").mkdir()
+    for task in ("localization", "captioning", "diagnosis"):
+        (dataset / "tasks" / f"{task}.json").touch()
     summary = snakemake(workflow, workdir, "--summary")
     for line in summary.splitlines():
         fields = line.split("\t")

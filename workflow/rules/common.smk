@@ -3,24 +3,45 @@
 import sys
 from pathlib import Path
 
+import yaml
 from snakemake.exceptions import WorkflowError
+from snakemake.logging import logger
 from snakemake.utils import validate
 
 # The rules' Python code lives in scripts/novabench; make it importable here too.
 sys.path.insert(0, str(Path(workflow.basedir) / "scripts"))
 
-from novabench.config import check_config, describe_validation_error  # noqa: E402
+from novabench.config import (  # noqa: E402
+    check_config,
+    coerce_config,
+    describe_validation_error,
+)
+from novabench.errors import NovaError  # noqa: E402
 from novabench.dataset.schema import rater_slug  # noqa: E402
 from novabench.dataset.tags import dataset_tags, subset_spec  # noqa: E402
 from novabench.report.breakdowns import AXES as BREAKDOWN_AXES  # noqa: E402
-from novabench.tasks import get_task, task_names  # noqa: E402
+from novabench.tasks import dataset_needs, get_task, task_names  # noqa: E402
 
+
+def stop(message):
+    """One line, then exit: a raised error would add Snakemake's stack-frame lines."""
+    logger.error(message)
+    sys.exit(1)
+
+
+SCHEMA = Path(workflow.basedir) / "workflow" / "schemas" / "config.schema.yaml"
+# `--config key='{...}'` gives every nested scalar as a string: type them first.
+coerce_config(config, yaml.safe_load(SCHEMA.read_text()))
 try:
-    validate(config, schema="../schemas/config.schema.yaml")
+    validate(config, schema=SCHEMA)
 except WorkflowError as exc:
-    raise WorkflowError(describe_validation_error(exc)) from None
-
-PLAN = check_config(config, Path(workflow.basedir))
+    stop(describe_validation_error(exc))
+try:
+    PLAN = check_config(config, Path(workflow.basedir))
+except NovaError as exc:
+    stop(f"config error: {exc}")
+if PLAN.idle_reason():
+    logger.warning(PLAN.idle_reason())
 
 # Each dataset (source and subset) has its results folder, results/<tag>/, so switching
 # datasets re-runs and overwrites nothing; the response caches and WordNet are shared.
@@ -40,6 +61,12 @@ FULL_DATASET = results("dataset/nova.parquet", FULL_TAG)
 FULL_MANIFEST = results("dataset/manifest.json", FULL_TAG)
 DATASET = results("dataset/nova.parquet")
 MANIFEST = results("dataset/manifest.json")
+# What each task's jobs read of the dataset (novabench.dataset.references): they re-run
+# when that changes, not whenever the dataset file is rebuilt.
+FULL_TASK_INPUTS = {
+    task: results(f"dataset/tasks/{task}.json", FULL_TAG) for task in task_names()
+}
+TASK_INPUTS = {task: results(f"dataset/tasks/{task}.json") for task in task_names()}
 
 
 def _dataset_label():
@@ -67,9 +94,24 @@ def dataset_inputs(wildcards):
     return {}
 
 
+def dataset_fingerprint(wildcards):
+    """A local source folder's files, sizes, times and metadata checksums, as a
+    parameter: a change there re-runs the dataset job (see dataset/fingerprint.py)."""
+    from novabench.dataset.fingerprint import source_fingerprint
+
+    return source_fingerprint(config["dataset"])
+
+
+def task_dataset(wildcards):
+    """The dataset as a task's jobs read it: the file (its time ignored: it is rebuilt
+    whenever the source changes) and the task's digest (re-runs them when what they
+    read of it changed)."""
+    return {"dataset": ancient(DATASET), "task_inputs": TASK_INPUTS[wildcards.task]}
+
+
 def predict_inputs(wildcards):
     inputs = {
-        "dataset": DATASET,
+        **task_dataset(wildcards),
         "prompt": PLAN.prompt(wildcards.task, wildcards.model),
     }
     upstream = PLAN.upstream(wildcards.task)

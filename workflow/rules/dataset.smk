@@ -17,12 +17,15 @@ rule sample:
         "../../scripts/make_sample.py"
 
 
+# Outputs flagged `update`: Snakemake keeps the previous dataset while the job runs and
+# restores it if the job fails (by default it deletes a job's outputs first).
 checkpoint dataset:
     input:
         unpack(dataset_inputs),
     output:
-        parquet=FULL_DATASET,
-        manifest=FULL_MANIFEST,
+        parquet=update(FULL_DATASET),
+        manifest=update(FULL_MANIFEST),
+        tasks=[update(path) for path in FULL_TASK_INPUTS.values()],
     log:
         results("logs/dataset/dataset.log", FULL_TAG),
     benchmark:
@@ -32,6 +35,12 @@ checkpoint dataset:
     params:
         # Not the subset: choosing another subset re-uses the built dataset.
         dataset={k: v for k, v in config["dataset"].items() if k != "subset"},
+        # What each task reads and needs of the dataset (Task.dataset_needs).
+        tasks=dataset_needs(),
+        # The local source's fingerprint: an edited or re-downloaded file re-runs this job.
+        source=dataset_fingerprint,
+        # Rater score files of raters no longer in the dataset are removed from here.
+        rater_scores=results("scores/localization", FULL_TAG),
     script:
         "../../scripts/build_dataset.py"
 
@@ -43,8 +52,9 @@ if SUBSET:
             parquet=FULL_DATASET,
             manifest=FULL_MANIFEST,
         output:
-            parquet=DATASET,
-            manifest=MANIFEST,
+            parquet=update(DATASET),
+            manifest=update(MANIFEST),
+            tasks=[update(path) for path in TASK_INPUTS.values()],
         log:
             results("logs/dataset/subset.log"),
         conda:
@@ -52,5 +62,7 @@ if SUBSET:
         params:
             subset=SUBSET,
             tag=TAG,
+            tasks=dataset_needs(),
+            rater_scores=results("scores/localization"),
         script:
             "../../scripts/make_subset.py"

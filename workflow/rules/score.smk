@@ -3,7 +3,7 @@
 
 rule score:
     input:
-        dataset=DATASET,
+        unpack(task_dataset),
         predictions=results("predictions/{task}/{model}.jsonl"),
         # An LLM judge's prompt: editing it re-scores (nothing for offline judges).
         judge=judge_inputs,

@@ -1,32 +1,45 @@
 """Build ``nova.parquet`` and its manifest from any source.
 
 Validation happens here, once, so every later rule can trust the file: images decode,
-filenames are unique, boxes are finite, positive and inside their image. Images with no
-gold box are kept (they are "normal" for localization); images of an unexpected size are
-kept and recorded.
+filenames are unique, boxes are finite, positive and inside their image and have a known
+source, every task's references are checked (:mod:`novabench.dataset.references`).
+Images with no gold box are kept (they are "normal" for localization); images of an
+unexpected size are kept and recorded; images other than 8-bit grayscale are converted
+(:mod:`novabench.dataset.images`) and recorded.
+
+Every output is written under a temporary name and renamed over the previous one only
+when all of them are complete: a failed build leaves the previous dataset as it was.
 """
 
 from __future__ import annotations
 
-import io
+import contextlib
 import json
 import math
 from collections import Counter
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
-from PIL import Image, UnidentifiedImageError
 
 import novabench
 from novabench.dataset import hub, layouts
 from novabench.dataset.features import arrow_schema
-from novabench.dataset.schema import EXPECTED_IMAGE_SIZE, SCHEMA_VERSION
+from novabench.dataset.fingerprint import source_fingerprint
+from novabench.dataset.images import load_image
+from novabench.dataset.references import task_digests, task_exclusions
+from novabench.dataset.schema import (
+    EXPECTED_IMAGE_SIZE,
+    RATER_PREFIX,
+    SCHEMA_VERSION,
+    rater_slug,
+)
 from novabench.dataset.tags import source_tag
 from novabench.errors import ConfigError, DatasetError
-from novabench.io import atomic_path, atomic_write_text
+from novabench.io import atomic_path
 from novabench.provenance import sha256_file
 
 SOURCES = ("hf", "hf-legacy", "local", "sample")
@@ -43,30 +56,9 @@ class BuildReport:
     clipped_boxes: int = 0
     dropped_boxes: int = 0
     missing_text: Counter = field(default_factory=Counter)
-
-
-def _load_png(root: Path, raw: layouts.RawImage) -> tuple[bytes, int, int]:
-    path = root / raw.image_path
-    if not path.is_file():
-        raise DatasetError(
-            f"image {raw.image_path} of {raw.filename} is missing under {root}",
-            "re-download the dataset repository (the images are part of it)",
-        )
-    data = path.read_bytes()
-    try:
-        with Image.open(io.BytesIO(data)) as img:
-            img.load()  # decodes every pixel: truncated files fail here, not later
-            width, height = img.size
-            if img.format != "PNG":
-                buffer = io.BytesIO()
-                img.save(buffer, format="PNG")
-                data = buffer.getvalue()
-    except (UnidentifiedImageError, OSError, SyntaxError, ValueError) as exc:
-        raise DatasetError(
-            f"image {raw.image_path} of {raw.filename} cannot be decoded ({exc})",
-            "re-download that file; it is corrupt or not an image",
-        ) from exc
-    return data, width, height
+    converted_images: list[dict[str, Any]] = field(default_factory=list)
+    image_sha256: dict[str, str] = field(default_factory=dict)  # of the files as read
+    defaulted_box_sources: int = 0
 
 
 def _check_box(
@@ -119,51 +111,58 @@ def normalize(
         seen.add(raw.filename)
         if not raw.case_id:
             raise DatasetError(f"{raw.filename} has no case_id", "fix the metadata")
-        png, width, height = _load_png(root, raw)
-        if (width, height) != EXPECTED_IMAGE_SIZE:
-            report.unexpected_size.append(
-                {"filename": raw.filename, "width": width, "height": height}
-            )
-        for name in ("caption", "clinical_history", "final_diagnosis"):
-            if not getattr(raw, name):
-                report.missing_text[name] += 1
-        gold = [
-            b
-            for box in raw.gold_boxes
-            if (b := _check_box(box, width, height, f"{raw.filename} gold", clip_boxes, report))
-        ]
-        raters = []
-        for box in raw.rater_boxes:
-            where = f"{raw.filename} rater {box.get('rater')}"
-            if checked := _check_box(box, width, height, where, clip_boxes, report):
-                raters.append({"rater": str(box["rater"]), **checked})
-        records.append(
-            {
-                "filename": raw.filename,
-                "case_id": raw.case_id,
-                "scan_id": raw.scan_id,
-                "image": {"bytes": png, "path": raw.filename},
-                "width": width,
-                "height": height,
-                "caption": raw.caption,
-                "clinical_history": raw.clinical_history,
-                "final_diagnosis": raw.final_diagnosis,
-                "gold_boxes": gold,
-                "rater_boxes": raters,
-                "image_path": raw.image_path,
-                "meta": json.dumps(raw.meta, sort_keys=True, default=str),
-            }
-        )
+        records.append(_record(root, raw, clip_boxes, report))
     if not records:
         raise DatasetError(f"the dataset under {root} has no images", "check dataset.local_path")
     return records, report
 
 
+def _record(
+    root: Path, raw: layouts.RawImage, clip_boxes: bool, report: BuildReport
+) -> dict[str, Any]:
+    """One validated row of ``nova.parquet``; what was found goes into ``report``."""
+    image = load_image(root, raw.image_path, raw.filename)
+    width, height = image.width, image.height
+    report.image_sha256[raw.filename] = image.source_sha256
+    if image.conversion is not None:
+        report.converted_images.append(image.conversion)
+    if (width, height) != EXPECTED_IMAGE_SIZE:
+        report.unexpected_size.append({"filename": raw.filename, "width": width, "height": height})
+    for name in ("caption", "clinical_history", "final_diagnosis"):
+        if not getattr(raw, name):
+            report.missing_text[name] += 1
+    report.defaulted_box_sources += raw.defaulted_sources
+    gold = [
+        b
+        for box in raw.gold_boxes
+        if (b := _check_box(box, width, height, f"{raw.filename} gold", clip_boxes, report))
+    ]
+    raters = []
+    for box in raw.rater_boxes:
+        where = f"{raw.filename} rater {box.get('rater')}"
+        if checked := _check_box(box, width, height, where, clip_boxes, report):
+            raters.append({"rater": str(box["rater"]), **checked})
+    return {
+        "filename": raw.filename,
+        "case_id": raw.case_id,
+        "scan_id": raw.scan_id,
+        "image": {"bytes": image.png, "path": raw.filename},
+        "width": width,
+        "height": height,
+        "caption": raw.caption,
+        "clinical_history": raw.clinical_history,
+        "final_diagnosis": raw.final_diagnosis,
+        "gold_boxes": gold,
+        "rater_boxes": raters,
+        "image_path": raw.image_path,
+        "meta": json.dumps(raw.meta, sort_keys=True, default=str),
+    }
+
+
 def write_parquet(records: list[dict[str, Any]], path: Path) -> None:
-    """Write atomically, with page checksums so silent corruption is detected on read."""
+    """Write with page checksums, so silent corruption is detected on read."""
     table = pa.Table.from_pylist(records, schema=arrow_schema())
-    with atomic_path(path) as tmp:
-        pq.write_table(table, tmp, write_page_checksum=True, row_group_size=128)
+    pq.write_table(table, path, write_page_checksum=True, row_group_size=128)
 
 
 def record_counts(records: list[dict[str, Any]]) -> dict[str, Any]:
@@ -180,7 +179,11 @@ def record_counts(records: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 def _manifest(
-    records: list[dict[str, Any]], report: BuildReport, source: dict[str, Any], path: Path
+    records: list[dict[str, Any]],
+    report: BuildReport,
+    source: dict[str, Any],
+    path: Path,
+    exclusions: Mapping[str, Any],
 ) -> dict[str, Any]:
     return {
         "schema_version": SCHEMA_VERSION,
@@ -193,8 +196,46 @@ def _manifest(
         "images_with_unexpected_size": report.unexpected_size,
         "clipped_boxes": report.clipped_boxes,
         "dropped_boxes": report.dropped_boxes,
+        "boxes_with_default_source": report.defaulted_box_sources,
         "missing_text": dict(sorted(report.missing_text.items())),
+        "n_excluded": {task: len(e["filenames"]) for task, e in exclusions.items()},
+        "excluded": dict(exclusions),
+        "n_converted_images": len(report.converted_images),
+        "converted_images": report.converted_images,
+        "image_sha256": dict(sorted(report.image_sha256.items())),
     }
+
+
+def _source_root(
+    dataset_cfg: Mapping[str, Any], sample_dir: Path | None, cache_dir: Path
+) -> tuple[Path, dict[str, Any]]:
+    """(the folder to read, the provenance of the manifest) of the configured source."""
+    source = dataset_cfg["source"]
+    hf_cfg = dataset_cfg.get("hf", {})
+    if source == "sample":
+        if sample_dir is None:
+            raise ConfigError("dataset.source is sample but no sample directory was given")
+        return Path(sample_dir), {"source": "sample", **dataset_cfg.get("sample", {})}
+    if source == "local":
+        if not dataset_cfg.get("local_path"):
+            raise ConfigError(
+                "dataset.source is local but dataset.local_path is not set",
+                "set dataset.local_path to the downloaded dataset repository",
+            )
+        provenance = {
+            "source": "local",
+            "local_path": str(dataset_cfg["local_path"]),
+            "source_fingerprint": source_fingerprint(dataset_cfg),
+        }
+        return Path(dataset_cfg["local_path"]).expanduser(), provenance
+    if source in ("hf", "hf-legacy"):
+        key = "current" if source == "hf" else "legacy"
+        repo_id, revision = hf_cfg[key]["repo_id"], hf_cfg[key]["revision"]
+        timeout = float(hf_cfg.get("timeout_s", 10))
+        root, sha = hub.download_snapshot(repo_id, revision, cache_dir / "hub", timeout)
+        provenance = {"source": source, "repo_id": repo_id, "revision": revision}
+        return root, {**provenance, "resolved_revision": sha}
+    raise ConfigError(f"dataset.source {source!r} is unknown", f"use one of {', '.join(SOURCES)}")
 
 
 def build_dataset(
@@ -202,47 +243,58 @@ def build_dataset(
     out_parquet: Path,
     out_manifest: Path,
     *,
+    task_needs: Mapping[str, Mapping[str, Any]] | None = None,
+    out_tasks: Mapping[str, Path] | None = None,
     sample_dir: Path | None = None,
     cache_dir: Path | None = None,
 ) -> dict[str, Any]:
-    """Read the configured source, validate, write ``out_parquet`` and ``out_manifest``."""
-    source = dataset_cfg["source"]
-    hf_cfg = dataset_cfg.get("hf", {})
-    timeout = float(hf_cfg.get("timeout_s", 10))
+    """Read the configured source, validate, write ``out_parquet``, ``out_manifest`` and
+    per task ``out_tasks[task]`` (what its jobs read: :func:`references.task_digests`).
+
+    ``task_needs`` is :func:`novabench.tasks.dataset_needs` (passed in, so this job needs
+    none of the scorers' libraries): each task's references are checked against it (no
+    task: no check). Nothing is replaced before everything is built: on any error the
+    previous files stay.
+    """
     cache_dir = Path(cache_dir) if cache_dir else Path(out_parquet).parent / "cache"
-    if source == "sample":
-        if sample_dir is None:
-            raise ConfigError("dataset.source is sample but no sample directory was given")
-        root, provenance = Path(sample_dir), {"source": "sample", **dataset_cfg.get("sample", {})}
-    elif source == "local":
-        if not dataset_cfg.get("local_path"):
-            raise ConfigError(
-                "dataset.source is local but dataset.local_path is not set",
-                "set dataset.local_path to the downloaded dataset repository",
-            )
-        root = Path(dataset_cfg["local_path"]).expanduser()
-        provenance = {"source": "local", "local_path": str(dataset_cfg["local_path"])}
-    elif source in ("hf", "hf-legacy"):
-        key = "current" if source == "hf" else "legacy"
-        repo_id, revision = hf_cfg[key]["repo_id"], hf_cfg[key]["revision"]
-        root, sha = hub.download_snapshot(repo_id, revision, cache_dir / "hub", timeout)
-        provenance = {
-            "source": source,
-            "repo_id": repo_id,
-            "revision": revision,
-            "resolved_revision": sha,
-        }
-    else:
-        raise ConfigError(
-            f"dataset.source {source!r} is unknown", f"use one of {', '.join(SOURCES)}"
-        )
-    layout, raws = layouts.read_layout(root, cache_dir / "datasets")
-    if source == "hf-legacy" and layout != "legacy":
+    root, provenance = _source_root(dataset_cfg, sample_dir, cache_dir)
+    layout, raws = layouts.read_layout(
+        root, cache_dir / "datasets", dataset_cfg.get("box_source_default")
+    )
+    if dataset_cfg["source"] == "hf-legacy" and layout != "legacy":
         raise DatasetError(f"{root} is not in the review-time layout", "use dataset.source: hf")
     records, report = normalize(root, raws, clip_boxes=bool(dataset_cfg.get("clip_boxes", False)))
+    policy = dataset_cfg.get("missing_reference") or "exclude"
+    needs = dict(task_needs or {})
+    exclusions = task_exclusions(records, needs, policy)
+    digests = task_digests(records, report.image_sha256, exclusions, needs)
     out_parquet, out_manifest = Path(out_parquet), Path(out_manifest)
-    write_parquet(records, out_parquet)
-    provenance = {**provenance, "layout": layout, "tag": source_tag(dataset_cfg), "subset": None}
-    manifest = _manifest(records, report, provenance, out_parquet)
-    atomic_write_text(out_manifest, json.dumps(manifest, indent=2, sort_keys=False) + "\n")
+    with contextlib.ExitStack() as outputs:
+        # Renamed into place when the block ends, only if nothing in it raised.
+        tmp_parquet = outputs.enter_context(atomic_path(out_parquet))
+        tmp_manifest = outputs.enter_context(atomic_path(out_manifest))
+        write_parquet(records, tmp_parquet)
+        provenance = {**provenance, "layout": layout, "tag": source_tag(dataset_cfg)}
+        manifest = _manifest(
+            records, report, {**provenance, "subset": None}, tmp_parquet, exclusions
+        )
+        manifest.update(file=out_parquet.name, missing_reference=policy)
+        tmp_manifest.write_text(json.dumps(manifest, indent=2) + "\n", encoding="utf-8")
+        for task, path in (out_tasks or {}).items():
+            tmp = outputs.enter_context(atomic_path(path))
+            tmp.write_text(json.dumps(digests[task], indent=2) + "\n", encoding="utf-8")
     return manifest
+
+
+def remove_stale_rater_scores(folder: Path, raters: Sequence[str]) -> list[Path]:
+    """Delete the rater score files in ``folder`` of raters no longer in the dataset (the
+    report reads only those the manifest names; a leftover would only mislead a reader).
+    Returns the removed paths."""
+    current = {f"{RATER_PREFIX}{rater_slug(r)}" for r in raters}
+    removed = []
+    for suffix in (".json", ".images.csv"):
+        for path in sorted(Path(folder).glob(f"{RATER_PREFIX}*{suffix}")):
+            if path.name.removesuffix(suffix) not in current:
+                path.unlink()
+                removed.append(path)
+    return removed

@@ -15,8 +15,9 @@ from __future__ import annotations
 
 import json
 import math
+from collections import Counter
 from dataclasses import dataclass, field
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any
 
 import pandas as pd
@@ -42,11 +43,19 @@ class RawImage:
     gold_boxes: list[dict[str, float]] = field(default_factory=list)
     rater_boxes: list[dict[str, Any]] = field(default_factory=list)
     meta: dict[str, Any] = field(default_factory=dict)
+    # Boxes whose empty source (rater) was set from dataset.box_source_default.
+    defaulted_sources: int = 0
 
 
 def detect_layout(root: Path) -> str:
     """Return ``"current"`` or ``"legacy"`` for a dataset directory."""
     root = Path(root)
+    if root.exists() and not root.is_dir():
+        raise DatasetError(
+            f"dataset folder {root} is a file, not a folder",
+            "set dataset.local_path to the folder holding the downloaded dataset repository "
+            f"(the one with {CURRENT_METADATA} or captions.csv), not to a file in it",
+        )
     if not root.is_dir():
         raise DatasetError(
             f"dataset directory {root} does not exist",
@@ -63,10 +72,15 @@ def detect_layout(root: Path) -> str:
     )
 
 
-def read_layout(root: Path, cache_dir: Path | None = None) -> tuple[str, list[RawImage]]:
+def read_layout(
+    root: Path, cache_dir: Path | None = None, box_source_default: str | None = None
+) -> tuple[str, list[RawImage]]:
+    """The layout's name and its rows; ``box_source_default`` names the source of a box
+    whose source (current layout) or rater (review-time layout) is empty (None: an error)."""
     layout = detect_layout(root)
-    rows = read_current(root, cache_dir) if layout == "current" else read_legacy(root)
-    return layout, rows
+    if layout == "current":
+        return layout, read_current(root, cache_dir, box_source_default)
+    return layout, read_legacy(root, box_source_default)
 
 
 def _text(value: Any) -> str:
@@ -75,7 +89,22 @@ def _text(value: Any) -> str:
     return str(value).strip()
 
 
+def _count_rows(path: Path) -> int | None:
+    """Rows in a Parquet file's footer; None when unreadable (the reader reports that)."""
+    import pyarrow.parquet as pq
+
+    try:
+        return pq.ParquetFile(path).metadata.num_rows
+    except Exception:  # pyarrow raises several types for a bad file
+        return None
+
+
 def _load_metadata_parquet(path: Path, cache_dir: Path | None) -> list[dict[str, Any]]:
+    if _count_rows(path) == 0:
+        raise DatasetError(
+            f"metadata parquet {path} is readable but lists no images (0 rows)",
+            "re-download the dataset repository; this copy of the file is empty",
+        )
     # The authors document loading the metadata through `datasets`; do the same so a
     # local copy and the Hub read identically.
     import datasets
@@ -117,7 +146,92 @@ def _parse_meta(value: Any, filename: str) -> dict[str, Any]:
     )
 
 
-def read_current(root: Path, cache_dir: Path | None = None) -> list[RawImage]:
+def _parse_boxes(value: Any, filename: str) -> list[dict[str, Any]]:
+    """``bboxes`` as a list of box objects: a list of structs, or the same as a JSON
+    text (the upstream metadata describes the boxes "as JSON"); null is no box."""
+    if isinstance(value, str):
+        try:
+            value = json.loads(value) if value.strip() else None
+        except json.JSONDecodeError as exc:
+            raise DatasetError(
+                f"bboxes of {filename} is not valid JSON ({exc})",
+                "fix or re-download the metadata",
+            ) from exc
+    if value is None:
+        return []
+    if not isinstance(value, list | tuple):
+        raise DatasetError(
+            f"bboxes of {filename} is a {type(value).__name__}, expected a list of boxes",
+            "give bboxes as a list of {x, y, width, height, source} (or that list as JSON)",
+        )
+    for number, box in enumerate(value, 1):
+        if box is not None and not isinstance(box, dict):
+            raise DatasetError(
+                f"box {number} of {filename} is a {type(box).__name__}, expected an object",
+                "give each box as {x, y, width, height, source}",
+            )
+    return [box for box in value if box is not None]
+
+
+def _box_source(value: Any, where: str, default: str | None) -> tuple[str, bool]:
+    """(the box's source, whether it came from ``default``); an empty one is an error
+    unless a default is configured: a guess would turn a rater's box into a gold box."""
+    source = _text(value)
+    if source:
+        return source, False
+    if default:
+        return default, True
+    raise DatasetError(
+        f"{where} has no source (null or empty)",
+        "fill in the source (gold or the rater's id), or set dataset.box_source_default "
+        "to the source such boxes have (e.g. gold)",
+    )
+
+
+def _image_path(value: Any, filename: str) -> str:
+    """``image_path`` of a row; it must name the row's own file."""
+    image_path = _text(value)
+    if not image_path:
+        return f"images/{filename}"
+    if PurePosixPath(image_path.replace("\\", "/")).name != filename:
+        raise DatasetError(
+            f"image_path {image_path} and filename {filename} of one row name different images",
+            "fix the metadata so that image_path ends in the row's filename",
+        )
+    return image_path
+
+
+def _current_image(rec: dict[str, Any], box_source_default: str | None) -> RawImage:
+    filename = _text(rec["filename"])
+    meta = _parse_meta(rec.get("meta"), filename)
+    gold, raters, defaulted = [], [], 0
+    for number, box in enumerate(_parse_boxes(rec.get("bboxes"), filename), 1):
+        where = f"box {number} of {filename}"
+        source, was_default = _box_source(box.get("source"), where, box_source_default)
+        defaulted += was_default
+        coords = {k: box.get(k) for k in ("x", "y", "width", "height")}
+        if source == "gold":
+            gold.append(coords)
+        else:
+            raters.append({"rater": source, **coords})
+    return RawImage(
+        filename=filename,
+        case_id=_text(rec.get("case_id")),
+        scan_id=_text(rec.get("scan_id")),
+        caption=_text(rec.get("caption_text")),
+        clinical_history=_text(meta.pop("clinical_history", None)),
+        final_diagnosis=_text(meta.pop("final_diagnosis", None)),
+        image_path=_image_path(rec.get("image_path"), filename),
+        gold_boxes=gold,
+        rater_boxes=raters,
+        meta=meta,
+        defaulted_sources=defaulted,
+    )
+
+
+def read_current(
+    root: Path, cache_dir: Path | None = None, box_source_default: str | None = None
+) -> list[RawImage]:
     root = Path(root)
     records = _load_metadata_parquet(root / CURRENT_METADATA, cache_dir)
     required = {"filename", "case_id", "caption_text", "image_path", "meta", "bboxes"}
@@ -128,35 +242,7 @@ def read_current(root: Path, cache_dir: Path | None = None) -> list[RawImage]:
                 f"{root / CURRENT_METADATA} lacks columns {sorted(missing)}",
                 "use the current release of c-i-ber/Nova or the review-time CSV layout",
             )
-    rows = []
-    for rec in records:
-        filename = _text(rec["filename"])
-        meta = _parse_meta(rec.get("meta"), filename)
-        gold, raters = [], []
-        for box in rec.get("bboxes") or []:  # null box lists are normal images
-            if box is None:
-                continue
-            coords = {k: box.get(k) for k in ("x", "y", "width", "height")}
-            source = _text(box.get("source")) or "gold"
-            if source == "gold":
-                gold.append(coords)
-            else:
-                raters.append({"rater": source, **coords})
-        rows.append(
-            RawImage(
-                filename=filename,
-                case_id=_text(rec.get("case_id")),
-                scan_id=_text(rec.get("scan_id")),
-                caption=_text(rec.get("caption_text")),
-                clinical_history=_text(meta.pop("clinical_history", None)),
-                final_diagnosis=_text(meta.pop("final_diagnosis", None)),
-                image_path=_text(rec.get("image_path")) or f"images/{filename}",
-                gold_boxes=gold,
-                rater_boxes=raters,
-                meta=meta,
-            )
-        )
-    return rows
+    return [_current_image(rec, box_source_default) for rec in records]
 
 
 def _read_csv(path: Path, required: set[str]) -> pd.DataFrame:
@@ -196,6 +282,8 @@ def _legacy_cases(root: Path) -> dict[Any, dict[str, Any]]:
     cases = _read_csv(
         root / "case_metadata.csv", {"case_id", "clinical_history", "final_diagnosis"}
     )
+    # Ids are compared without surrounding spaces, as in captions.csv.
+    cases["case_id"] = cases["case_id"].str.strip()
     if cases["case_id"].duplicated().any():
         dup = cases.loc[cases["case_id"].duplicated(), "case_id"].iloc[0]
         raise DatasetError(f"case_metadata.csv lists case {dup} twice", "fix the metadata file")
@@ -203,17 +291,24 @@ def _legacy_cases(root: Path) -> dict[Any, dict[str, Any]]:
 
 
 def _boxes_by_file(
-    table: pd.DataFrame, source: str, *, with_rater: bool = False
-) -> dict[str, list[dict[str, Any]]]:
-    """filename -> its boxes in file order, each led by its rater when ``with_rater``."""
+    table: pd.DataFrame, source: str, *, rater_default: str | None = None, with_rater: bool = False
+) -> tuple[dict[str, list[dict[str, Any]]], Counter]:
+    """(filename -> its boxes in file order, each led by its rater when ``with_rater``;
+    filename -> how many of its raters came from ``rater_default``)."""
     by_file: dict[str, list[dict[str, Any]]] = {}
-    for rec in table.to_dict(orient="records"):
-        where = f"{source}, {rec['filename']}"
+    defaulted: Counter = Counter()
+    for line, rec in enumerate(table.to_dict(orient="records"), 2):
+        filename = rec["filename"].strip()
+        where = f"{source}, {filename}"
         box = {k: _float(rec[k], where) for k in ("x", "y", "width", "height")}
         if with_rater:
-            box = {"rater": rec["rater"].strip(), **box}
-        by_file.setdefault(rec["filename"], []).append(box)
-    return by_file
+            rater, was_default = _box_source(
+                rec["rater"], f"line {line} of {source} ({filename})", rater_default
+            )
+            defaulted[filename] += was_default
+            box = {"rater": rater, **box}
+        by_file.setdefault(filename, []).append(box)
+    return by_file, defaulted
 
 
 def _legacy_image(
@@ -224,11 +319,11 @@ def _legacy_image(
 ) -> RawImage:
     """One captions.csv row with its case and boxes; the boxes are popped from the maps,
     so what is left there belongs to no image."""
-    filename = rec["filename"].strip()
-    case = dict(case_meta.get(rec["case_id"], {}))
+    filename, case_id = rec["filename"].strip(), rec["case_id"].strip()
+    case = dict(case_meta.get(case_id, {}))
     if not case:
         raise DatasetError(
-            f"case {rec['case_id']} of {filename} is not in case_metadata.csv",
+            f"case {case_id!r} of {filename} is not in case_metadata.csv",
             "re-download the dataset repository; the metadata is incomplete",
         )
     extra = {k: v for k, v in rec.items() if k not in {"filename", "case_id", "scan_id", "caption"}}
@@ -237,7 +332,7 @@ def _legacy_image(
     )
     return RawImage(
         filename=filename,
-        case_id=rec["case_id"].strip(),
+        case_id=case_id,
         scan_id=_text(rec.get("scan_id")),
         caption=_text(rec["caption"]),
         clinical_history=_text(case.get("clinical_history")),
@@ -249,7 +344,7 @@ def _legacy_image(
     )
 
 
-def read_legacy(root: Path) -> list[RawImage]:
+def read_legacy(root: Path, box_source_default: str | None = None) -> list[RawImage]:
     root = Path(root)
     captions = _read_csv(root / "captions.csv", {"filename", "case_id", "caption"})
     gold = _read_csv(root / "bboxes_gold.csv", {"filename", "x", "y", "width", "height"})
@@ -257,12 +352,16 @@ def read_legacy(root: Path) -> list[RawImage]:
         root / "bboxes_raters.csv", {"filename", "rater", "x", "y", "width", "height"}
     )
     case_meta = _legacy_cases(root)
-    gold_by_file = _boxes_by_file(gold, "bboxes_gold.csv")
-    raters_by_file = _boxes_by_file(raters, "bboxes_raters.csv", with_rater=True)
+    gold_by_file, _ = _boxes_by_file(gold, "bboxes_gold.csv")
+    raters_by_file, defaulted = _boxes_by_file(
+        raters, "bboxes_raters.csv", rater_default=box_source_default, with_rater=True
+    )
     rows = [
         _legacy_image(rec, case_meta, gold_by_file, raters_by_file)
         for rec in captions.to_dict(orient="records")
     ]
+    for row in rows:
+        row.defaulted_sources = defaulted[row.filename]
     orphans = sorted(set(gold_by_file) | set(raters_by_file))
     if orphans:
         raise DatasetError(

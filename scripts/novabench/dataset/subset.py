@@ -12,6 +12,7 @@ and recorded once and every subset is taken from it. Keys, all optional, combine
 
 from __future__ import annotations
 
+import contextlib
 import json
 import random
 from collections.abc import Callable, Mapping
@@ -19,12 +20,12 @@ from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
-import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from novabench.dataset.build import record_counts
+from novabench.dataset.references import KEY_COLUMNS, task_digests
 from novabench.errors import ConfigError, DatasetError
-from novabench.io import atomic_path, atomic_write_text
+from novabench.io import atomic_path
 from novabench.provenance import sha256_file
 
 
@@ -84,6 +85,16 @@ def select_rows(
     return rows
 
 
+def _subset_exclusions(manifest: Mapping[str, Any], kept: set[str]) -> dict[str, Any]:
+    """The full dataset's per-task exclusions, restricted to the subset's images."""
+    exclusions = {}
+    for task, excluded in (manifest.get("excluded") or {}).items():
+        filenames = [f for f in excluded["filenames"] if f in kept]
+        if filenames:
+            exclusions[task] = {**excluded, "filenames": filenames}
+    return exclusions
+
+
 def write_subset(
     full_parquet: Path,
     full_manifest: Path,
@@ -92,8 +103,12 @@ def write_subset(
     out_parquet: Path,
     out_manifest: Path,
     category_of: Callable[[str | None], str],
+    *,
+    task_needs: Mapping[str, Mapping[str, Any]] | None = None,
+    out_tasks: Mapping[str, Path] | None = None,
 ) -> dict[str, Any]:
-    """Cut the subset from the built dataset; its manifest records what was kept and why."""
+    """Cut the subset from the built dataset; its manifest records what was kept and why,
+    and ``out_tasks[task]`` what each task's jobs read of it (as the dataset build writes)."""
     try:
         table = pq.read_table(full_parquet)
         manifest = json.loads(Path(full_manifest).read_text())
@@ -102,29 +117,58 @@ def write_subset(
             f"the built dataset {full_parquet} cannot be read ({exc})",
             "delete it and re-run to rebuild it",
         ) from None
-    rows = select_rows(table, spec, category_of)
-    subset = table.take(pa.array(rows, type=pa.int64()))
-    with atomic_path(Path(out_parquet)) as tmp:
-        pq.write_table(subset, tmp, write_page_checksum=True, row_group_size=128)
-    columns = ("case_id", "gold_boxes", "rater_boxes")
-    records = subset.select(list(columns)).to_pylist()
+    subset = table.take(pa.array(select_rows(table, spec, category_of), type=pa.int64()))
+    kept = set(subset.column("filename").to_pylist())
+    exclusions = _subset_exclusions(manifest, kept)
+    needs = dict(task_needs or {})
+    columns = list(
+        dict.fromkeys(
+            [*KEY_COLUMNS, "gold_boxes", "rater_boxes"]
+            + [c for n in needs.values() for c in n["columns"]]
+        )
+    )
+    records = subset.select(columns).to_pylist()
+    image_sha256 = {f: manifest.get("image_sha256", {}).get(f) for f in kept}
+    digests = task_digests(records, image_sha256, exclusions, needs)
+    with contextlib.ExitStack() as outputs:
+        tmp_parquet = outputs.enter_context(atomic_path(Path(out_parquet)))
+        pq.write_table(subset, tmp_parquet, write_page_checksum=True, row_group_size=128)
+        manifest.update(_subset_manifest(manifest, spec, tag, records, kept, exclusions))
+        manifest["sha256"] = sha256_file(tmp_parquet)
+        tmp_manifest = outputs.enter_context(atomic_path(Path(out_manifest)))
+        tmp_manifest.write_text(json.dumps(manifest, indent=2) + "\n", encoding="utf-8")
+        for task, path in (out_tasks or {}).items():
+            tmp = outputs.enter_context(atomic_path(Path(path)))
+            tmp.write_text(json.dumps(digests[task], indent=2) + "\n", encoding="utf-8")
+    return manifest
+
+
+def _subset_manifest(
+    manifest: Mapping[str, Any],
+    spec: Mapping[str, Any],
+    tag: str,
+    records: list[dict[str, Any]],
+    kept: set[str],
+    exclusions: Mapping[str, Any],
+) -> dict[str, Any]:
+    """What changes in the full dataset's manifest for the subset."""
     full = {key: manifest.get(key) for key in ("file", "sha256", "n_images", "n_cases")}
     counts = record_counts(records)
     settings = ", ".join(f"{key}={spec[key]}" for key in sorted(spec))
-    manifest.update(
-        {
-            "tag": tag,
-            **counts,
-            "sha256": sha256_file(Path(out_parquet)),
-            "subset": {
-                **dict(spec),
-                # How tables and captions name the subset.
-                "description": f"{settings}; {counts['n_images']} of {full['n_images']} "
-                f"images, {counts['n_cases']} of {full['n_cases']} cases",
-            },
-            "subset_filenames": sorted(pc.unique(subset.column("filename")).to_pylist()),
-            "full_dataset": full,
-        }
-    )
-    atomic_write_text(Path(out_manifest), json.dumps(manifest, indent=2) + "\n")
-    return manifest
+    return {
+        "tag": tag,
+        **counts,
+        "subset": {
+            **dict(spec),
+            # How tables and captions name the subset.
+            "description": f"{settings}; {counts['n_images']} of {full['n_images']} "
+            f"images, {counts['n_cases']} of {full['n_cases']} cases",
+        },
+        "subset_filenames": sorted(kept),
+        "full_dataset": full,
+        "n_excluded": {task: len(e["filenames"]) for task, e in exclusions.items()},
+        "excluded": dict(exclusions),
+        "image_sha256": {
+            f: h for f, h in sorted((manifest.get("image_sha256") or {}).items()) if f in kept
+        },
+    }

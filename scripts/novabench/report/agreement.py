@@ -53,6 +53,7 @@ def judge_labels(task: str, judge: Any, dataset: pd.DataFrame, predictions: Path
     from novabench.tasks import Answers, get_task
 
     spec = get_task(task)
+    dataset = spec.scored_rows(dataset)[0]  # the images the scorer scored
     records = Answers(read_predictions(predictions)).by_filename
     rows = [
         spec.judge_labels(judge, row, records.get(row.filename, Answers.MISSING))

@@ -871,7 +871,7 @@ class FigureContext:
         from novabench.report import inputs
 
         columns = [*inputs.DATASET_COLUMNS, "image"] if with_images else None
-        return inputs.load_dataset(self.dataset, columns)
+        return inputs.load_dataset(self.dataset, columns, task=self.task)
 
     def entries(self, frame: pd.DataFrame | None = None) -> list:
         from novabench.report import inputs

@@ -110,14 +110,19 @@ def read_per_image(path: Path, filenames: Sequence[str]) -> pd.DataFrame:
     return frame.set_index("filename").loc[list(filenames)].reset_index()
 
 
-def load_dataset(path: Path, columns: Sequence[str] | None = None) -> pd.DataFrame:
-    """The dataset columns the report reads: keys, boxes, and every task's references."""
+def load_dataset(
+    path: Path, columns: Sequence[str] | None = None, task: str | None = None
+) -> pd.DataFrame:
+    """The dataset columns the report reads: keys, boxes, and every task's references;
+    with ``task``, only the images that task scored (those it excludes for lack of a
+    reference are left out, as the scorer left them out)."""
     from novabench.dataset.read import load_nova
     from novabench.tasks import get_task, task_names
 
     references = [c for t in task_names() for c in get_task(t).reference_columns]
     wanted = list(dict.fromkeys([*(columns or DATASET_COLUMNS), *references]))
-    return load_nova(Path(path), columns=wanted)
+    frame = load_nova(Path(path), columns=wanted)
+    return frame if task is None else get_task(task).scored_rows(frame)[0]
 
 
 def load_entries(

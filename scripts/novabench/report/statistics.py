@@ -115,7 +115,7 @@ def write_task_statistics(
     """Rule `statistics`: read one task's score files, bootstrap them, write the table
     and (``breakdown_out``) the breakdowns on the same resamples, (``cases_out``) per case."""
     started = time.perf_counter()
-    dataset = load_dataset(dataset_path)
+    dataset = load_dataset(dataset_path, task=task)
     entries = load_entries(
         task, score_paths, dataset, models, reporting.get("controls"), predictions
     )

@@ -295,6 +295,7 @@ def table_note(task: str, context: Mapping[str, Any]) -> str:
     """The caption text after the title: sample size, CIs, what the metrics are."""
     parts = [
         f"{context.get('n_images', '?')} images from {context.get('n_cases', '?')} cases.",
+        *_excluded_note(task, context.get("n_excluded", 0)),
         f"Values with {round(100 * context.get('confidence', 0.95))}\\% CIs from "
         f"{context.get('n_resamples', '?')} case-level bootstrap resamples.",
         "Best model per column in bold (controls, human raters and marked models excluded).",
@@ -307,6 +308,14 @@ def table_note(task: str, context: Mapping[str, Any]) -> str:
     if context.get("task_note"):
         parts.append(context["task_note"])
     return " ".join(parts)
+
+
+def _excluded_note(task: str, n_excluded: int) -> list[str]:
+    """The images the task left out for lack of a reference (dataset.missing_reference)."""
+    if not n_excluded:
+        return []
+    needed = " or ".join(c.replace("_", " ") for c in get_task(task).required_references)
+    return [f"{n_excluded} image(s) without a reference {needed} excluded."]
 
 
 def write_task_tables(
@@ -632,6 +641,7 @@ def write_all_tables(
     for task in (t for t in task_names() if t in statistics):
         stats, estimates, judge = _read_task(task, statistics[task], scores.get(task, []))
         table = task_table(task, stats, estimates, limits)
+        n_excluded = max((int(e.get("n_excluded") or 0) for e in estimates.values()), default=0)
         first = stats.iloc[0] if len(stats) else {}
         context = {
             "n_images": int(first["n_images"]) if len(stats) else "?",
@@ -639,6 +649,7 @@ def write_all_tables(
             "n_resamples": int(first["n_resamples"]) if len(stats) else "?",
             "confidence": float(first["confidence"]) if len(stats) else 0.95,
             "judge": judge,
+            "n_excluded": n_excluded,
             "task_note": get_task(task).table_note(estimates),
             "limits": limits,
             "dataset": label,

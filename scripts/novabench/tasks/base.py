@@ -110,6 +110,9 @@ class Task:
     metrics: ClassVar[tuple[Metric, ...]]
     # Dataset columns the prompt, the gold control and the scorer read.
     reference_columns: ClassVar[tuple[str, ...]]
+    # Text columns an image must have (non-empty) to be asked and scored for this task; an
+    # image without one is excluded from this task only (dataset.missing_reference).
+    required_references: ClassVar[tuple[str, ...]] = ()
     uses_image: ClassVar[bool] = True  # False: a text-only task (no image sent)
     needs_box_format: ClassVar[bool] = False  # answers are boxes in a declared convention
     needs_judge: ClassVar[bool] = False  # scored through a judge (tasks.<name>.judge)
@@ -134,6 +137,30 @@ class Task:
     def upstream_model(self, task_config: Mapping[str, Any]) -> str | None:
         """The model whose ``upstream_task`` predictions this task reads, if any."""
         return None
+
+    def dataset_needs(self) -> dict[str, Any]:
+        """What the task reads of the dataset, as plain data for the dataset build."""
+        return {
+            "columns": list(self.reference_columns),
+            "required": list(self.required_references),
+            "uses_image": self.uses_image,
+        }
+
+    def missing_references(self, reference: Mapping[str, Any]) -> list[str]:
+        """The required reference columns that are empty in one dataset row."""
+        from novabench.dataset.references import missing_references
+
+        return missing_references(reference, self.required_references)
+
+    def scored_rows(self, frame: pd.DataFrame) -> tuple[pd.DataFrame, list[str]]:
+        """(the rows this task asks and scores, the filenames it excludes for lack of a
+        reference); the dataset build counts the same exclusions in its manifest."""
+        if not self.required_references or frame.empty:
+            return frame, []
+        rows = frame[list(self.required_references)].to_dict(orient="records")
+        excluded = [bool(self.missing_references(row)) for row in rows]
+        mask = pd.Series(excluded, index=frame.index)
+        return frame[~mask].reset_index(drop=True), list(frame.loc[mask, "filename"])
 
     # --- prediction --------------------------------------------------------------------
 
@@ -221,6 +248,11 @@ def unregister_task(name: str) -> None:
 def task_names() -> tuple[str, ...]:
     """Registered task names, in registration order (the clinical workflow's order)."""
     return tuple(_REGISTRY)
+
+
+def dataset_needs() -> dict[str, dict[str, Any]]:
+    """``Task.dataset_needs()`` of every registered task: what the dataset build checks."""
+    return {name: task.dataset_needs() for name, task in _REGISTRY.items()}
 
 
 def get_task(name: str) -> Task:

@@ -62,6 +62,7 @@ class Captioning(Task):
         Metric("Binary_F1", "Binary F1"),
     )
     reference_columns = ("caption",)
+    required_references = ("caption",)
     needs_judge = True
     agreement_labels = ("abnormal",)
     figures = ("breakdown",)

@@ -42,6 +42,8 @@ class Diagnosis(Task):
         Metric("Top-5_case", "Top-5 (case)", table=False),
     )  # fmt: skip
     reference_columns = ("caption", "clinical_history", "final_diagnosis")
+    # An empty caption or history leaves the prompt short but the answer scorable.
+    required_references = ("final_diagnosis",)
     # Diagnosis is text-only in NOVA: history and findings, no image.
     uses_image = False
     needs_judge = True
