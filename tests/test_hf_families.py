@@ -257,7 +257,7 @@ def test_every_tiny_family_is_a_known_family():
     tiny = {entry.model_type for entry in FAMILIES.values()}
     assert tiny <= set(KNOWN)
     untested = set(KNOWN) - tiny
-    assert untested == {"qwen3_vl_moe", "glm4v_moe", "pixtral", "florence2"}
+    assert untested == {"qwen3_vl_moe", "qwen3_5_moe", "glm4v_moe", "pixtral", "florence2"}
 
 
 def test_an_unknown_family_must_declare_its_box_format(tmp_path, dataset):

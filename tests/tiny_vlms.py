@@ -162,7 +162,8 @@ def qwen_vision(patch: int) -> dict[str, Any]:
 
 
 def build_qwen(folder: Path, version: str, pixels: tuple[int, int] | None = None) -> None:
-    """Qwen2-VL (``"2"``), Qwen2.5-VL (``"2.5"``) or Qwen3-VL (``"3"``); ``pixels`` is the
+    """Qwen2-VL (``"2"``), Qwen2.5-VL (``"2.5"``), Qwen3-VL (``"3"``) or Qwen3.5 (``"3.5"``,
+    its hybrid linear/full attention language model); ``pixels`` is the
     image processor's (min_pixels, max_pixels), by default a budget that makes a 480x480
     slice 4x4 merged patches."""
     from transformers.models.qwen2_vl.image_processing_pil_qwen2_vl import (
@@ -175,7 +176,7 @@ def build_qwen(folder: Path, version: str, pixels: tuple[int, int] | None = None
             "bos_token_id": pad}  # fmt: skip
     # A 480x480 slice becomes 112x112 (Qwen2/2.5, patch 14) or 128x128 (Qwen3, patch 16):
     # 4x4 merged patches, 16 image tokens.
-    patch = 16 if version == "3" else 14
+    patch = 16 if version.startswith("3") else 14
     mrope = {**ROPE, "mrope_section": [1, 1, 2]}
     vision = qwen_vision(patch)
     if version == "2":
@@ -202,6 +203,22 @@ def build_qwen(folder: Path, version: str, pixels: tuple[int, int] | None = None
             **qwen_tokens(tokenizer),
         )
         model_class, processor_class = "Qwen2_5_VLForConditionalGeneration", "Qwen2_5_VLProcessor"
+    elif version == "3.5":
+        config = transformers.Qwen3_5Config(
+            text_config={
+                **text,
+                "layer_types": ["linear_attention", "full_attention"],
+                "linear_key_head_dim": 8,
+                "linear_value_head_dim": 8,
+                "linear_num_key_heads": 2,
+                "linear_num_value_heads": 4,
+                "rope_parameters": {**ROPE, "mrope_section": [1, 1, 2], "mrope_interleaved": True,
+                                    "partial_rotary_factor": 1.0},
+            },
+            vision_config={**vision, "num_position_embeddings": 64},
+            **qwen_tokens(tokenizer),
+        )  # fmt: skip
+        model_class, processor_class = "Qwen3_5ForConditionalGeneration", "Qwen3VLProcessor"
     else:
         config = transformers.Qwen3VLConfig(
             text_config={
@@ -428,6 +445,70 @@ def build_gemma3(folder: Path) -> None:
     save(folder, model, tokenizer, image_processor, template,
          ids(tokenizer, "<eos>", "<end_of_turn>"), processor_class="Gemma3Processor",
          image_seq_length=4)  # fmt: skip
+
+
+def build_gemma4(folder: Path) -> None:
+    """Gemma 4 (no audio tower): 70 soft tokens per image, the fewest it supports, from
+    patches of 4 px pooled 3x3."""
+    from transformers.models.gemma4.feature_extraction_gemma4 import (
+        Gemma4AudioFeatureExtractor,
+    )
+    from transformers.models.gemma4.image_processing_pil_gemma4 import Gemma4ImageProcessorPil
+
+    # Its processor requires the audio tokens too (even without audio).
+    tokenizer = byte_tokenizer(
+        [*GEMMA_SPECIAL, "<start_of_audio>", "<end_of_audio>", "<audio_soft_token>"],
+        eos="<eos>",
+        pad="<pad>",
+        bos="<bos>",
+        boi_token="<start_of_image>",
+        eoi_token="<end_of_image>",
+        image_token="<image_soft_token>",
+        boa_token="<start_of_audio>",
+        eoa_token="<end_of_audio>",
+        audio_token="<audio_soft_token>",
+    )
+    template = "{{ bos_token }}" + chat_template(
+        user="<start_of_turn>user\n",
+        end="<end_of_turn>\n",
+        image="<image_soft_token>",  # Gemma 4 marks an image by its soft token
+        assistant="<start_of_turn>model\n",
+    )
+    boi, eoi, image = ids(tokenizer, "<start_of_image>", "<end_of_image>", "<image_soft_token>")
+    # The processor adds <|video|> to the vocabulary when it loads.
+    text = {**gemma_text(tokenizer, "gemma4_text"), "vocab_size": len(tokenizer) + 1,
+            "vocab_size_per_layer_input": len(tokenizer) + 1, "hidden_size_per_layer_input": 8,
+            "layer_types": ["sliding_attention", "full_attention"],
+            "global_head_dim": 8}  # fmt: skip
+    vision = {**WIDTH, "num_hidden_layers": 2, "num_attention_heads": 4,
+              "num_key_value_heads": 4, "head_dim": 8, "patch_size": 4,
+              "pooling_kernel_size": 3, "position_embedding_size": 256}  # fmt: skip
+    config = transformers.Gemma4Config(
+        text_config=text,
+        vision_config=vision,
+        audio_config=None,
+        boi_token_id=boi,
+        eoi_token_id=eoi,
+        image_token_id=image,
+    )
+    torch.manual_seed(0)
+    model = transformers.Gemma4ForConditionalGeneration(config)
+    image_processor = Gemma4ImageProcessorPil(
+        patch_size=4, max_soft_tokens=70, pooling_kernel_size=3
+    )
+    model.generation_config.eos_token_id = ids(tokenizer, "<eos>", "<end_of_turn>")
+    model.generation_config.pad_token_id = tokenizer.pad_token_id
+    model.save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    (folder / "chat_template.jinja").write_text(template)
+    # Two sub-processors that both read preprocessor_config.json: nested, as 5.x saves them.
+    processor = {
+        "processor_class": "Gemma4Processor",
+        "image_seq_length": 70,
+        "image_processor": json.loads(image_processor.to_json_string()),
+        "feature_extractor": json.loads(Gemma4AudioFeatureExtractor().to_json_string()),
+    }
+    (folder / "processor_config.json").write_text(json.dumps(processor))
 
 
 def build_paligemma(folder: Path) -> None:
@@ -762,6 +843,11 @@ FAMILIES: dict[str, Tiny] = {
         # pixels of the 112x112 frame: 120 * 112 / 480 = 28, ...
         '```json\n[{"bbox_2d": [28, 14, 56, 42], "label": "lesion"}]\n```',
     ),
+    "qwen3_5": Tiny(
+        lambda f: build_qwen(f, "3.5"),
+        "qwen3_5",
+        '```json\n[{"bbox_2d": ' + BOX_1000 + ', "label": "lesion"}]\n```',
+    ),
     "qwen3_vl": Tiny(
         lambda f: build_qwen(f, "3"),
         "qwen3_vl",
@@ -770,6 +856,7 @@ FAMILIES: dict[str, Tiny] = {
     "llava": Tiny(build_llava, "llava", "lesion: [0.25, 0.125, 0.5, 0.375]"),
     "llava_next": Tiny(build_llava_next, "llava_next", "[0.25, 0.125, 0.5, 0.375]"),
     "llava_onevision": Tiny(build_llava_onevision, "llava_onevision", "[0.25, 0.125, 0.5, 0.375]"),
+    "gemma4": Tiny(build_gemma4, "gemma4", '[{"bbox_2d": [120, 60, 240, 180]}]'),
     "gemma3": Tiny(build_gemma3, "gemma3", '[{"bbox_2d": [120, 60, 240, 180], "label": "lesion"}]'),
     # ymin 60/480 * 1024 = 128, xmin 256, ymax 384, xmax 512
     "paligemma": Tiny(build_paligemma, "paligemma", "<loc0128><loc0256><loc0384><loc0512> lesion"),

@@ -26,7 +26,8 @@ Conventions (the four numbers of a box, in the order the model writes them):
 Each family's native convention, the default of ``hf_local`` models that declare none
 (novabench.vlm_families; ``model_type`` in brackets):
 
-- Qwen2-VL [qwen2_vl], Qwen3-VL [qwen3_vl, qwen3_vl_moe], InternVL [internvl] (its
+- Qwen2-VL [qwen2_vl], Qwen3-VL [qwen3_vl, qwen3_vl_moe], Qwen3.5 [qwen3_5,
+  qwen3_5_moe; Qwen3-VL's vision stack], InternVL [internvl] (its
   ``<ref>label</ref><box>[[x1, y1, x2, y2]]</box>``), GLM-4.1V/4.5V [glm4v, glm4v_moe]
   (``<|begin_of_box|>[x1, y1, x2, y2]<|end_of_box|>``): ``xyxy_1000``;
 - Qwen2.5-VL [qwen2_5_vl]: ``qwen25_bbox_2d``;
@@ -36,8 +37,9 @@ Each family's native convention, the default of ``hf_local`` models that declare
 - Gemini (an API model, no hf_local family): ``gemini_yxyx_1000``;
 - families trained without a box convention answer as the prompt asks; their default is
   ``pixel_xyxy``, what the default localization prompt asks for: Gemma 3 / MedGemma
-  [gemma3], Idefics3 [idefics3], SmolVLM [smolvlm], Llama 3.2 Vision [mllama], Aya Vision
-  [aya_vision], Mistral 3 / Pixtral [mistral3, llava with a Pixtral tower].
+  [gemma3], Gemma 4 [gemma4], Idefics3 [idefics3], SmolVLM [smolvlm], Llama 3.2 Vision
+  [mllama], Aya Vision [aya_vision], Mistral 3 / Pixtral [mistral3, llava with a Pixtral
+  tower].
 
 A box is any group of four numbers written ``[a, b, c, d]``, ``(a, b, c, d)`` or as two
 points ``(a, b), (c, d)`` / ``[[a, b], [c, d]]``, read in the convention's order

@@ -17,8 +17,9 @@ checkpoint itself:
 
 A ``model_type`` missing here still runs when ``transformers`` serves it as
 image-text-to-text with a chat template; its model must then declare ``box_format``.
-Every entry except ``florence2`` is exercised on a tiny random checkpoint of its own
-architecture in tests/test_hf_families.py.
+Every entry is exercised on a tiny random checkpoint of its own architecture in
+tests/test_hf_families.py, except the MoE variants (the processor and convention of their
+dense family), ``pixtral`` (the Mistral 3 processor) and ``florence2`` (refused unloaded).
 """
 
 from __future__ import annotations
@@ -58,6 +59,9 @@ FAMILIES: dict[str, Family] = {
     # Qwen3-VL went back to 0-1000 (JSON bbox_2d).
     "qwen3_vl": Family("Qwen3-VL", "xyxy_1000"),
     "qwen3_vl_moe": Family("Qwen3-VL (MoE)", "xyxy_1000"),
+    # Qwen3.5: Qwen3-VL's vision stack and processor, so its convention.
+    "qwen3_5": Family("Qwen3.5", "xyxy_1000"),
+    "qwen3_5_moe": Family("Qwen3.5 (MoE)", "xyxy_1000"),
     # LLaVA's grounding data (RefCOCO, Visual Genome) writes [x1, y1, x2, y2] in 0-1.
     "llava": Family("LLaVA-1.5", "xyxy_01"),
     "llava_next": Family("LLaVA-NeXT", "xyxy_01"),
@@ -65,6 +69,7 @@ FAMILIES: dict[str, Family] = {
     "idefics3": Family("Idefics3", "pixel_xyxy"),
     "smolvlm": Family("SmolVLM", "pixel_xyxy"),
     "gemma3": Family("Gemma 3 / MedGemma", "pixel_xyxy"),
+    "gemma4": Family("Gemma 4", "pixel_xyxy"),
     # PaliGemma: "<loc..>" x4 (ymin, xmin, ymax, xmax in 1024 bins) and a label; no chat
     # template, and its processor refuses a prompt without an image.
     "paligemma": Family("PaliGemma", "paligemma_loc", prompt="plain", text_only=False),

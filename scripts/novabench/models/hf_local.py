@@ -1,9 +1,9 @@
 """Vision-language models run in-process with Hugging Face ``transformers``.
 
 Any checkpoint that ``transformers`` serves as image-text-to-text works: every family in
-novabench.vlm_families (Qwen2-VL to Qwen3-VL, LLaVA-1.5/NeXT/OneVision, Idefics3/SmolVLM,
-Gemma 3/MedGemma, PaliGemma, InternVL, Llama 3.2 Vision, Aya Vision, GLM-4V) is run on a
-tiny checkpoint of its architecture in the tests; that table also gives each family's box
+novabench.vlm_families (Qwen2-VL to Qwen3.5, LLaVA-1.5/NeXT/OneVision, Idefics3/SmolVLM,
+Gemma 3/MedGemma, Gemma 4, PaliGemma, InternVL, Llama 3.2 Vision, Aya Vision, GLM-4V) is run
+on a tiny checkpoint of its architecture in the tests; that table also gives each family's box
 convention (the default ``box_format``) and refuses, at plan time, what cannot run here.
 Per batch of samples:
 
