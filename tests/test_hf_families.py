@@ -189,6 +189,28 @@ def test_a_declared_box_format_overrides_the_family_default(
     assert (box["x"], box["y"], box["width"], box["height"]) == pytest.approx(BOX)
 
 
+def test_a_batch_the_processor_refuses_is_a_one_line_error(checkpoint, monkeypatch):
+    from novabench.models.base import Sample
+    from novabench.models.hf_local import Adapter
+    from upstream import png_bytes
+
+    # As Gemma 3 did when it got one flat list of four images for four prompts.
+    def refuse(self, **call):
+        raise ValueError("Found [1, 1] <start_of_image> tokens and\n[2] images per sample.")
+
+    monkeypatch.setattr(transformers.Gemma3Processor, "__call__", refuse)
+    model = Adapter("vlm", {"model": str(checkpoint("gemma3")), "device": "cpu"})
+    samples = [Sample(f"c{i}.png", f"c{i}", "localization", "Find it.", png_bytes(i), 480, 480)
+               for i in range(2)]  # fmt: skip
+    with pytest.raises(NovaError) as caught:
+        list(model.predict(samples))
+    assert str(caught.value) == (
+        "models.vlm: Gemma3Processor refused a batch of 2 (Found [1, 1] <start_of_image> tokens "
+        "and [2] images per sample.); fix: try settings.batch_size: 1, and report it with the "
+        "model's name"
+    )
+
+
 # -- plan-time refusals ----------------------------------------------------------------
 
 DEFAULT = yaml.safe_load((ROOT / "config" / "config.yaml").read_text())

@@ -161,78 +161,53 @@ def qwen_vision(patch: int) -> dict[str, Any]:
     }
 
 
+def qwen_version(version: str, patch: int) -> tuple[str, str, str, dict, dict]:
+    """Config, model and processor class names of a Qwen version, and what its text and
+    vision configs add to the shared tiny sizes."""
+    mrope = {**ROPE, "mrope_section": [1, 1, 2]}
+    interleaved = {**mrope, "mrope_interleaved": True}
+    vision = qwen_vision(patch)
+    qwen2_vision = {"depth": 2, "embed_dim": 32, "hidden_size": 32, "mlp_ratio": 2,
+                    "num_heads": 2, "patch_size": patch, "spatial_merge_size": 2,
+                    "temporal_patch_size": 2, "initializer_range": 0.5}  # fmt: skip
+    linear_attention = {"layer_types": ["linear_attention", "full_attention"],
+                        "linear_key_head_dim": 8, "linear_value_head_dim": 8,
+                        "linear_num_key_heads": 2, "linear_num_value_heads": 4}  # fmt: skip
+    return {
+        "2": ("Qwen2VLConfig", "Qwen2VLForConditionalGeneration", "Qwen2VLProcessor",
+              {"rope_parameters": mrope}, qwen2_vision),
+        "2.5": ("Qwen2_5_VLConfig", "Qwen2_5_VLForConditionalGeneration", "Qwen2_5_VLProcessor",
+                {"rope_parameters": mrope},
+                {**vision, "window_size": 56, "fullatt_block_indexes": [1]}),
+        "3": ("Qwen3VLConfig", "Qwen3VLForConditionalGeneration", "Qwen3VLProcessor",
+              {"rope_parameters": interleaved},
+              {**vision, "num_position_embeddings": 64, "deepstack_visual_indexes": [1]}),
+        "3.5": ("Qwen3_5Config", "Qwen3_5ForConditionalGeneration", "Qwen3VLProcessor",
+                {"rope_parameters": {**interleaved, "partial_rotary_factor": 1.0},
+                 **linear_attention},
+                {**vision, "num_position_embeddings": 64}),
+    }[version]  # fmt: skip
+
+
 def build_qwen(folder: Path, version: str, pixels: tuple[int, int] | None = None) -> None:
     """Qwen2-VL (``"2"``), Qwen2.5-VL (``"2.5"``), Qwen3-VL (``"3"``) or Qwen3.5 (``"3.5"``,
-    its hybrid linear/full attention language model); ``pixels`` is the
-    image processor's (min_pixels, max_pixels), by default a budget that makes a 480x480
-    slice 4x4 merged patches."""
+    its hybrid linear/full attention language model); ``pixels`` is the image processor's
+    (min_pixels, max_pixels), by default a budget that makes a 480x480 slice 4x4 merged
+    patches: 112x112 with Qwen2/2.5's patches of 14, 128x128 with Qwen3's of 16."""
     from transformers.models.qwen2_vl.image_processing_pil_qwen2_vl import (
         Qwen2VLImageProcessorPil,
     )
 
     tokenizer = qwen_tokenizer()
     pad, eos = ids(tokenizer, "<|endoftext|>", "<|im_end|>")
-    text = {**TEXT, "vocab_size": len(tokenizer), "pad_token_id": pad, "eos_token_id": eos,
-            "bos_token_id": pad}  # fmt: skip
-    # A 480x480 slice becomes 112x112 (Qwen2/2.5, patch 14) or 128x128 (Qwen3, patch 16):
-    # 4x4 merged patches, 16 image tokens.
     patch = 16 if version.startswith("3") else 14
-    mrope = {**ROPE, "mrope_section": [1, 1, 2]}
-    vision = qwen_vision(patch)
-    if version == "2":
-        config = transformers.Qwen2VLConfig(
-            text_config={**text, "rope_parameters": mrope},
-            vision_config={
-                "depth": 2,
-                "embed_dim": 32,
-                "hidden_size": 32,
-                "mlp_ratio": 2,
-                "num_heads": 2,
-                "patch_size": patch,
-                "spatial_merge_size": 2,
-                "temporal_patch_size": 2,
-                "initializer_range": 0.5,
-            },
-            **qwen_tokens(tokenizer),
-        )
-        model_class, processor_class = "Qwen2VLForConditionalGeneration", "Qwen2VLProcessor"
-    elif version == "2.5":
-        config = transformers.Qwen2_5_VLConfig(
-            text_config={**text, "rope_parameters": mrope},
-            vision_config={**vision, "window_size": 56, "fullatt_block_indexes": [1]},
-            **qwen_tokens(tokenizer),
-        )
-        model_class, processor_class = "Qwen2_5_VLForConditionalGeneration", "Qwen2_5_VLProcessor"
-    elif version == "3.5":
-        config = transformers.Qwen3_5Config(
-            text_config={
-                **text,
-                "layer_types": ["linear_attention", "full_attention"],
-                "linear_key_head_dim": 8,
-                "linear_value_head_dim": 8,
-                "linear_num_key_heads": 2,
-                "linear_num_value_heads": 4,
-                "rope_parameters": {**ROPE, "mrope_section": [1, 1, 2], "mrope_interleaved": True,
-                                    "partial_rotary_factor": 1.0},
-            },
-            vision_config={**vision, "num_position_embeddings": 64},
-            **qwen_tokens(tokenizer),
-        )  # fmt: skip
-        model_class, processor_class = "Qwen3_5ForConditionalGeneration", "Qwen3VLProcessor"
-    else:
-        config = transformers.Qwen3VLConfig(
-            text_config={
-                **text,
-                "rope_parameters": {**ROPE, "mrope_section": [1, 1, 2], "mrope_interleaved": True},
-            },
-            vision_config={
-                **vision,
-                "num_position_embeddings": 64,
-                "deepstack_visual_indexes": [1],
-            },
-            **qwen_tokens(tokenizer),
-        )
-        model_class, processor_class = "Qwen3VLForConditionalGeneration", "Qwen3VLProcessor"
+    config_class, model_class, processor_class, text, vision = qwen_version(version, patch)
+    config = getattr(transformers, config_class)(
+        text_config={**TEXT, "vocab_size": len(tokenizer), "pad_token_id": pad,
+                     "eos_token_id": eos, "bos_token_id": pad, **text},
+        vision_config=vision,
+        **qwen_tokens(tokenizer),
+    )  # fmt: skip
     side = 4 * 2 * patch
     low, high = pixels or ((2 * patch) ** 2, side * side)
     torch.manual_seed(0)

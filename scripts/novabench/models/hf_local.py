@@ -582,12 +582,9 @@ class Adapter(BaseAdapter):
         for number, start in enumerate(range(0, len(samples), size)):
             yield from self.answer_batch(samples[start : start + size], number)
 
-    def answer_batch(self, batch: Sequence[Sample], number: int = 0) -> list[Response]:
-        """One ``generate`` call for a batch; one Response per sample, in order."""
-        import torch
-        import transformers
-
-        processor, model = self.processor, self.model
+    def model_inputs(self, batch: Sequence[Sample]) -> Any:
+        """The processor's tensors for a batch (prompts, images), on the model's device."""
+        processor = self.processor
         texts = [self.prompt_text(s) for s in batch]
         if not self._prompt_logged:
             log.info("%s: the first prompt as the model reads it: %r", self.name, texts[0])
@@ -600,7 +597,23 @@ class Adapter(BaseAdapter):
             call["images"] = images
             if self._images_kwargs:
                 call["images_kwargs"] = self._images_kwargs
-        inputs = processor(**call).to(model.device)
+        try:
+            return processor(**call).to(self.model.device)
+        except ValueError as exc:
+            # Processors check prompts against images with ValueErrors (token counts, ...).
+            raise NovaError(
+                f"models.{self.name}: {type(processor).__name__} refused a batch of "
+                f"{len(batch)} ({' '.join(str(exc).split())[:300]})",
+                "try settings.batch_size: 1, and report it with the model's name",
+            ) from exc
+
+    def answer_batch(self, batch: Sequence[Sample], number: int = 0) -> list[Response]:
+        """One ``generate`` call for a batch; one Response per sample, in order."""
+        import torch
+        import transformers
+
+        model = self.model
+        inputs = self.model_inputs(batch)
         frames = iter(self.frame_sizes(inputs))
 
         if self.config["seed"] is not None:
@@ -619,7 +632,7 @@ class Adapter(BaseAdapter):
 
         prompt_length = inputs["input_ids"].shape[1]
         new_tokens = output[:, prompt_length:].cpu()
-        answers = processor.tokenizer.batch_decode(
+        answers = self.processor.tokenizer.batch_decode(
             new_tokens, skip_special_tokens=True, clean_up_tokenization_spaces=False
         )
         prompt_tokens = inputs["attention_mask"].sum(dim=1).tolist()
