@@ -255,21 +255,27 @@ def test_refused_families_are_refused_at_plan_time(tmp_path, checkpoint):
         "the benchmark's prompts; fix: serve it with vLLM and use adapter openai_compatible, "
         "or use another model"
     )
-    # transformers 5.24's Pixtral processor (Mistral 3, Pixtral-12B) imports torchvision.
-    folder = str(checkpoint("mistral3"))
-    settings = {"tasks": ["localization"], "settings": {"model": folder}}
-    try:
-        import torchvision  # noqa: F401
-    except ImportError:
-        assert plan_error(settings) == (
-            f"models.vlm: {folder} is a Mistral 3 / Pixtral checkpoint (mistral3): transformers' "
-            "Mistral 3 / Pixtral processor needs torchvision, which the pipeline's environment "
-            "leaves out; fix: serve it with vLLM and use adapter openai_compatible"
-        )
-    else:
-        config = copy.deepcopy(DEFAULT)
-        config["models"] = {"vlm": {"adapter": "hf_local", **settings}}
-        check_config(config, ROOT)
+    # transformers 5.24's Pixtral processor (Mistral 3, and Pixtral-12B: a llava checkpoint
+    # with a Pixtral tower) imports torchvision.
+    pixtral = tmp_path / "pixtral"
+    pixtral.mkdir()
+    config_json = {"model_type": "llava", "vision_config": {"model_type": "pixtral"}}
+    (pixtral / "config.json").write_text(json.dumps(config_json))
+    for folder, model_type in ((str(checkpoint("mistral3")), "mistral3"), (pixtral, "llava")):
+        settings = {"tasks": ["localization"], "settings": {"model": str(folder)}}
+        try:
+            import torchvision  # noqa: F401
+        except ImportError:
+            assert plan_error(settings) == (
+                f"models.vlm: {folder} is a Mistral 3 / Pixtral checkpoint ({model_type}): "
+                "transformers' Mistral 3 / Pixtral processor needs torchvision, which the "
+                "pipeline's environment leaves out; fix: serve it with vLLM and use adapter "
+                "openai_compatible"
+            )
+        else:
+            config = copy.deepcopy(DEFAULT)
+            config["models"] = {"vlm": {"adapter": "hf_local", **settings}}
+            check_config(config, ROOT)
 
 
 def test_every_tiny_family_is_a_known_family():
@@ -280,6 +286,12 @@ def test_every_tiny_family_is_a_known_family():
     assert tiny <= set(KNOWN)
     untested = set(KNOWN) - tiny
     assert untested == {"qwen3_vl_moe", "qwen3_5_moe", "glm4v_moe", "pixtral", "florence2"}
+    # A llava checkpoint is LLaVA-1.5 unless its vision tower is Pixtral's.
+    clip = {"model_type": "llava", "vision_config": {"model_type": "clip_vision_model"}}
+    assert family_of(clip).title == "LLaVA-1.5" and family_of(clip).box_format == "xyxy_01"
+    pixtral = {"model_type": "llava", "vision_config": {"model_type": "pixtral"}}
+    assert family_of(pixtral).title == "Mistral 3 / Pixtral"
+    assert family_of({"model_type": "blip-2"}) is None
 
 
 def test_an_unknown_family_must_declare_its_box_format(tmp_path, dataset):
