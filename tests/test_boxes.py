@@ -168,6 +168,48 @@ def test_xyxy_01():
     assert_boxes(parsed, [(120, 240, 240, 240)])
 
 
+def test_llava_xyxy_01_with_two_decimals():
+    # LLaVA-1.5/NeXT/OneVision write 0-1 corners: 0.12 * 640 = 76.8, 0.35 * 480 = 168, ...
+    parsed = parse_boxes("lesion: [0.12, 0.35, 0.56, 0.71]", "xyxy_01", image_size=(640, 480))
+    assert_boxes(parsed, [(76.8, 168.0, 0.44 * 640, 0.36 * 480)])
+    assert parsed.boxes[0].label == "lesion"
+
+
+def test_paligemma_loc_tokens_are_ymin_xmin_ymax_xmax_in_1024_bins():
+    text = "<loc0128><loc0256><loc0384><loc0512> lesion ; <loc0512><loc0000><loc1023><loc0064> mass"
+    parsed = parse_boxes(text, "paligemma_loc", image_size=(640, 480))
+    # first: y 128/1024*480 = 60 .. 384/1024*480 = 180, x 256/1024*640 = 160 .. 512/1024*640 = 320
+    # second: y 240 .. 1023/1024*480 = 479.53125, x 0 .. 64/1024*640 = 40
+    assert_boxes(parsed, [(160.0, 60.0, 160.0, 120.0), (0.0, 240.0, 40.0, 239.53125)])
+    assert [b.label for b in parsed.boxes] == ["lesion", "mass"]
+
+
+def test_paligemma_loc_reads_only_location_tokens():
+    # Numbers are not PaliGemma's convention; swapped corners are reordered as elsewhere.
+    assert parse_boxes("[100, 200, 300, 400]", "paligemma_loc").status == "parse_error"
+    parsed = parse_boxes("<loc0384><loc0512><loc0128><loc0256>", "paligemma_loc")
+    assert_boxes(parsed, [(120.0, 60.0, 120.0, 120.0)])
+    assert parsed.boxes[0].label is None
+    assert parse_boxes("no finding", "paligemma_loc").status == "no_finding"
+
+
+def test_internvl_ref_and_box_tags_in_thousandths():
+    # <ref>label</ref><box>[[x1, y1, x2, y2]]</box> in 0-1000: 250/1000*480 = 120, ...
+    text = "<ref>ring-enhancing lesion</ref><box>[[250, 125, 500, 375]]</box>"
+    parsed = parse_boxes(text, "xyxy_1000")
+    assert_boxes(parsed, [(120.0, 60.0, 120.0, 120.0)])
+    assert parsed.boxes[0].label == "ring-enhancing lesion"
+    # The tokenizer drops the tags when they are special tokens.
+    parsed = parse_boxes("ring-enhancing lesion[[250, 125, 500, 375]]", "xyxy_1000")
+    assert_boxes(parsed, [(120.0, 60.0, 120.0, 120.0)])
+
+
+def test_glm4v_begin_of_box_in_thousandths():
+    text = "The lesion is at <|begin_of_box|>[100, 200, 300, 400]<|end_of_box|>."
+    # x 48..144, y 96..192
+    assert_boxes(parse_boxes(text, "xyxy_1000"), [(48.0, 96.0, 96.0, 96.0)])
+
+
 def test_non_square_image():
     parsed = parse_boxes("[100, 200, 300, 400]", "xyxy_1000", image_size=(640, 480))
     # x * 0.64, y * 0.48
@@ -263,6 +305,9 @@ def encode(box: tuple[float, float, float, float], box_format: str) -> tuple[lis
     """Write pixel corners in a convention, rounded as a model would; returns the numbers
     and the worst pixel error that rounding can introduce in one coordinate."""
     x1, y1, x2, y2 = box
+    if box_format == "paligemma_loc":  # bins of 480/1024 pixels, y before x
+        k = 1024 / SIZE
+        return [min(round(v * k), 1023) for v in (y1, x1, y2, x2)], 0.5 / k + 1 / k
     if box_format in ("gemini_yxyx_1000", "xyxy_1000"):
         k = 1000 / SIZE
         nums = [round(v * k) for v in (x1, y1, x2, y2)]
@@ -275,6 +320,13 @@ def encode(box: tuple[float, float, float, float], box_format: str) -> tuple[lis
     if box_format == "xyxy_01":
         return [round(v / SIZE, 4) for v in (x1, y1, x2, y2)], 0.00005 * SIZE
     return [round(v, 2) for v in (x1, y1, x2, y2)], 0.005
+
+
+def write(nums: list, box_format: str, template: str = "{nums}") -> str:
+    """One box in a convention's written form (PaliGemma: location tokens and a label)."""
+    if box_format == "paligemma_loc":
+        return "".join(f"<loc{n:04d}>" for n in nums) + " lesion"
+    return template.format(nums=json.dumps(nums), fence=FENCE)
 
 
 TEMPLATES = (
@@ -306,7 +358,7 @@ def test_round_trip_in_every_convention(box, box_format, template, swap):
     nums, tolerance = encode(box, box_format)
     if swap:  # corners written the wrong way round are reordered
         nums = nums[2:] + nums[:2]
-    text = template.format(nums=json.dumps(nums), fence=FENCE)
+    text = write(nums, box_format, template)
     parsed = parse_boxes(text, box_format)
     assert parsed.status == "ok", (text, parsed)
     assert len(parsed.boxes) == 1 and parsed.dropped == 0
@@ -326,12 +378,15 @@ def test_round_trip_in_every_convention(box, box_format, template, swap):
 )
 def test_several_boxes_keep_the_model_order(boxes, box_format):
     encoded = [encode(box, box_format) for box in boxes]
-    text = json.dumps([{"bbox_2d": nums, "score": 0.5} for nums, _ in encoded])
+    if box_format == "paligemma_loc":
+        text = " ; ".join(write(nums, box_format) for nums, _ in encoded)
+    else:
+        text = json.dumps([{"bbox_2d": nums, "score": 0.5} for nums, _ in encoded])
     parsed = parse_boxes(text, box_format)
     assert len(parsed.boxes) == len(boxes)
     for got, box, (_, tolerance) in zip(parsed.boxes, boxes, encoded, strict=True):
         assert (got.x, got.y) == pytest.approx(box[:2], abs=tolerance + 1e-9)
-        assert got.score == 0.5
+        assert got.score == (None if box_format == "paligemma_loc" else 0.5)
 
 
 def assert_valid(parsed: ParsedBoxes, size: tuple[int, int]) -> None:
@@ -353,11 +408,16 @@ def assert_valid(parsed: ParsedBoxes, size: tuple[int, int]) -> None:
 
 # Characters that make box-like text likely, so garbage often reaches the box parser.
 BOXY = st.text(alphabet="[](){},:.-+eE0123456789 \n'\"nonetarg_bxlsc", max_size=200)
+# ... and PaliGemma's location tokens.
+LOCS = st.lists(
+    st.sampled_from(["<loc0000>", "<loc1023>", "<loc0512>", "<loc", "99>", " ; ", "x", "\n"]),
+    max_size=30,
+).map("".join)
 
 
 @settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
-    text=st.one_of(st.text(max_size=300), BOXY),
+    text=st.one_of(st.text(max_size=300), BOXY, LOCS),
     box_format=st.sampled_from(BOX_FORMATS),
     size=st.sampled_from([(480, 480), (640, 480), (37, 911)]),
 )

@@ -1,16 +1,16 @@
-"""The local transformers adapter on a tiny, randomly initialised Qwen2.5-VL built here.
+"""The local transformers adapter on a tiny, randomly initialised Qwen2.5-VL.
 
-Nothing is downloaded: the tokenizer (bytes as tokens plus Qwen's special tokens), the
-Qwen2-VL image processor, a Qwen2-VL-style chat template and a two-layer model of the real
-architecture are written to a folder and loaded back through the adapter's own loading code
-with ``local_files_only``. Chat template, image processing, left-padded batching,
+Nothing is downloaded: tests/tiny_vlms.py writes the tokenizer (bytes as tokens plus Qwen's
+special tokens), the Qwen2-VL image processor, a Qwen2-VL-style chat template and a
+two-layer model of the real architecture to a folder, which is loaded back through the
+adapter's own loading code with ``local_files_only``. Every other family is run the same way
+in test_hf_families.py. Chat template, image processing, left-padded batching,
 generation and decoding all run for real; where a test needs a known answer, ``generate``
 is replaced by one that writes given tokens after the prompt.
 """
 
 from __future__ import annotations
 
-import json
 import re
 
 import pytest
@@ -27,107 +27,16 @@ from novabench.models.hf_local import (  # noqa: E402
     resolve_settings,
 )
 from novabench.predict import read_predictions, run_predictions  # noqa: E402
+from tiny_vlms import build_qwen, script_generate  # noqa: E402
 from upstream import png_bytes  # noqa: E402
-
-SPECIAL = [
-    "<|endoftext|>",
-    "<|im_start|>",
-    "<|im_end|>",
-    "<|vision_start|>",
-    "<|vision_end|>",
-    "<|image_pad|>",
-    "<|video_pad|>",
-]
-# Qwen2-VL's chat template (as shipped with its checkpoints), less the video branch.
-CHAT_TEMPLATE = (
-    "{% for message in messages %}"
-    "{% if loop.first and message['role'] != 'system' %}"
-    "<|im_start|>system\nYou are a helpful assistant.<|im_end|>\n{% endif %}"
-    "<|im_start|>{{ message['role'] }}\n"
-    "{% if message['content'] is string %}{{ message['content'] }}<|im_end|>\n"
-    "{% else %}{% for content in message['content'] %}"
-    "{% if content['type'] == 'image' or 'image' in content or 'image_url' in content %}"
-    "<|vision_start|><|image_pad|><|vision_end|>"
-    "{% elif 'text' in content %}{{ content['text'] }}{% endif %}"
-    "{% endfor %}<|im_end|>\n{% endif %}{% endfor %}"
-    "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
-)
 
 
 @pytest.fixture(scope="module")
 def tiny_qwen(tmp_path_factory):
-    """A folder holding a tiny Qwen2.5-VL checkpoint with its processor."""
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers
-    from transformers import (
-        PreTrainedTokenizerFast,
-        Qwen2_5_VLConfig,
-        Qwen2_5_VLForConditionalGeneration,
-    )
-    from transformers.models.qwen2_vl.image_processing_pil_qwen2_vl import (
-        Qwen2VLImageProcessorPil,
-    )
-
+    """A folder holding a tiny Qwen2.5-VL checkpoint with its processor, with the pixel
+    budget Qwen2.5-VL's checkpoints ship in preprocessor_config.json."""
     folder = tmp_path_factory.mktemp("tiny-qwen25-vl")
-    alphabet = sorted(pre_tokenizers.ByteLevel.alphabet())
-    backend = Tokenizer(models.BPE(vocab={c: i for i, c in enumerate(alphabet)}, merges=[]))
-    backend.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)
-    backend.decoder = decoders.ByteLevel()
-    backend.add_special_tokens(SPECIAL)
-    tokenizer = PreTrainedTokenizerFast(
-        tokenizer_object=backend, eos_token="<|im_end|>", pad_token="<|endoftext|>"
-    )
-    tokenizer.save_pretrained(folder)
-    # The pixel budget Qwen2.5-VL's checkpoints ship in preprocessor_config.json.
-    Qwen2VLImageProcessorPil(min_pixels=3136, max_pixels=12845056).save_pretrained(folder)
-    (folder / "chat_template.jinja").write_text(CHAT_TEMPLATE)
-    (folder / "processor_config.json").write_text(
-        json.dumps({"processor_class": "Qwen2_5_VLProcessor"})
-    )
-
-    ids = dict(zip(SPECIAL, tokenizer.convert_tokens_to_ids(SPECIAL), strict=True))
-    config = Qwen2_5_VLConfig(
-        text_config={
-            "vocab_size": len(tokenizer),
-            "hidden_size": 32,
-            "intermediate_size": 64,
-            "num_hidden_layers": 2,
-            "num_attention_heads": 4,
-            "num_key_value_heads": 2,
-            "max_position_embeddings": 4096,
-            "initializer_range": 0.5,  # large weights: answers that depend on the input
-            "rope_parameters": {
-                "rope_type": "default",
-                "rope_theta": 10000.0,
-                "mrope_section": [1, 1, 2],
-            },
-            "bos_token_id": ids["<|endoftext|>"],
-            "eos_token_id": ids["<|im_end|>"],
-            "pad_token_id": ids["<|endoftext|>"],
-        },
-        vision_config={
-            "depth": 2,
-            "hidden_size": 32,
-            "intermediate_size": 64,
-            "num_heads": 2,
-            "out_hidden_size": 32,
-            "patch_size": 14,
-            "spatial_merge_size": 2,
-            "temporal_patch_size": 2,
-            "window_size": 112,
-            "fullatt_block_indexes": [1],
-            "initializer_range": 0.5,
-        },
-        image_token_id=ids["<|image_pad|>"],
-        video_token_id=ids["<|video_pad|>"],
-        vision_start_token_id=ids["<|vision_start|>"],
-        vision_end_token_id=ids["<|vision_end|>"],
-    )
-    torch.manual_seed(0)
-    model = Qwen2_5_VLForConditionalGeneration(config)
-    # As Qwen2.5-VL's generation_config.json: two end-of-sequence tokens.
-    model.generation_config.eos_token_id = [ids["<|im_end|>"], ids["<|endoftext|>"]]
-    model.generation_config.pad_token_id = ids["<|endoftext|>"]
-    model.save_pretrained(folder)
+    build_qwen(folder, "2.5", pixels=(3136, 12845056))
     return folder
 
 
@@ -149,26 +58,6 @@ def sample(i: int, prompt: str, image: bool = True) -> Sample:
 
 def adapter(folder, **settings) -> Adapter:
     return Adapter("tiny", {"model": str(folder), "device": "cpu", **settings})
-
-
-def script_generate(monkeypatch, folder, answer_for) -> list[dict]:
-    """Replace generate: after each row's prompt write answer_for(prompt text), then an
-    end-of-sequence token, then padding to the longest row, as generate pads finished rows.
-    Returns the calls seen (prompts as text, and the generation options)."""
-    tokenizer = transformers.AutoTokenizer.from_pretrained(str(folder), local_files_only=True)
-    seen: list[dict] = []
-
-    def generate(self, input_ids=None, attention_mask=None, **options):
-        prompts = tokenizer.batch_decode(input_ids, skip_special_tokens=False)
-        seen.append({"prompts": prompts, "attention_mask": attention_mask, **options})
-        eos, pad = self.generation_config.eos_token_id[0], options["pad_token_id"]
-        rows = [[*tokenizer.encode(answer_for(p), add_special_tokens=False), eos] for p in prompts]
-        width = max(len(r) for r in rows) + 2
-        new = torch.tensor([r + [pad] * (width - len(r)) for r in rows])
-        return torch.cat([input_ids, new], dim=1)
-
-    monkeypatch.setattr(transformers.Qwen2_5_VLForConditionalGeneration, "generate", generate)
-    return seen
 
 
 def test_batching_keeps_order_and_greedy_answers(tiny_qwen):

@@ -17,9 +17,33 @@ Conventions (the four numbers of a box, in the order the model writes them):
   optional ``score``/``confidence``, or as bare lists. The project's offline baselines emit
   ``[{"bbox_2d": [x1, y1, x2, y2], "score": 0.83}]``.
 - ``xyxy_01``: ``[x1, y1, x2, y2]`` normalized to 0-1.
+- ``paligemma_loc``: PaliGemma's location tokens, four per box in the order ymin, xmin,
+  ymax, xmax, each ``<locNNNN>`` with NNNN a bin 0000-1023 of 1024 across the image, then
+  the label; boxes separated by `` ; ``: ``<loc0128><loc0256><loc0384><loc0512> lesion``.
+  A bin maps to ``NNNN / 1024 * size`` pixels (as big_vision's and the PaliGemma demo's
+  decoding do), so bin 256 of a 480-pixel side is pixel 120.
+
+Each family's native convention, the default of ``hf_local`` models that declare none
+(novabench.vlm_families; ``model_type`` in brackets):
+
+- Qwen2-VL [qwen2_vl], Qwen3-VL [qwen3_vl, qwen3_vl_moe], Qwen3.5 [qwen3_5,
+  qwen3_5_moe; Qwen3-VL's vision stack], InternVL [internvl] (its
+  ``<ref>label</ref><box>[[x1, y1, x2, y2]]</box>``), GLM-4.1V/4.5V [glm4v, glm4v_moe]
+  (``<|begin_of_box|>[x1, y1, x2, y2]<|end_of_box|>``): ``xyxy_1000``;
+- Qwen2.5-VL [qwen2_5_vl]: ``qwen25_bbox_2d``;
+- LLaVA-1.5 [llava], LLaVA-NeXT [llava_next], LLaVA-OneVision [llava_onevision]:
+  ``xyxy_01`` (their grounding data writes 0-1 corners);
+- PaliGemma [paligemma]: ``paligemma_loc``;
+- Gemini (an API model, no hf_local family): ``gemini_yxyx_1000``;
+- families trained without a box convention answer as the prompt asks; their default is
+  ``pixel_xyxy``, what the default localization prompt asks for: Gemma 3 / MedGemma
+  [gemma3], Gemma 4 [gemma4], Idefics3 [idefics3], SmolVLM [smolvlm], Llama 3.2 Vision
+  [mllama], Aya Vision [aya_vision], Mistral 3 / Pixtral [mistral3, llava with a Pixtral
+  tower].
 
 A box is any group of four numbers written ``[a, b, c, d]``, ``(a, b, c, d)`` or as two
-points ``(a, b), (c, d)`` / ``[[a, b], [c, d]]``, read in the convention's order. Finding these
+points ``(a, b), (c, d)`` / ``[[a, b], [c, d]]``, read in the convention's order
+(``paligemma_loc``: four location tokens in a row). Finding these
 groups with a regular expression, rather than decoding JSON, makes one rule cover code
 fences, prose around the answer, trailing commas, single quotes, truncated output and the
 non-JSON line formats alike; a score and a label are taken from the flat ``{...}`` object
@@ -44,7 +68,16 @@ from typing import Any
 
 from novabench.errors import ConfigError, NovaError
 
-BOX_FORMATS = ("gemini_yxyx_1000", "xyxy_1000", "qwen25_bbox_2d", "pixel_xyxy", "xyxy_01")
+BOX_FORMATS = (
+    "gemini_yxyx_1000",
+    "xyxy_1000",
+    "qwen25_bbox_2d",
+    "pixel_xyxy",
+    "xyxy_01",
+    "paligemma_loc",
+)
+# Conventions that write y before x.
+_YXYX = ("gemini_yxyx_1000", "paligemma_loc")
 STATUSES = ("ok", "no_finding", "parse_error")
 
 # Keys that name a box, not a finding (a Gemini line "lesion: [..]" names the finding).
@@ -59,16 +92,21 @@ _BOX_PATTERN = re.compile(
     # two points: (a, b), (c, d) as Qwen2-VL writes them, or [[a, b], [c, d]]
     rf"|[\[(]\s*{_NUM}{_SEP}{_NUM}\s*[\])]\s*,?\s*[\[(]\s*{_NUM}{_SEP}{_NUM}\s*[\])]"
 )
+# PaliGemma: four location tokens (ymin, xmin, ymax, xmax), then its label up to " ; ".
+_LOC_PATTERN = re.compile(r"<loc(\d{4})>" * 4)
+_LOC_BINS = 1024
+_LOC_LABEL = re.compile(r"[ \t]*([^;<\n]*[^;<\s])")
 _FLAT_OBJECT = re.compile(r"\{[^{}]*\}")
 _SCORE = re.compile(
     rf"""["']?\b(?:score|confidence|conf|probability)["']?\s*:\s*{_NUM}""", re.IGNORECASE
 )
 _LABEL = re.compile(r"""["']?\blabel["']?\s*:\s*(?:"([^"\n]*)"|'([^'\n]*)')""", re.IGNORECASE)
-# What stands just before a box on its line: a Gemini label ("lesion: "), a JSON key, or
-# Qwen2-VL's object reference tokens.
+# What stands just before a box on its line: a Gemini label ("lesion: "), a JSON key,
+# Qwen2-VL's object reference tokens, or InternVL's <ref>label</ref><box>[.
 _PREFIX_LABEL = re.compile(
     r"<\|object_ref_start\|>([^<\n]{1,80})<\|object_ref_end\|>\s*(?:<\|box_start\|>)?\s*$"
     r"""|["']?([A-Za-z][\w ./-]{0,60}?)["']?\s*[:=]\s*$"""
+    r"|<ref>([^<\n]{1,80})</ref>\s*(?:<box>)?\s*\[?\s*$"
 )
 _NO_FINDING = re.compile(
     r"\bno\s+(?:[a-z-]+\s+){0,2}?"
@@ -158,6 +196,8 @@ def _scales(
         return width / 1000.0, height / 1000.0
     if box_format == "xyxy_01":
         return float(width), float(height)
+    if box_format == "paligemma_loc":
+        return width / _LOC_BINS, height / _LOC_BINS
     if box_format == "qwen25_bbox_2d":
         if resized_size is None:
             resized_h, resized_w = smart_resize(height, width)
@@ -173,7 +213,7 @@ def _find_label(text: str, start: int) -> str | None:
     match = _PREFIX_LABEL.search(prefix)
     if match is None:
         return None
-    label = (match.group(1) or match.group(2) or "").strip()
+    label = (match.group(1) or match.group(2) or match.group(3) or "").strip()
     if not label or label.lower() in _BOX_KEYS:
         return None
     return label
@@ -219,7 +259,7 @@ def _pixel_corners(
     """``x1, y1, x2, y2`` in image pixels, clipped to the image; None for a box to drop."""
     (scale_x, scale_y), (width, height) = scales, size
     a, b, c, d = (float(v) for v in match.groups() if v is not None)
-    if box_format == "gemini_yxyx_1000":
+    if box_format in _YXYX:
         a, b, c, d = b, a, d, c  # yxyx -> xyxy
     x1, x2 = sorted((a * scale_x, c * scale_x))
     y1, y2 = sorted((b * scale_y, d * scale_y))
@@ -235,7 +275,11 @@ def _pixel_corners(
 def _box_annotations(
     text: str, match: re.Match, objects: list[tuple[int, int]], object_starts: list[int]
 ) -> tuple[float | None, str | None]:
-    """Score and label of a box: from the flat object around it, else a label before it."""
+    """Score and label of a box: from the flat object around it, else a label before it;
+    PaliGemma's label follows its location tokens."""
+    if match.re is _LOC_PATTERN:
+        after = _LOC_LABEL.match(text, match.end())
+        return None, after.group(1) if after else None
     score, label = None, None
     i = bisect.bisect_right(object_starts, match.start()) - 1
     if i >= 0 and objects[i][1] >= match.end():
@@ -279,7 +323,8 @@ def parse_boxes(
     boxes: list[Box] = []
     dropped = 0
     n_found = 0
-    for match in _BOX_PATTERN.finditer(text):
+    pattern = _LOC_PATTERN if box_format == "paligemma_loc" else _BOX_PATTERN
+    for match in pattern.finditer(text):
         n_found += 1
         corners = _pixel_corners(match, box_format, scales, size)
         if corners is None:

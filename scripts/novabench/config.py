@@ -379,7 +379,11 @@ def _check_models(plan: Plan) -> None:
                 f"models.{name}.adapter: no adapter called {model['adapter']!r}",
                 "use an adapter documented in config/README.md",
             )
-        adapter_class(name, model).check_settings(name, model.get("settings", {}))
+        adapter = adapter_class(name, model)
+        adapter.check_settings(name, model.get("settings", {}))
+        tasks = [task for task, job_model in plan.jobs() if job_model == name]
+        if tasks:  # a disabled model (or one whose tasks are all off) does not run
+            adapter.check_tasks(name, model.get("settings", {}), tasks)
     for task, name in plan.jobs():
         adapter = adapter_class(name, plan.model(name))
         if not adapter.supports(task):

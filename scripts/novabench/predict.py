@@ -103,12 +103,13 @@ def model_box_format(name: str, model_cfg: dict[str, Any], adapter: Adapter) -> 
                 "remove box_format from this model",
             )
         return adapter.box_format
-    if not model_cfg.get("box_format"):
+    declared = model_cfg.get("box_format") or adapter.native_box_format()
+    if not declared:
         raise ConfigError(
             f"models.{name} runs localization but declares no box_format",
             "set box_format to the model's box convention (see config/README.md)",
         )
-    return model_cfg["box_format"]
+    return declared
 
 
 def summarize(records: Sequence[dict[str, Any]], wall_s: float) -> dict[str, Any]:

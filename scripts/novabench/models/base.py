@@ -104,6 +104,12 @@ class Adapter(ABC):
             fix = f"see the {cls.__module__.rsplit('.', 1)[-1]} adapter in config/README.md"
             raise settings_error(exc, f"models.{name}.settings", fix) from None
 
+    @classmethod  # noqa: B027 - optional hook, empty by default
+    def check_tasks(cls, name: str, settings: dict[str, Any], tasks: Sequence[str]) -> None:
+        """Plan time, after ``check_settings``: raise ConfigError if the model cannot run
+        one of its enabled ``tasks`` for a reason its settings reveal (e.g. the family of
+        a local checkpoint)."""
+
     @classmethod
     def input_file(cls, name: str, settings: dict[str, Any], task: str) -> Path | None:
         """A file the model's answers are read from (a job input), if any."""
@@ -118,6 +124,11 @@ class Adapter(ABC):
     def check_environment(cls, name: str, settings: dict[str, Any]) -> None:
         """Checked once when a run starts (not on dry runs), before any job does work:
         API keys present, endpoints reachable. Raise NovaError naming the fix."""
+
+    def native_box_format(self) -> str | None:
+        """The box convention the model answers in when its config declares no
+        ``box_format`` (hf_local: its family's); None: it must declare one."""
+        return None
 
     def identity(self) -> dict[str, Any]:
         """Everything that determines this model's outputs (no secrets)."""

@@ -1,11 +1,15 @@
-"""Vision-language models run in-process with Hugging Face ``transformers`` (Qwen2.5-VL first).
+"""Vision-language models run in-process with Hugging Face ``transformers``.
 
-Any checkpoint that ``transformers`` serves as image-text-to-text (its processor has a chat
-template and an image processor) works; Qwen2.5-VL, Qwen2-VL and Qwen3-VL are the intended
-ones. Per batch of samples:
+Any checkpoint that ``transformers`` serves as image-text-to-text works: every family in
+novabench.vlm_families (Qwen2-VL to Qwen3.5, LLaVA-1.5/NeXT/OneVision, Idefics3/SmolVLM,
+Gemma 3/MedGemma, Gemma 4, PaliGemma, InternVL, Llama 3.2 Vision, Aya Vision, GLM-4V) is run
+on a tiny checkpoint of its architecture in the tests; that table also gives each family's box
+convention (the default ``box_format``) and refuses, at plan time, what cannot run here.
+Per batch of samples:
 
 - each prompt goes through the model's own chat template (image first, then the question;
-  an optional system prompt), and the images through its own image processor;
+  an optional system prompt), or is passed as it is to families without one (PaliGemma),
+  and the images, one list per sample, through the model's own processor;
 - prompts are left-padded so that every row's answer starts right after its prompt, and
   only the generated tokens are decoded;
 - the frame each image was resized to (``image_grid_thw`` x patch size, Qwen2-VL family)
@@ -14,15 +18,16 @@ ones. Per batch of samples:
   ``max_pixels`` say.
 
 Weights are read from a local folder or the Hugging Face cache only (``local_files_only``,
-default true): a run never downloads a model unless the configuration allows it. torch and
-transformers are imported only when a job loads the model, so the Snakemake process that
-plans the run does not need them.
+default true): a run never downloads a model unless the configuration allows it. Code from
+a model's repository runs only with ``trust_remote_code`` and a ``revision`` pinned to a
+commit. torch and transformers are imported only when a job loads the model, so the
+Snakemake process that plans the run does not need them.
 """
 
 from __future__ import annotations
 
-import inspect
 import io
+import json
 import logging
 import re
 import time
@@ -33,6 +38,7 @@ from typing import Any, ClassVar
 from novabench.errors import ConfigError, NovaError, settings_error
 from novabench.models.base import Adapter as BaseAdapter
 from novabench.models.base import Response, Sample
+from novabench.vlm_families import SERVE_ELSEWHERE, Family, family_of, family_problem
 
 log = logging.getLogger(__name__)
 
@@ -51,6 +57,7 @@ DEFAULTS: dict[str, Any] = {
     "max_pixels": None,
     "system_prompt": None,
     "local_files_only": True,
+    "trust_remote_code": False,
 }
 # Settings that change what the model answers (recorded in every prediction's identity);
 # the rest (device, gpus, local_files_only) only decide where and how it runs.
@@ -91,9 +98,11 @@ SETTINGS_SCHEMA: dict[str, Any] = {
         "max_pixels": _PIXELS,
         "system_prompt": {"type": ["string", "null"]},
         "local_files_only": {"type": "boolean"},
+        "trust_remote_code": {"type": "boolean"},
     },
 }
 _HELP = "see the hf_local adapter in config/README.md"
+_COMMIT = re.compile(r"^[0-9a-f]{40}$")
 
 
 def resolve_settings(name: str, settings: dict[str, Any]) -> dict[str, Any]:
@@ -110,6 +119,15 @@ def resolve_settings(name: str, settings: dict[str, Any]) -> dict[str, Any]:
         raise ConfigError(
             f"models.{name}.settings: min_pixels ({low}) is larger than max_pixels ({high})",
             "swap them or remove one",
+        )
+    revision = resolved["revision"]
+    if resolved["trust_remote_code"] and not _COMMIT.match(revision or ""):
+        # Remote code runs in the job: only a commit pins which code that is.
+        raise ConfigError(
+            f"models.{name}.settings.trust_remote_code runs code from the model's repository, "
+            f"so settings.revision must pin a commit (40 hex digits), not {revision or 'main'}",
+            "set revision to the commit whose code you reviewed (the model page's file history "
+            "lists them), or remove trust_remote_code",
         )
     return resolved
 
@@ -170,6 +188,73 @@ def check_weights(name: str, config: dict[str, Any]) -> None:
         raise _missing_weights(name, config)
 
 
+def checkpoint_config(config: dict[str, Any], *, download: bool = False) -> dict[str, Any] | None:
+    """The checkpoint's ``config.json`` (it names the family), if it is on this machine.
+
+    With ``download`` and ``local_files_only: false`` a Hub model's config.json is fetched
+    when the cache lacks it. Reading it needs neither torch nor transformers.
+    """
+    model = config["model"]
+    folder = Path(model).expanduser()
+    found: Any = None
+    if folder.is_dir():
+        found = folder / "config.json"
+    elif _HUB_ID.match(model):
+        from huggingface_hub import hf_hub_download, try_to_load_from_cache
+
+        found = try_to_load_from_cache(model, "config.json", revision=config["revision"])
+        if not isinstance(found, str) and download and not config["local_files_only"]:
+            found = hf_hub_download(model, "config.json", revision=config["revision"])
+    if not isinstance(found, str | Path) or not Path(found).is_file():
+        return None
+    try:
+        return json.loads(Path(found).read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise NovaError(
+            f"cannot read {found} ({exc})", "download the checkpoint again (it is damaged)"
+        ) from exc
+
+
+def check_family(
+    name: str, config: dict[str, Any], checkpoint: dict[str, Any], tasks: Sequence[str]
+) -> None:
+    """A ConfigError when the checkpoint's family cannot run one of ``tasks`` as set up."""
+    from novabench.tasks import get_task
+
+    family = family_of(checkpoint)
+    if family is None:
+        return
+    problem = family_problem(
+        family,
+        image_free_tasks=[task for task in tasks if not get_task(task).uses_image],
+        system_prompt=bool(config["system_prompt"]),
+    )
+    if problem is not None:
+        raise ConfigError(
+            f"models.{name}: {config['model']} is a {family.title} checkpoint "
+            f"({checkpoint.get('model_type')}): {problem[0]}",
+            problem[1],
+        )
+
+
+def check_remote_code(name: str, config: dict[str, Any], checkpoint: dict[str, Any]) -> None:
+    """A NovaError when the checkpoint's architecture is code in its repository (not in
+    transformers) and ``trust_remote_code`` does not allow running it."""
+    import transformers
+    from transformers.models.auto.configuration_auto import CONFIG_MAPPING_NAMES
+
+    model_type = checkpoint.get("model_type")
+    if config["trust_remote_code"] or model_type in CONFIG_MAPPING_NAMES:
+        return
+    if "auto_map" in checkpoint:
+        raise NovaError(
+            f"models.{name}: {config['model']} ({model_type}) runs on code from its repository, "
+            f"not an architecture of transformers {transformers.__version__}",
+            "set settings.trust_remote_code: true with settings.revision pinned to a reviewed "
+            f"commit, or {SERVE_ELSEWHERE}",
+        )
+
+
 # -- loading ---------------------------------------------------------------------------
 
 
@@ -194,25 +279,50 @@ def image_only(processor_class: type) -> type:
     that needs torchvision even for still images (huggingface/transformers#48558). NOVA sends
     single images only, so the video half is left out instead of making torchvision (which
     must match the torch build exactly) a dependency. The image processor, tokenizer, chat
-    template and image-token expansion are the model's own.
-    """
-    if "video_processor" not in inspect.signature(processor_class.__init__).parameters:
-        return processor_class
+    template, image-token expansion and every setting of ``processor_config.json`` are the
+    model's own.
 
-    def __init__(self, image_processor=None, tokenizer=None, chat_template=None, **kwargs):
-        kwargs.pop("video_processor", None)
-        # The parent passes its sub-processors on positionally; the base class pairs them
-        # with the sub-processors named in *this* signature, so the missing video one drops.
-        processor_class.__init__(
-            self,
-            image_processor=image_processor,
-            tokenizer=tokenizer,
-            video_processor=None,
-            chat_template=chat_template,
-            **kwargs,
+    The class's own ``__init__`` stays in place: transformers passes a processor only the
+    settings its ``__init__`` names (``num_image_tokens``, ``image_seq_len``, ...), so a
+    wrapper there would silently drop them. Instead the sub-processor list leaves out
+    ``video_processor`` (so it is never loaded), the processor is built with the others by
+    name and ``video_processor=None`` (some list it first, some require it), and a base class
+    slotted in just below the processor's own drops that ``None`` where the processor hands
+    its sub-processors on to transformers' base class.
+    """
+    from transformers import ProcessorMixin
+
+    attributes = processor_class.get_attributes()
+    if "video_processor" not in attributes:
+        return processor_class
+    kept = [name for name in attributes if name != "video_processor"]
+
+    class WithoutVideo(ProcessorMixin):
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            # The processor hands its sub-processors on positionally, in its own order.
+            named = dict(zip(attributes, args, strict=False))
+            named.pop("video_processor", None)
+            kwargs.pop("video_processor", None)
+            super().__init__(**named, **kwargs)
+
+    def get_attributes(cls: type) -> list[str]:
+        return list(kept)
+
+    def from_args_and_dict(cls: type, args: list, processor_dict: dict, **kwargs: Any) -> Any:
+        named = dict(zip(kept, args, strict=True))
+        return super(image_only_class, cls).from_args_and_dict(
+            [], processor_dict, **kwargs, **named, video_processor=None
         )
 
-    return type(processor_class.__name__, (processor_class,), {"__init__": __init__})
+    image_only_class = type(
+        processor_class.__name__,
+        (processor_class, WithoutVideo),
+        {
+            "get_attributes": classmethod(get_attributes),
+            "from_args_and_dict": classmethod(from_args_and_dict),
+        },
+    )
+    return image_only_class
 
 
 def load_processor(source: str, **kwargs: Any) -> Any:
@@ -229,16 +339,23 @@ def load_processor(source: str, **kwargs: Any) -> Any:
 
 
 def load_model(source: str, **kwargs: Any) -> Any:
-    """The model through ``AutoModelForImageTextToText``, else its own architecture class."""
+    """The model through ``AutoModelForImageTextToText`` (remote code: also
+    ``AutoModelForCausalLM``), else its own architecture class."""
     import transformers
 
-    try:
-        return transformers.AutoModelForImageTextToText.from_pretrained(source, **kwargs)
-    except ValueError as exc:
-        if "Unrecognized configuration class" not in str(exc):
-            raise
+    autos = [transformers.AutoModelForImageTextToText]
+    if kwargs.get("trust_remote_code"):
+        # Remote-code VLMs (Phi-3.5-vision, ...) often register as causal LMs only.
+        autos.append(transformers.AutoModelForCausalLM)
+    for auto in autos:
+        try:
+            return auto.from_pretrained(source, **kwargs)
+        except ValueError as exc:
+            if "Unrecognized configuration class" not in str(exc):
+                raise
+    hub = ("revision", "local_files_only", "trust_remote_code")
     config = transformers.AutoConfig.from_pretrained(
-        source, revision=kwargs.get("revision"), local_files_only=kwargs["local_files_only"]
+        source, **{key: kwargs[key] for key in hub if key in kwargs}
     )
     architecture = (config.architectures or [""])[0]
     model_class = getattr(transformers, architecture, None)
@@ -272,10 +389,25 @@ class Adapter(BaseAdapter):
         self.config = resolve_settings(name, settings)
         self.processor: Any = None
         self.model: Any = None
+        self.family: Family | None = None
         self._images_kwargs: dict[str, Any] = {}
         self._prompt_logged = False
 
     # -- checks -------------------------------------------------------------------------
+
+    @classmethod
+    def check_settings(cls, name: str, settings: dict[str, Any]) -> None:
+        """Plan time: the schema, and the settings that only make sense together."""
+        resolve_settings(name, settings)
+
+    @classmethod
+    def check_tasks(cls, name: str, settings: dict[str, Any], tasks: Sequence[str]) -> None:
+        """Plan time: a checkpoint already on this machine is of a family that can run
+        ``tasks`` as configured (one that is not yet is checked when its job starts)."""
+        config = resolve_settings(name, settings)
+        checkpoint = checkpoint_config(config)
+        if checkpoint is not None:
+            check_family(name, config, checkpoint, tasks)
 
     @classmethod
     def check_environment(cls, name: str, settings: dict[str, Any]) -> None:
@@ -292,9 +424,24 @@ class Adapter(BaseAdapter):
                 "set device: cpu",
             )
         check_weights(self.name, self.config)
+        checkpoint = checkpoint_config(self.config, download=True)
+        if checkpoint is not None:
+            check_family(self.name, self.config, checkpoint, [task])
+            check_remote_code(self.name, self.config, checkpoint)
+
+    def native_box_format(self) -> str | None:
+        """The box convention of the checkpoint's family (see novabench.vlm_families)."""
+        check_weights(self.name, self.config)  # missing weights, not a missing box_format
+        checkpoint = checkpoint_config(self.config, download=True)
+        family = None if checkpoint is None else family_of(checkpoint)
+        return None if family is None else family.box_format
 
     def identity(self) -> dict[str, Any]:
-        return {"adapter": "hf_local", "settings": {k: self.config[k] for k in ANSWER_KEYS}}
+        settings = {k: self.config[k] for k in ANSWER_KEYS}
+        if self.config["trust_remote_code"]:
+            # Only when set, so that the identity of every other model stays as it was.
+            settings["trust_remote_code"] = True
+        return {"adapter": "hf_local", "settings": settings}
 
     # -- loading ------------------------------------------------------------------------
 
@@ -307,27 +454,20 @@ class Adapter(BaseAdapter):
         folder = Path(config["model"]).expanduser()
         source = str(folder) if folder.is_dir() else config["model"]
         hub = {"revision": config["revision"], "local_files_only": config["local_files_only"]}
-        device = config["device"]
+        if config["trust_remote_code"]:
+            hub["trust_remote_code"] = True
         options: dict[str, Any] = {
             "dtype": "auto" if config["dtype"] == "auto" else getattr(torch, config["dtype"]),
             # "auto" spreads a model over every visible GPU (and the CPU if they are full).
-            "device_map": device,
+            "device_map": config["device"],
         }
         if config["attn_implementation"]:
             options["attn_implementation"] = config["attn_implementation"]
         started = time.perf_counter()
-        try:
-            self.processor = load_processor(source, **hub)
-            self.model = load_model(source, **options, **hub)
-        except OSError as exc:
-            # transformers reports a checkpoint it cannot find or read as an OSError
-            if config["local_files_only"] and not Path(source).is_dir():
-                raise _missing_weights(self.name, config) from exc
-            raise NovaError(
-                f"models.{self.name}: cannot load {source} ({' '.join(str(exc).split())[:300]})",
-                "check settings.model and settings.revision, and that the download is complete",
-            ) from exc
-        if not getattr(self.processor, "chat_template", None):
+        self._load_checkpoint(source, hub, options)
+        self.family = family_of(self.model.config.to_dict())
+        chat = self.family is None or self.family.prompt == "chat"
+        if chat and not getattr(self.processor, "chat_template", None):
             raise NovaError(
                 f"models.{self.name}: {source} has no chat template (a base model?)",
                 "use the instruction-tuned checkpoint, e.g. a ...-Instruct model",
@@ -348,6 +488,27 @@ class Adapter(BaseAdapter):
             time.perf_counter() - started,
             transformers.__version__,
         )
+
+    def _load_checkpoint(self, source: str, hub: dict[str, Any], options: dict[str, Any]) -> None:
+        config = self.config
+        try:
+            self.processor = load_processor(source, **hub)
+            self.model = load_model(source, **options, **hub)
+        except OSError as exc:
+            # transformers reports a checkpoint it cannot find or read as an OSError
+            if config["local_files_only"] and not Path(source).is_dir():
+                raise _missing_weights(self.name, config) from exc
+            raise NovaError(
+                f"models.{self.name}: cannot load {source} ({' '.join(str(exc).split())[:300]})",
+                "check settings.model and settings.revision, and that the download is complete",
+            ) from exc
+        except (ValueError, ImportError) as exc:
+            # An architecture, processor or library this transformers cannot provide.
+            raise NovaError(
+                f"models.{self.name}: transformers cannot load {source} "
+                f"({' '.join(str(exc).split())[:300]})",
+                f"use a model whose architecture transformers ships, or {SERVE_ELSEWHERE}",
+            ) from exc
 
     def _pixel_budget(self) -> dict[str, Any]:
         """Image processor arguments for ``min_pixels``/``max_pixels`` (Qwen2-VL family)."""
@@ -391,6 +552,18 @@ class Adapter(BaseAdapter):
         chat.append({"role": "user", "content": content})
         return chat
 
+    def prompt_text(self, sample: Sample) -> str:
+        """The prompt as the model reads it, before the processor expands image tokens."""
+        from transformers import ProcessorMixin
+
+        if self.family is not None and self.family.prompt == "plain":
+            return sample.prompt  # the processor adds the image tokens (PaliGemma)
+        # The base class's template rendering: processors that override it do so only to
+        # fill in video settings, from a video processor this adapter never loads (SmolVLM).
+        return ProcessorMixin.apply_chat_template(
+            self.processor, self.messages(sample), tokenize=False, add_generation_prompt=True
+        )
+
     def generation_options(self) -> dict[str, Any]:
         config = self.config
         options: dict[str, Any] = {"max_new_tokens": config["max_new_tokens"]}
@@ -409,28 +582,38 @@ class Adapter(BaseAdapter):
         for number, start in enumerate(range(0, len(samples), size)):
             yield from self.answer_batch(samples[start : start + size], number)
 
-    def answer_batch(self, batch: Sequence[Sample], number: int = 0) -> list[Response]:
-        """One ``generate`` call for a batch; one Response per sample, in order."""
-        import torch
-        import transformers
-
-        processor, model = self.processor, self.model
-        texts = [
-            processor.apply_chat_template(
-                self.messages(s), tokenize=False, add_generation_prompt=True
-            )
-            for s in batch
-        ]
+    def model_inputs(self, batch: Sequence[Sample]) -> Any:
+        """The processor's tensors for a batch (prompts, images), on the model's device."""
+        processor = self.processor
+        texts = [self.prompt_text(s) for s in batch]
         if not self._prompt_logged:
             log.info("%s: the first prompt as the model reads it: %r", self.name, texts[0])
             self._prompt_logged = True
-        images = [_rgb(s.image_png) for s in batch if s.image_png is not None]
+        # One list per sample: processors that take several images per prompt (Gemma 3,
+        # Idefics3, Mllama) cannot tell a flat list's images apart; the others accept both.
+        images = [[_rgb(s.image_png)] for s in batch if s.image_png is not None]
         call: dict[str, Any] = {"text": texts, "padding": True, "return_tensors": "pt"}
         if images:
             call["images"] = images
             if self._images_kwargs:
                 call["images_kwargs"] = self._images_kwargs
-        inputs = processor(**call).to(model.device)
+        try:
+            return processor(**call).to(self.model.device)
+        except ValueError as exc:
+            # Processors check prompts against images with ValueErrors (token counts, ...).
+            raise NovaError(
+                f"models.{self.name}: {type(processor).__name__} refused a batch of "
+                f"{len(batch)} ({' '.join(str(exc).split())[:300]})",
+                "try settings.batch_size: 1, and report it with the model's name",
+            ) from exc
+
+    def answer_batch(self, batch: Sequence[Sample], number: int = 0) -> list[Response]:
+        """One ``generate`` call for a batch; one Response per sample, in order."""
+        import torch
+        import transformers
+
+        model = self.model
+        inputs = self.model_inputs(batch)
         frames = iter(self.frame_sizes(inputs))
 
         if self.config["seed"] is not None:
@@ -449,7 +632,7 @@ class Adapter(BaseAdapter):
 
         prompt_length = inputs["input_ids"].shape[1]
         new_tokens = output[:, prompt_length:].cpu()
-        answers = processor.tokenizer.batch_decode(
+        answers = self.processor.tokenizer.batch_decode(
             new_tokens, skip_special_tokens=True, clean_up_tokenization_spaces=False
         )
         prompt_tokens = inputs["attention_mask"].sum(dim=1).tolist()
