@@ -129,9 +129,15 @@ def test_any_text_gives_a_verdict(
 
 
 def test_every_knowledge_base_synonym_matches_its_entry(matcher: DiagnosisMatcher) -> None:
+    # Except the names the tables declare distinct entities (gangliocytoma is not a
+    # ganglioglioma; the knowledge base lists it for the retrieval baseline).
+    distinct = {
+        matcher.normalize(n) for n in yaml.safe_load(DEFAULT_SYNONYMS.read_text())["distinct"]
+    }
     for entry in load_knowledge_base().entries:
         for alias in entry.synonyms:
-            assert matcher.match(alias, entry.name), (alias, entry.name)
+            if matcher.normalize(alias) not in distinct:
+                assert matcher.match(alias, entry.name), (alias, entry.name)
 
 
 def test_rules_are_reported(matcher: DiagnosisMatcher) -> None:
@@ -259,9 +265,7 @@ UNDECIDED_DIFFERENT = [
     ("ependymal cyst", "arachnoid cyst"),  # 0.58
     ("pleomorphic xanthoastrocytoma", "pleomorphic adenoma"),  # 0.56
     ("meningeal melanocytoma", "meningioma"),  # 0.47
-    ("cerebral malaria", "cerebral toxoplasmosis"),  # 0.43
     ("Susac syndrome", "Sjogren syndrome"),  # 0.33
-    ("Wilson disease", "Menkes disease"),  # 0.09
 ]
 
 
