@@ -142,6 +142,11 @@ def _raw_tokens(text: str) -> list[str]:
     return _move_types(out)
 
 
+def _is_code(token: str) -> bool:
+    """A short letter code a number attaches to ("nf" 1, "hsv" 1, "mps" 2)."""
+    return token.isalpha() and len(token) <= 3 and token != "who"
+
+
 def _move_types(tokens: list[str]) -> list[str]:
     """Write "type N X" as "X N" and "type C" as one token "typec".
 
@@ -513,7 +518,15 @@ class DiagnosisMatcher:
         tokens = _remove_phrases(_raw_tokens(text or ""), self._hedges)
         if self._expansions:
             tokens = _move_types(self._expand(tokens))
-        return [t for t in tokens if t not in self._filler]
+        out: list[str] = []
+        for token in tokens:
+            if token in self._filler:
+                continue
+            if token.isdigit() and len(token) == 1 and out and _is_code(out[-1]):
+                out[-1] += token  # "MPS type II" -> "mps2", as "MPS II" and "MPS-2"
+                continue
+            out.append(token)
+        return out
 
     def _expand(self, tokens: list[str]) -> list[str]:
         """Abbreviations and names that carry a qualifier, written out ("RRMS" ->
@@ -549,16 +562,9 @@ class DiagnosisMatcher:
             else:
                 i += 1
 
-        core_end = n
-        for i in range(n):
-            if covered[i]:
-                continue
-            if any(
-                tuple(tokens[i : i + len(c)]) == c and not any(covered[i : i + len(c)])
-                for c in self._connectors
-            ):
-                core_end = i
-                break
+        core_end = self._clause_end(tokens, covered)
+        # Qualifiers also come from an "in" clause: "epilepsy in the left frontal lobe".
+        qualifier_end = self._clause_end(tokens, covered, skip=(("in",),))
 
         def negated_at(start: int) -> bool:
             return start > 0 and not covered[start - 1] and tokens[start - 1] in self._negations
@@ -576,7 +582,8 @@ class DiagnosisMatcher:
         )
         core_tokens = tokens[:core_end] if core_end > 0 else tokens
         words = frozenset(t for t in core_tokens if t not in self._generic_modifiers)
-        stated = qualifiers.extract(core_tokens, self._qualifier_table)
+        qualifier_tokens = tokens[:qualifier_end] if core_end > 0 else tokens
+        stated = qualifiers.extract(qualifier_tokens, self._qualifier_table)
         inherent = [self._concepts[cid].qualifiers for cid, partial in concepts if not partial]
         return _Analysis(
             text=" ".join(tokens),
@@ -586,6 +593,18 @@ class DiagnosisMatcher:
             negated=negated,
             qualifiers=qualifiers.with_inherent(stated, inherent),
         )
+
+    def _clause_end(self, tokens: list[str], covered: list[bool], skip=()) -> int:
+        """Where the first secondary clause starts (a connector outside a known name)."""
+        for i in range(len(tokens)):
+            if covered[i]:
+                continue
+            for c in self._connectors:
+                if c in skip or tuple(tokens[i : i + len(c)]) != c:
+                    continue
+                if not any(covered[i : i + len(c)]):
+                    return i
+        return len(tokens)
 
     def canonical_label(self, text: str) -> str:
         """One label per disease, for counting distinct labels (Coverage, Entropy).

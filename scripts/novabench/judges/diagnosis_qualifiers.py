@@ -52,7 +52,9 @@ def build_table(groups: Mapping[str, Mapping[str, object]], tokenize) -> Qualifi
     ancestors: dict[tuple[str, str], frozenset[str]] = {}
     for group, spec in groups.items():
         for value, words in (spec.get("values") or {}).items():
-            for phrase in [value, *(words or [])]:
+            # A number names a value but is no phrase: numbers are read by _numbers.
+            named = [] if str(value).isdigit() else [value]
+            for phrase in [*named, *(words or [])]:
                 key = tuple(tokenize(str(phrase)))
                 if key:
                     phrases.setdefault(key, {}).setdefault(group, set()).add(str(value))
