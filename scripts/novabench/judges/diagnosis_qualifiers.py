@@ -1,0 +1,127 @@
+"""Qualifiers of a diagnosis that must agree when both texts state them.
+
+A teaching-file diagnosis often carries a qualifier next to the disease name: a location
+("temporal lobe"), a side ("left"), a type or subtype ("type 2", "closed-lip"), a grade
+("WHO grade 3", "low-grade"), a phase ("chronic"), a cause ("tuberculous"). The same disease
+with a different qualifier is a different diagnosis for the judge; a qualifier stated on one
+side only is a difference in specificity and does not count against a match.
+
+The groups and their words live in the ``qualifiers`` section of
+``diagnosis_synonyms.yaml``. Each group maps values to the phrases that state them, and
+``within`` relates values (a hippocampus is within the temporal lobe, a herpes infection is
+viral): two values agree when they are equal or one is within the other. Types, grades and
+stages written as numbers are read from the tokens here, not from the table.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+
+# Numbers after these words are grades or stages; any other standalone number, a letter
+# written as "type X" (token "typex") or the digits closing a short code ("nf2",
+# "hsv1", "sca3") is a type.
+_GRADE_WORDS = {"grade", "who"}
+_STAGE_WORDS = {"stage"}
+_CODE_WITH_NUMBER = re.compile(r"^[a-z]{2,4}(\d{1,2})$")
+_TYPE_LETTER = re.compile(r"^type([a-z])$")
+
+Qualifiers = dict[str, frozenset[str]]
+
+
+@dataclass(frozen=True)
+class QualifierTable:
+    """Phrase -> (group, values) lookup and the ``within`` relation of each group."""
+
+    phrases: dict[tuple[str, ...], tuple[tuple[str, frozenset[str]], ...]]
+    max_len: int
+    ancestors: dict[tuple[str, str], frozenset[str]]
+
+    def related(self, group: str, a: str, b: str) -> bool:
+        return (
+            a == b
+            or a in self.ancestors.get((group, b), ())
+            or b in self.ancestors.get((group, a), ())
+        )
+
+
+def build_table(groups: Mapping[str, Mapping[str, object]], tokenize) -> QualifierTable:
+    """The lookup for the ``qualifiers`` section; ``tokenize`` normalizes a phrase."""
+    phrases: dict[tuple[str, ...], dict[str, set[str]]] = {}
+    ancestors: dict[tuple[str, str], frozenset[str]] = {}
+    for group, spec in groups.items():
+        for value, words in (spec.get("values") or {}).items():
+            # A number names a value but is no phrase: numbers are read by _numbers.
+            named = [] if str(value).isdigit() else [value]
+            for phrase in [*named, *(words or [])]:
+                key = tuple(tokenize(str(phrase)))
+                if key:
+                    phrases.setdefault(key, {}).setdefault(group, set()).add(str(value))
+        parents = {str(k): str(v) for k, v in (spec.get("within") or {}).items()}
+        for value in parents:
+            seen, current = set(), value
+            while current in parents and parents[current] not in seen:
+                current = parents[current]
+                seen.add(current)
+            ancestors[(group, value)] = frozenset(seen)
+    frozen = {
+        key: tuple((g, frozenset(v)) for g, v in sorted(found.items()))
+        for key, found in phrases.items()
+    }
+    return QualifierTable(frozen, max((len(k) for k in frozen), default=1), ancestors)
+
+
+def _numbers(tokens: Sequence[str]) -> Qualifiers:
+    found: dict[str, set[str]] = {}
+    for i, token in enumerate(tokens):
+        previous = tokens[i - 1] if i else ""
+        if token.isdigit():
+            if previous in _GRADE_WORDS:
+                group = "grade"
+            elif previous in _STAGE_WORDS:
+                group = "stage"
+            else:
+                group = "type"
+            found.setdefault(group, set()).add(str(int(token)))
+        elif match := _TYPE_LETTER.match(token):
+            found.setdefault("type", set()).add(match.group(1))
+        elif match := _CODE_WITH_NUMBER.match(token):
+            found.setdefault("type", set()).add(str(int(match.group(1))))
+    return {group: frozenset(values) for group, values in found.items()}
+
+
+def extract(tokens: Sequence[str], table: QualifierTable) -> Qualifiers:
+    """The qualifiers stated in ``tokens`` (normalized words), longest phrases first."""
+    found: dict[str, set[str]] = {g: set(v) for g, v in _numbers(tokens).items()}
+    i = 0
+    while i < len(tokens):
+        for length in range(min(table.max_len, len(tokens) - i), 0, -1):
+            hit = table.phrases.get(tuple(tokens[i : i + length]))
+            if hit:
+                for group, values in hit:
+                    found.setdefault(group, set()).update(values)
+                i += length
+                break
+        else:
+            i += 1
+    return {group: frozenset(values) for group, values in found.items()}
+
+
+def with_inherent(stated: Qualifiers, inherent: Iterable[Qualifiers]) -> Qualifiers:
+    """Stated qualifiers, plus a named concept's own ones for groups the text leaves open
+    ("glioblastoma" is grade 4 unless the text says otherwise)."""
+    out = dict(stated)
+    for qualifiers in inherent:
+        for group, values in qualifiers.items():
+            if group not in stated:
+                out[group] = out.get(group, frozenset()) | values
+    return out
+
+
+def conflict(a: Qualifiers, b: Qualifiers, table: QualifierTable) -> str | None:
+    """The first group that both state with no agreeing pair of values, or None."""
+    for group in sorted(set(a) & set(b)):
+        if not any(table.related(group, x, y) for x in a[group] for y in b[group]):
+            return group
+    return None

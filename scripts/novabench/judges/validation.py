@@ -1,0 +1,436 @@
+"""How far each configured judge agrees with hand labels: the judge report.
+
+The hand-labelled sets live in ``tests/data/judge_validation/`` (their README gives the
+format and the labelling rules). Each pair belongs to the ``tune`` half (which may be used
+to improve a judge) or the ``heldout`` half (reporting only); the report gives both,
+labelled, and the held-out half is the one to quote.
+
+- Diagnosis judges: accuracy, false-match rate (false positives / true non-matches) and
+  missed-match rate (false negatives / true matches), with counts and Wilson 95% intervals,
+  and every error (capped).
+- Caption judges: per pair, the judge's Clinical and Modality F1 against the hand-labelled
+  F1 (set F1 of the pair's hand keywords, as the benchmark computes it), as a mean
+  absolute difference; precision and recall of the judge's keywords against the hand
+  keywords after the same cleaning; normal/abnormal accuracy; the worst pairs.
+
+A judge that calls a service (an LLM) is skipped with one line when its key or endpoint
+is missing; its answers are cached like a model's when it runs.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from novabench.errors import NovaError
+from novabench.judges.base import judge_kind, make_judge
+from novabench.judges.llm import clean_keyword
+
+SPLITS = ("heldout", "tune")
+SPLIT_TITLES = {"heldout": "held-out half", "tune": "tuning half (used to tune judges)"}
+MAX_EXAMPLES = 25
+DIAGNOSIS_FIELDS = ("id", "split", "phenomenon", "reference", "prediction", "match")
+CAPTION_FIELDS = (
+    "id",
+    "split",
+    "phenomenon",
+    "reference",
+    "prediction",
+    "reference_labels",
+    "prediction_labels",
+)
+
+
+# --- reading the sets ---------------------------------------------------------------------
+
+
+def read_pairs(path: Path, fields: Sequence[str]) -> list[dict[str, Any]]:
+    """The pairs of a JSON-lines validation set; a malformed line stops with its number."""
+    pairs = []
+    for number, line in enumerate(Path(path).read_text(encoding="utf-8").splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            pair = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise NovaError(f"{path}:{number} is not JSON ({exc.msg})", "fix that line") from None
+        missing = [f for f in fields if not isinstance(pair, dict) or f not in pair]
+        if missing or pair["split"] not in SPLITS:
+            problem = f"lacks {', '.join(missing)}" if missing else f"split {pair['split']!r}"
+            raise NovaError(
+                f"{path}:{number} {problem}",
+                f"give every pair {', '.join(fields)} with split tune or heldout "
+                "(tests/data/judge_validation/README.md)",
+            )
+        pairs.append(pair)
+    return pairs
+
+
+def _file_record(path: Path, pairs: list[dict[str, Any]]) -> dict[str, Any]:
+    counts = {s: sum(p["split"] == s for p in pairs) for s in SPLITS}
+    sha = hashlib.sha256(Path(path).read_bytes()).hexdigest()
+    return {"path": str(path), "sha256": sha, "n": len(pairs), **counts}
+
+
+# --- statistics -----------------------------------------------------------------------------
+
+
+def wilson(k: int, n: int) -> list[float] | None:
+    """Wilson score 95% interval of k/n (scipy's binomtest), None for n = 0."""
+    if n == 0:
+        return None
+    from scipy.stats import binomtest
+
+    ci = binomtest(k, n).proportion_ci(confidence_level=0.95, method="wilson")
+    return [float(ci.low), float(ci.high)]
+
+
+def proportion(k: int, n: int) -> dict[str, Any]:
+    return {"k": k, "n": n, "rate": k / n if n else None, "ci95": wilson(k, n)}
+
+
+# --- diagnosis ------------------------------------------------------------------------------
+
+
+def _verdicts(judge: Any, pairs: list[dict[str, Any]]) -> list[bool]:
+    """Top-1 verdict of each pair (a judge with ``match_ranked_many`` gets them at once)."""
+    asked = [([p["prediction"]], p["reference"]) for p in pairs]
+    many = getattr(judge, "match_ranked_many", None)
+    answers = many(asked) if many else [judge.match_ranked(r, ref) for r, ref in asked]
+    return [bool(top1) for top1, _ in answers]
+
+
+def diagnosis_agreement(judge: Any, pairs: list[dict[str, Any]]) -> dict[str, Any]:
+    """Per split: accuracy, false-match and missed-match rates, and the errors."""
+    verdicts = _verdicts(judge, pairs)
+    explain = getattr(judge, "explain", None)
+    out: dict[str, Any] = {}
+    for split in SPLITS:
+        rows = [(p, v) for p, v in zip(pairs, verdicts, strict=True) if p["split"] == split]
+        false_match = [p for p, v in rows if v and not p["match"]]
+        missed = [p for p, v in rows if not v and p["match"]]
+        positives = sum(p["match"] for p, _ in rows)
+        errors = [
+            {
+                "id": p["id"],
+                "error": "false match" if p in false_match else "missed",
+                "phenomenon": p["phenomenon"],
+                "reference": p["reference"],
+                "prediction": p["prediction"],
+                "why": p.get("why", ""),
+                "rule": explain(p["prediction"], p["reference"]).rule if explain else None,
+            }
+            for p, _ in rows
+            if p in false_match or p in missed
+        ]
+        out[split] = {
+            "n": len(rows),
+            "accuracy": proportion(len(rows) - len(errors), len(rows)),
+            "false_match": proportion(len(false_match), len(rows) - positives),
+            "missed": proportion(len(missed), positives),
+            "errors_total": len(errors),
+            "errors": errors[:MAX_EXAMPLES],
+        }
+    return out
+
+
+# --- captioning -----------------------------------------------------------------------------
+
+
+def _clean(keywords: Sequence[str]) -> frozenset[str]:
+    return frozenset(k for k in (clean_keyword(x) for x in keywords) if k)
+
+
+def _hand(labels: Mapping[str, Any]) -> tuple[frozenset[str], frozenset[str], bool]:
+    """(clinical, modality, abnormal) of one caption's hand labels, cleaned like a judge's."""
+    from novabench.metrics.captioning import MODALITY_KEYWORDS
+
+    modality = _clean(labels.get("modality") or [])
+    unknown = modality - MODALITY_KEYWORDS
+    if unknown:
+        raise NovaError(
+            f"hand modality keywords {sorted(unknown)} are outside the benchmark's set",
+            f"use only {', '.join(sorted(MODALITY_KEYWORDS))}",
+        )
+    return _clean(labels.get("clinical") or []), modality, bool(labels.get("abnormal"))
+
+
+def _difference(a: float | None, b: float | None) -> float | None:
+    return None if a is None or b is None else abs(a - b)
+
+
+def _caption_rows(judge: Any, pairs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    # Imported here: judge modules import nothing from metrics at import time (base.py).
+    from novabench.metrics.captioning import set_f1, split_keywords
+
+    texts = [t for p in pairs for t in (p["reference"], p["prediction"])]
+    many = getattr(judge, "extract_many", None)
+    found = list(many(texts)) if many else [judge.extract(t) for t in texts]
+    rows = []
+    for i, pair in enumerate(pairs):
+        ref_kw, pred_kw = found[2 * i], found[2 * i + 1]
+        hand_ref, hand_pred = _hand(pair["reference_labels"]), _hand(pair["prediction_labels"])
+        judge_ref, judge_pred = split_keywords(ref_kw.keywords), split_keywords(pred_kw.keywords)
+        f1 = {
+            "clinical": (set_f1(hand_ref[0], hand_pred[0]), set_f1(judge_ref[0], judge_pred[0])),
+            "modality": (set_f1(hand_ref[1], hand_pred[1]), set_f1(judge_ref[1], judge_pred[1])),
+        }
+        rows.append(
+            {
+                "pair": pair,
+                "f1": f1,
+                "hand_keywords": [hand_ref[0] | hand_ref[1], hand_pred[0] | hand_pred[1]],
+                "judge_keywords": [_clean(ref_kw.keywords), _clean(pred_kw.keywords)],
+                "labels": [(hand_ref[2], ref_kw.abnormal), (hand_pred[2], pred_kw.abnormal)],
+            }
+        )
+    return rows
+
+
+def _caption_split(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    out: dict[str, Any] = {"n": len(rows)}
+    for family in ("clinical", "modality"):
+        diffs = [_difference(*r["f1"][family]) for r in rows]
+        defined = [d for d in diffs if d is not None]
+        out[f"{family}_f1_mad"] = math.fsum(defined) / len(defined) if defined else None
+        out[f"{family}_f1_n"] = len(defined)
+        # Pairs where one side's F1 is undefined (both keyword sets empty) and the other's not.
+        out[f"{family}_f1_undefined_mismatch"] = sum(
+            (a is None) != (b is None) for a, b in (r["f1"][family] for r in rows)
+        )
+    hits = sum(len(h & j) for r in rows for h, j in zip(*_kw(r), strict=True))
+    n_judge = sum(len(j) for r in rows for j in r["judge_keywords"])
+    n_hand = sum(len(h) for r in rows for h in r["hand_keywords"])
+    out["keyword_precision"] = proportion(hits, n_judge)
+    out["keyword_recall"] = proportion(hits, n_hand)
+    labels = [pair for r in rows for pair in r["labels"]]
+    out["abnormal_accuracy"] = proportion(sum(h == j for h, j in labels), len(labels))
+    worst = sorted(rows, key=_badness, reverse=True)[:MAX_EXAMPLES]
+    out["worst"] = [_worst_entry(r) for r in worst if _badness(r) > 0]
+    return out
+
+
+def _kw(row: dict[str, Any]) -> tuple[list[frozenset[str]], list[frozenset[str]]]:
+    return row["hand_keywords"], row["judge_keywords"]
+
+
+def _badness(row: dict[str, Any]) -> float:
+    diffs = [_difference(*row["f1"][f]) for f in ("clinical", "modality")]
+    undefined = sum((a is None) != (b is None) for a, b in row["f1"].values())
+    return max([d for d in diffs if d is not None] + [100.0 * bool(undefined)] + [0.0])
+
+
+def _worst_entry(row: dict[str, Any]) -> dict[str, Any]:
+    pair = row["pair"]
+    return {
+        "id": pair["id"],
+        "phenomenon": pair["phenomenon"],
+        "reference": pair["reference"],
+        "prediction": pair["prediction"],
+        "clinical_f1": {"hand": row["f1"]["clinical"][0], "judge": row["f1"]["clinical"][1]},
+        "modality_f1": {"hand": row["f1"]["modality"][0], "judge": row["f1"]["modality"][1]},
+        "judge_keywords": [sorted(k) for k in row["judge_keywords"]],
+        "hand_keywords": [sorted(k) for k in row["hand_keywords"]],
+    }
+
+
+def caption_agreement(judge: Any, pairs: list[dict[str, Any]]) -> dict[str, Any]:
+    """Per split: F1 differences to the hand labels, keyword precision/recall, labels."""
+    rows = _caption_rows(judge, pairs)
+    return {s: _caption_split([r for r in rows if r["pair"]["split"] == s]) for s in SPLITS}
+
+
+# --- every configured judge -------------------------------------------------------------------
+
+AGREEMENT = {"diagnosis": diagnosis_agreement, "captioning": caption_agreement}
+
+
+def _skip_reason(name: str, cfg: Mapping[str, Any], task: str, resolve) -> str | None:
+    kind = judge_kind(cfg["kind"])
+    if task not in kind.tasks:
+        return None
+    if not kind.remote:
+        return ""
+    problems = kind.environment_problems(name, cfg.get("settings") or {}, [task], resolve)
+    return str(problems[0]).split("; fix:")[0] if problems else ""
+
+
+def judge_agreement(
+    judges: Mapping[str, Mapping[str, Any]],
+    pairs: Mapping[str, list[dict[str, Any]]],
+    cache_dir: Path | None = None,
+    resolve: Callable[[str], str] = str,
+) -> dict[str, Any]:
+    """Every judge of ``judges`` (config ``judges:``) on every task it judges that has pairs."""
+    out: dict[str, Any] = {}
+    for name, cfg in judges.items():
+        entry: dict[str, Any] = {"kind": cfg["kind"], "tasks": {}, "skipped": {}}
+        for task, task_pairs in pairs.items():
+            reason = _skip_reason(name, cfg, task, resolve)
+            if reason is None or not task_pairs:
+                continue
+            if reason:
+                entry["skipped"][task] = reason
+                continue
+            judge = make_judge({**cfg, "name": name}, task, cache_dir)
+            entry["tasks"][task] = AGREEMENT[task](judge, task_pairs)
+            entry.setdefault("identity", {})[task] = judge.identity()
+        out[name] = entry
+    return out
+
+
+# --- the report files -------------------------------------------------------------------------
+
+
+def load_sets(folder: Path) -> tuple[dict[str, list[dict[str, Any]]], dict[str, Any]]:
+    """The pairs of ``diagnoses.jsonl`` and ``captions.jsonl`` in ``folder`` (a missing
+    file gives no pairs and is recorded as missing) and a record of each file."""
+    pairs: dict[str, list[dict[str, Any]]] = {}
+    files: dict[str, Any] = {}
+    for task, filename, fields in (
+        ("diagnosis", "diagnoses.jsonl", DIAGNOSIS_FIELDS),
+        ("captioning", "captions.jsonl", CAPTION_FIELDS),
+    ):
+        path = Path(folder) / filename
+        if not path.is_file():
+            pairs[task], files[task] = [], {"path": str(path), "missing": True}
+            continue
+        pairs[task] = read_pairs(path, fields)
+        files[task] = _file_record(path, pairs[task])
+    return pairs, files
+
+
+def write_report(
+    judges: Mapping[str, Mapping[str, Any]],
+    folder: Path,
+    out_json: Path,
+    out_md: Path,
+    cache_dir: Path | None = None,
+    resolve: Callable[[str], str] = str,
+) -> dict[str, Any]:
+    """Run every judge over the validation sets in ``folder``; write the JSON and Markdown."""
+    pairs, files = load_sets(folder)
+    report = {
+        "validation_sets": files,
+        "judges": judge_agreement(judges, pairs, cache_dir, resolve),
+    }
+    for path in (out_json, out_md):
+        Path(path).parent.mkdir(parents=True, exist_ok=True)
+    Path(out_json).write_text(json.dumps(report, indent=2, sort_keys=True) + "\n", "utf-8")
+    Path(out_md).write_text(render_markdown(report), encoding="utf-8")
+    return report
+
+
+# --- Markdown -----------------------------------------------------------------------------------
+
+
+def _percent(value: float | None) -> str:
+    return "n/a" if value is None else f"{100 * value:.1f}%"
+
+
+def _share(p: dict[str, Any]) -> list[str]:
+    ci = p["ci95"]
+    interval = "n/a" if ci is None else f"{_percent(ci[0])} to {_percent(ci[1])}"
+    return [_percent(p["rate"]), f"{p['k']}/{p['n']}", interval]
+
+
+def _table(header: Sequence[str], rows: Sequence[Sequence[Any]]) -> list[str]:
+    def cell(value: Any) -> str:
+        return str(value).replace("|", "\\|").replace("\n", " ")
+
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    return lines + ["| " + " | ".join(cell(c) for c in row) + " |" for row in rows]
+
+
+def _diagnosis_md(split: str, stats: dict[str, Any]) -> list[str]:
+    lines = [f"#### Diagnosis, {SPLIT_TITLES[split]} (n = {stats['n']})", ""]
+    lines += _table(
+        ["metric", "rate", "count", "Wilson 95% CI"],
+        [
+            ["accuracy", *_share(stats["accuracy"])],
+            ["false-match rate (of true non-matches)", *_share(stats["false_match"])],
+            ["missed-match rate (of true matches)", *_share(stats["missed"])],
+        ],
+    )
+    if stats["errors"]:
+        shown = len(stats["errors"])
+        lines += ["", f"Errors ({shown} of {stats['errors_total']}):", ""]
+        lines += _table(
+            ["id", "error", "phenomenon", "reference", "prediction", "judge rule"],
+            [
+                [e["id"], e["error"], e["phenomenon"], e["reference"], e["prediction"], e["rule"]]
+                for e in stats["errors"]
+            ],
+        )
+    return [*lines, ""]
+
+
+def _f1(value: float | None) -> str:
+    return "n/a" if value is None else f"{value:.1f}"
+
+
+def _caption_md(split: str, stats: dict[str, Any]) -> list[str]:
+    lines = [f"#### Captioning, {SPLIT_TITLES[split]} (n = {stats['n']})", ""]
+    rows = [
+        [
+            f"{family.title()} F1, mean absolute difference to hand F1 (points)",
+            _f1(stats[f"{family}_f1_mad"]),
+            f"{stats[f'{family}_f1_n']} pairs; {stats[f'{family}_f1_undefined_mismatch']} "
+            "with F1 undefined on one side only",
+        ]
+        for family in ("clinical", "modality")
+    ]
+    for key, title in (
+        ("keyword_precision", "keyword precision"),
+        ("keyword_recall", "keyword recall"),
+        ("abnormal_accuracy", "normal/abnormal accuracy"),
+    ):
+        rate, count, interval = _share(stats[key])
+        rows.append([title, rate, f"{count}, Wilson 95% CI {interval}"])
+    lines += _table(["metric", "value", "basis"], rows)
+    if stats["worst"]:
+        lines += ["", "Worst pairs (clinical / modality F1, hand vs judge):", ""]
+        lines += _table(
+            ["id", "phenomenon", "clinical", "modality", "judge keywords (ref; pred)"],
+            [
+                [
+                    w["id"],
+                    w["phenomenon"],
+                    f"{_f1(w['clinical_f1']['hand'])} vs {_f1(w['clinical_f1']['judge'])}",
+                    f"{_f1(w['modality_f1']['hand'])} vs {_f1(w['modality_f1']['judge'])}",
+                    "; ".join(", ".join(k) for k in w["judge_keywords"]),
+                ]
+                for w in stats["worst"]
+            ],
+        )
+    return [*lines, ""]
+
+
+def render_markdown(report: dict[str, Any]) -> str:
+    """The report as Markdown: the sets, then per judge and task both halves."""
+    lines = ["# Judges against hand labels", ""]
+    for task, record in report["validation_sets"].items():
+        if record.get("missing"):
+            lines.append(f"- {task}: no validation set at {record['path']}; not measured.")
+        else:
+            lines.append(
+                f"- {task}: {record['path']}, {record['n']} pairs ({record['heldout']} "
+                f"held-out, {record['tune']} tuning), sha256 {record['sha256'][:12]}"
+            )
+    lines += ["", "Quote the held-out half; the tuning half was used to improve the judges.", ""]
+    render = {"diagnosis": _diagnosis_md, "captioning": _caption_md}
+    for name, entry in report["judges"].items():
+        lines += [f"## Judge `{name}` (kind {entry['kind']})", ""]
+        for task, reason in entry["skipped"].items():
+            lines += [f"- {task}: skipped, {reason}", ""]
+        for task, splits in entry["tasks"].items():
+            lines += [f"### {task}", ""]
+            for split in SPLITS:
+                lines += render[task](split, splits[split])
+        if not entry["tasks"] and not entry["skipped"]:
+            lines += ["No task of this judge has a validation set.", ""]
+    return "\n".join(lines).rstrip() + "\n"

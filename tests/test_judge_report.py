@@ -1,0 +1,277 @@
+"""The judge report: judges measured against hand-labelled pairs (novabench.judges.validation).
+
+The numbers are checked against values worked out by hand from the fixture in
+tests/data/judge_report/ and the stub judges' verdicts below.
+"""
+
+import json
+import math
+from pathlib import Path
+
+import pytest
+
+from novabench.cli import main
+from novabench.errors import NovaError
+from novabench.judges.base import KeywordSet
+from novabench.judges.validation import (
+    caption_agreement,
+    diagnosis_agreement,
+    read_pairs,
+    write_report,
+)
+from openai_server import FakeOpenAI, Reply
+
+FIXTURE = Path(__file__).parent / "data" / "judge_report"
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def wilson_by_formula(k: int, n: int, z: float = 1.959963984540054) -> list[float]:
+    p = k / n
+    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
+    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
+    return [centre - half, centre + half]
+
+
+def pairs(name: str) -> list[dict]:
+    return [json.loads(line) for line in (FIXTURE / name).read_text().splitlines()]
+
+
+# --- diagnosis ------------------------------------------------------------------------------
+
+# The stub's top-1 verdict per pair id: f-02 and f-08 are false matches, f-03 is missed.
+STUB_VERDICTS = {
+    "f-01": True,
+    "f-02": True,
+    "f-03": False,
+    "f-04": False,
+    "f-05": True,
+    "f-06": True,
+    "f-07": False,
+    "f-08": True,
+}
+
+
+class StubDiagnosisJudge:
+    def __init__(self, rows):
+        self.verdicts = {(r["prediction"], r["reference"]): STUB_VERDICTS[r["id"]] for r in rows}
+
+    def match_ranked(self, ranked, reference):
+        verdict = self.verdicts[(ranked[0], reference)]
+        return verdict, verdict
+
+
+def test_diagnosis_rates_counts_and_intervals():
+    rows = pairs("diagnoses.jsonl")
+    report = diagnosis_agreement(StubDiagnosisJudge(rows), rows)
+    held = report["heldout"]
+    # Held-out: 5 pairs, 3 true matches (f-01, f-03, f-05), 2 true non-matches.
+    assert held["n"] == 5
+    assert (held["accuracy"]["k"], held["accuracy"]["n"]) == (3, 5)
+    assert (held["false_match"]["k"], held["false_match"]["n"]) == (1, 2)
+    assert (held["missed"]["k"], held["missed"]["n"]) == (1, 3)
+    assert held["accuracy"]["rate"] == pytest.approx(0.6)
+    assert held["accuracy"]["ci95"] == pytest.approx(wilson_by_formula(3, 5))
+    assert held["false_match"]["ci95"] == pytest.approx(wilson_by_formula(1, 2))
+    assert [(e["id"], e["error"]) for e in held["errors"]] == [
+        ("f-02", "false match"),
+        ("f-03", "missed"),
+    ]
+    tune = report["tune"]
+    assert (tune["accuracy"]["k"], tune["false_match"]["k"], tune["missed"]["k"]) == (2, 1, 0)
+    assert (tune["false_match"]["n"], tune["missed"]["n"]) == (2, 1)
+    assert tune["missed"]["ci95"] == pytest.approx(wilson_by_formula(0, 1))
+
+
+def test_the_matcher_names_the_rule_behind_each_error(matcher):
+    rows = pairs("diagnoses.jsonl")
+    flipped = [{**r, "match": not r["match"]} if r["id"] == "f-02" else r for r in rows]
+    errors = diagnosis_agreement(matcher, flipped)["heldout"]["errors"]
+    # Left vs right: the matcher refuses on the laterality qualifier.
+    assert [(e["id"], e["error"], e["rule"]) for e in errors] == [
+        ("f-02", "missed", "qualifier:laterality")
+    ]
+
+
+# --- captioning -----------------------------------------------------------------------------
+
+
+def kw(*words, abnormal=True):
+    return KeywordSet(frozenset(words), abnormal)
+
+
+# What a stub caption judge extracts from each fixture caption (by pair id, reference first).
+STUB_KEYWORDS = {
+    "c-01": (
+        kw("hyperintense", "lesion", "temporal lobe", "axial", "flair"),
+        kw("hyperintense", "temporal lobe", "axial", "t2"),
+    ),
+    "c-02": (kw("Ring-enhancing", "mass", "coronal", "t1"), kw("coronal", "t1", "normal")),
+    "c-03": (kw("sagittal", "t1", abnormal=False), kw("sagittal", "t1", "hemorrhage")),
+    "c-04": (
+        kw("restricted diffusion", "left", "thalamus", "dwi"),
+        kw("restricted diffusion", "left", "thalamus", "dwi"),
+    ),
+    "c-05": (kw("axial", "t2", abnormal=False), kw("axial", "t2", "unremarkable", abnormal=False)),
+}
+
+
+class StubCaptionJudge:
+    def __init__(self, rows):
+        self.by_text = {}
+        for row in rows:
+            ref, pred = STUB_KEYWORDS[row["id"]]
+            self.by_text[row["reference"]] = ref
+            self.by_text[row["prediction"]] = pred
+
+    def extract(self, text):
+        return self.by_text[text]
+
+
+def test_caption_f1_differences_keywords_and_labels():
+    rows = pairs("captions.jsonl")
+    report = caption_agreement(StubCaptionJudge(rows), rows)
+    held = report["heldout"]
+    # c-01: hand clinical F1 100, judge 2*2/(3+2) = 80; modality 50 on both sides.
+    # c-02 and c-03: clinical 0 on both sides, modality 100 on both sides.
+    assert held["clinical_f1_mad"] == pytest.approx(20 / 3)
+    assert held["modality_f1_mad"] == pytest.approx(0.0)
+    assert (held["clinical_f1_n"], held["clinical_f1_undefined_mismatch"]) == (3, 0)
+    # Keywords after cleaning ("Ring-enhancing" = "ring enhancing"): 20 shared of the
+    # judge's 5+4+4+3+2+3 = 21 and the hand's 5+5+4+2+3+3 = 22.
+    assert (held["keyword_precision"]["k"], held["keyword_precision"]["n"]) == (20, 21)
+    assert (held["keyword_recall"]["k"], held["keyword_recall"]["n"]) == (20, 22)
+    # Six captions; the judge calls c-02's normal prediction abnormal.
+    assert (held["abnormal_accuracy"]["k"], held["abnormal_accuracy"]["n"]) == (5, 6)
+    assert [w["id"] for w in held["worst"]] == ["c-01"]
+    assert held["worst"][0]["clinical_f1"] == {"hand": 100.0, "judge": 80.0}
+    tune = report["tune"]
+    # c-05: no hand clinical keyword on either side (undefined), the judge has one.
+    assert (tune["clinical_f1_n"], tune["clinical_f1_undefined_mismatch"]) == (1, 1)
+    assert tune["clinical_f1_mad"] == pytest.approx(0.0)
+    assert [w["id"] for w in tune["worst"]] == ["c-05"]
+
+
+def test_hand_modality_keywords_outside_the_benchmark_set_are_refused():
+    rows = pairs("captions.jsonl")
+    rows[0]["reference_labels"]["modality"].append("swi")
+    with pytest.raises(NovaError, match=r"hand modality keywords \['swi'\] are outside"):
+        caption_agreement(StubCaptionJudge(pairs("captions.jsonl")), rows)
+
+
+def test_a_pair_without_its_fields_names_the_line(tmp_path):
+    path = tmp_path / "diagnoses.jsonl"
+    path.write_text('{"id": "x", "split": "heldout"}\n')
+    with pytest.raises(NovaError, match=r"diagnoses.jsonl:1 lacks phenomenon"):
+        read_pairs(path, ("id", "split", "phenomenon"))
+    path.write_text('{"id": "x", "split": "train", "phenomenon": "exact"}\n')
+    with pytest.raises(NovaError, match=r"diagnoses.jsonl:1 split 'train'"):
+        read_pairs(path, ("id", "split", "phenomenon"))
+
+
+# --- the whole report -----------------------------------------------------------------------
+
+OFFLINE_JUDGES = {
+    "matcher": {"kind": "diagnosis-matcher", "settings": {"embedding_fallback": False}},
+    "keywords": {"kind": "keyword-lexicon"},
+}
+
+
+def test_report_runs_each_judge_on_the_tasks_it_judges(tmp_path):
+    report = write_report(OFFLINE_JUDGES, FIXTURE, tmp_path / "r.json", tmp_path / "r.md")
+    on_disk = json.loads((tmp_path / "r.json").read_text())
+    assert on_disk == json.loads(json.dumps(report))
+    assert set(report["judges"]["matcher"]["tasks"]) == {"diagnosis"}
+    assert set(report["judges"]["keywords"]["tasks"]) == {"captioning"}
+    # The matcher decides every fixture pair as labelled.
+    held = report["judges"]["matcher"]["tasks"]["diagnosis"]["heldout"]
+    assert (held["accuracy"]["k"], held["accuracy"]["n"], held["errors"]) == (5, 5, [])
+    sets = report["validation_sets"]
+    assert (sets["diagnosis"]["heldout"], sets["diagnosis"]["tune"]) == (5, 3)
+    assert report["judges"]["matcher"]["identity"]["diagnosis"]["name"] == "diagnosis-matcher"
+    md = (tmp_path / "r.md").read_text()
+    assert "## Judge `matcher` (kind diagnosis-matcher)" in md
+    assert "#### Diagnosis, held-out half (n = 5)" in md
+    assert "| accuracy | 100.0% | 5/5 | 56.6% to 100.0% |" in md
+    assert "#### Diagnosis, tuning half (used to tune judges) (n = 3)" in md
+
+
+def test_a_missing_caption_set_is_one_line(tmp_path):
+    folder = tmp_path / "sets"
+    folder.mkdir()
+    (folder / "diagnoses.jsonl").write_text((FIXTURE / "diagnoses.jsonl").read_text())
+    report = write_report(OFFLINE_JUDGES, folder, tmp_path / "r.json", tmp_path / "r.md")
+    assert report["judges"]["keywords"]["tasks"] == {}
+    md = (tmp_path / "r.md").read_text()
+    assert f"- captioning: no validation set at {folder / 'captions.jsonl'}; not measured." in md
+
+
+def llm_judge(base_url: str, key_env: str | None = None) -> dict:
+    backend = {"base_url": base_url, "model": "judge-llm", "api_key_env": key_env}
+    backend.update(timeout_s=5, max_attempts=1, backoff_base_s=0.01)
+    return {"kind": "llm", "settings": {"backend": backend}}
+
+
+def test_an_llm_judge_is_measured_through_its_endpoint(tmp_path):
+    # The LLM names the first candidate as a match every time: every held-out pair is
+    # judged a match, so both true non-matches are false matches. Every caption is
+    # abnormal with the same keywords.
+    def answer(seen):
+        if "Reference diagnosis:" in seen.prompt:
+            return Reply('{"first_match": 1}')
+        return Reply('{"sequence": ["T1"], "plane": ["axial"], "label": "abnormal"}')
+
+    with FakeOpenAI(answer) as server:
+        judges = {"gpt": llm_judge(server.base_url)}
+        report = write_report(
+            judges, FIXTURE, tmp_path / "r.json", tmp_path / "r.md", cache_dir=tmp_path
+        )
+        sent = len(server.requests)
+    held = report["judges"]["gpt"]["tasks"]["diagnosis"]["heldout"]
+    assert (held["false_match"]["k"], held["false_match"]["n"]) == (2, 2)
+    assert (held["missed"]["k"], held["accuracy"]["k"]) == (0, 3)
+    # Held-out hand labels: 4 of the 6 captions are abnormal.
+    captions = report["judges"]["gpt"]["tasks"]["captioning"]["heldout"]
+    assert (captions["abnormal_accuracy"]["k"], captions["abnormal_accuracy"]["n"]) == (4, 6)
+    # One request per distinct diagnosis pair (8) and per distinct caption (10).
+    assert sent == 18
+
+
+def test_an_llm_judge_without_its_key_is_skipped_with_one_line(tmp_path, monkeypatch):
+    monkeypatch.delenv("NOVABENCH_TEST_NO_SUCH_KEY", raising=False)
+    judges = {"gpt": llm_judge("http://127.0.0.1:9/v1", "NOVABENCH_TEST_NO_SUCH_KEY")}
+    report = write_report(judges, FIXTURE, tmp_path / "r.json", tmp_path / "r.md")
+    skipped = report["judges"]["gpt"]["skipped"]
+    assert set(skipped) == {"diagnosis", "captioning"}
+    assert "NOVABENCH_TEST_NO_SUCH_KEY" in skipped["diagnosis"]
+    assert "\n" not in skipped["diagnosis"]
+    md = (tmp_path / "r.md").read_text()
+    assert f"- diagnosis: skipped, {skipped['diagnosis']}" in md
+
+
+# --- the command ----------------------------------------------------------------------------
+
+
+def test_cli_judge_report_writes_both_files(tmp_path, capsys):
+    config = tmp_path / "config" / "config.yaml"
+    config.parent.mkdir()
+    config.write_text(json.dumps({"judges": OFFLINE_JUDGES}))
+    out = tmp_path / "judges"
+    argv = ["judge-report", "--config", str(config), "--validation-dir", str(FIXTURE)]
+    assert main([*argv, "--out-dir", str(out)]) == 0
+    printed = capsys.readouterr().out
+    assert "matcher (diagnosis, held-out n=5): accuracy 5/5, false matches 0/2, missed 0/3" in (
+        printed
+    )
+    assert json.loads((out / "report.json").read_text())["judges"]["matcher"]["kind"] == (
+        "diagnosis-matcher"
+    )
+    assert (out / "report.md").read_text().startswith("# Judges against hand labels")
+
+
+def test_cli_judge_report_without_judges_is_one_line(tmp_path, capsys):
+    config = tmp_path / "config.yaml"
+    config.write_text("judges: {}\n")
+    assert main(["judge-report", "--config", str(config), "--out-dir", str(tmp_path)]) == 2
+    assert capsys.readouterr().err == (
+        f"novabench: error: {config} configures no judges; fix: add a `judges:` section\n"
+    )

@@ -1,0 +1,34 @@
+# The judges measured against hand-labelled pairs (tests/data/judge_validation): how often
+# each configured judge agrees with a human reader. Not part of `all` (an LLM judge costs
+# requests): run `snakemake judge_report` or ask for results/judges/report.md.
+
+JUDGE_VALIDATION = Path(workflow.basedir) / "tests" / "data" / "judge_validation"
+# The sets that exist (the caption set may not be written yet).
+JUDGE_VALIDATION_SETS = [
+    str(JUDGE_VALIDATION / name)
+    for name in ("diagnoses.jsonl", "captions.jsonl")
+    if (JUDGE_VALIDATION / name).exists()
+]
+
+
+rule judge_report:
+    input:
+        pairs=JUDGE_VALIDATION_SETS,
+        code=[
+            str(Path(workflow.basedir) / "scripts" / "judge_report.py"),
+            str(Path(workflow.basedir) / "scripts/novabench/judges/validation.py"),
+        ],
+    output:
+        md="results/judges/report.md",
+        json="results/judges/report.json",
+    log:
+        "results/logs/judges/report.log",
+    benchmark:
+        "results/benchmarks/judges/report.tsv"
+    conda:
+        "../../envs/scoring.yaml"
+    params:
+        judges=config["judges"],
+        cache="results/cache",
+    script:
+        "../../scripts/judge_report.py"
