@@ -3,6 +3,7 @@
 from pathlib import Path
 
 from novabench.report.figures import make_figure
+from novabench.report.labels import figure_note, read_manifest
 from novabench.rules import log, run
 
 
@@ -27,6 +28,7 @@ def main(smk):
         table=_optional(smk.output, "table") or _optional(smk.input, "table"),
         judge=getattr(smk.params, "judge", None),
         axis=getattr(smk.params, "axis", None),
+        note=figure_note(read_manifest(_optional(smk.input, "dataset_manifest"))),
     )
     log.info("figure %s (%s) written", smk.params.family, smk.params.task or "all tasks")
 

@@ -66,4 +66,41 @@ def test_case_table_means_per_case():
     assert table.loc["c1", "value"] == 75.0 and table.loc["c1", "n_images"] == 2
     assert table.loc["c1", "category"] == "neoplasm" and table.loc["c1", "n_defined"] == 2
     assert np.isnan(table.loc["c2", "value"]) and table.loc["c2", "n_defined"] == 0
-    assert set(table["label"]) == {"Clinical F1"} and set(table["model"]) == {"m"}
+    assert set(table["label"]) == {"Clinical F1 (%)"} and set(table["model"]) == {"m"}
+
+
+def test_figures_off_the_nova_release_carry_the_dataset_line(tmp_path, monkeypatch):
+    from novabench.report import figures
+    from novabench.report.labels import figure_note
+
+    assert figure_note({"source": "sample"}) == "Dataset: synthetic sample (not NOVA)"
+    release = {"source": "hf", "repo_id": "c-i-ber/Nova", "revision": "main", "n_images": 906}
+    assert figure_note(release) is None  # figures for a paper stay clean
+    subset = {**release, "subset": {"description": "limit=5"}}
+    assert figure_note(subset) == "Dataset: NOVA c-i-ber/Nova @ main + subset: limit=5"
+
+    table = tmp_path / "breakdown.csv"
+    pd.DataFrame(
+        {
+            "breakdown": ["plane"],
+            "model": ["m"],
+            "group": ["model"],
+            "category": ["axial"],
+            "value": [50.0],
+            "ci_low": [40.0],
+            "ci_high": [60.0],
+            "n_images": [3],
+            "label": ["Top-1 (%)"],
+        }
+    ).to_csv(table, index=False)
+    closed = []
+    monkeypatch.setattr(figures.plt, "close", closed.append)
+    png, pdf = tmp_path / "f.png", tmp_path / "f.pdf"
+    note = "Dataset: synthetic sample (not NOVA)"
+    figures.make_figure(
+        "breakdown", png=png, pdf=pdf, task="diagnosis", table=table, axis="plane", note=note
+    )
+    assert png.stat().st_size > 0
+    assert note in [t.get_text() for t in closed[0].texts]
+    figures.make_figure("breakdown", png=png, pdf=pdf, task="diagnosis", table=table, axis="plane")
+    assert note not in [t.get_text() for t in closed[1].texts]  # no note leaks to the next

@@ -161,6 +161,10 @@ def test_a_subset_runs_into_its_own_folder(run, tmp_path):
     assert manifest["n_images"] <= 5 and manifest["subset"]["limit"] == 5
     predictions = (folder / "predictions" / "localization" / "gold.jsonl").read_text()
     assert len(predictions.splitlines()) == manifest["n_images"]
+    # every table and the summary say it is a subset of the synthetic sample
+    for table in (folder / "tables").glob("*.md"):
+        text = table.read_text()
+        assert "subset: limit=5, seed=1" in text or "Not compared" in text, table
     # the full sample's results are untouched, and switching back re-runs nothing
     assert {p: p.read_bytes() for p in (full / "tables").iterdir()} == before
     result = snakemake(run, "--cores", "2", "--dry-run")

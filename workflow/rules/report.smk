@@ -103,6 +103,8 @@ rule leaderboard:
 
 rule figure_metrics:
     input:
+        # Names the dataset on figures that are not of the full NOVA release.
+        dataset_manifest=MANIFEST,
         statistics=results("statistics/{task}.csv"),
         code=report_code("make_figures.py", "figures.py", "inputs.py", "tables.py"),
     output:
@@ -132,6 +134,7 @@ rule figure_metrics:
 
 rule figure_breakdown:
     input:
+        dataset_manifest=MANIFEST,
         table=results("statistics/{task}_breakdown.csv"),
         code=report_code("make_figures.py", "figures.py"),
     output:
@@ -167,6 +170,7 @@ rule figure_task:
     input:
         unpack(task_report_inputs),
         # bootstrap.py: the lesion-size figure's CIs
+        dataset_manifest=MANIFEST,
         code=report_code("make_figures.py", "figures.py", "inputs.py", "bootstrap.py"),
     output:
         png=report(
@@ -250,6 +254,7 @@ rule judge_agreement:
 
 rule figure_judge_agreement:
     input:
+        dataset_manifest=MANIFEST,
         table=results("tables/judge_agreement.csv"),
         code=report_code("make_figures.py", "figures.py", "inputs.py"),
     output:

@@ -10,6 +10,7 @@ without timestamps so that re-running a figure does not change its bytes.
 
 from __future__ import annotations
 
+import contextvars
 import logging
 import math
 from collections.abc import Mapping, Sequence
@@ -192,7 +193,15 @@ def unit_label(metric: Any) -> str:
     return "bits" if metric.key.startswith("Entropy") else "count"
 
 
+# The dataset line of the figure being drawn (labels.figure_note), set by make_figure:
+# every figure family saves through save(), which writes it under the figure.
+_NOTE: contextvars.ContextVar[str | None] = contextvars.ContextVar("note", default=None)
+
+
 def save(fig: plt.Figure, png: Path, pdf: Path, dpi: int | None = None) -> None:
+    note = _NOTE.get()
+    if note:
+        fig.text(0.0, 0.0, note, fontsize=6, color="0.35", ha="left", va="top")
     for path in (png, pdf):
         Path(path).parent.mkdir(parents=True, exist_ok=True)
     options = {"dpi": dpi} if dpi else {}
@@ -902,7 +911,11 @@ def make_figure(family: str, **inputs: Any) -> None:
     if family not in FAMILIES:
         raise ValueError(f"unknown figure family {family!r}; one of {sorted(FAMILIES)}")
     inputs["reporting"] = inputs.get("reporting") or {}
-    FAMILIES[family](FigureContext(**inputs))
+    token = _NOTE.set(inputs.pop("note", None))
+    try:
+        FAMILIES[family](FigureContext(**inputs))
+    finally:
+        _NOTE.reset(token)
 
 
 MAX_EXAMPLE_COLUMNS = 5  # entries shown beside the reference in the qualitative grid

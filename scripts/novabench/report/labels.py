@@ -108,3 +108,12 @@ class DatasetLabel:
 
     def __repr__(self) -> str:
         return f"DatasetLabel({self.path!r})"
+
+
+def figure_note(manifest: Mapping[str, Any] | None) -> str | None:
+    """The line a figure carries when its numbers are not on the full NOVA release (the
+    synthetic sample, a subset, a partial copy); None on the release itself, so that
+    figures meant for a paper stay clean."""
+    if manifest is None or not_comparable(manifest) is None:
+        return None
+    return f"Dataset: {dataset_label(manifest)}"
