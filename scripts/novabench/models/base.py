@@ -55,6 +55,10 @@ class Response:
     # themselves; ``qwen25_bbox_2d`` boxes are in pixels of it. None: the convention's
     # default frame (smart_resize of the original size).
     frame_size: tuple[int, int] | None = None
+    # Who answered, as the server says: its ``model`` field (the exact snapshot behind an
+    # alias such as "gpt-4o") and ``system_fingerprint`` (its backend build), where sent.
+    served_model: str | None = None
+    system_fingerprint: str | None = None
 
 
 class Adapter(ABC):

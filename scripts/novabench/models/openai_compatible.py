@@ -554,19 +554,39 @@ def _response(completion: Any, latency_s: float) -> Response:
             for k in ("prompt_tokens", "completion_tokens", "total_tokens")
             if isinstance(v := getattr(completion.usage, k, None), int)
         }
-    return Response(raw=raw, latency_s=latency_s, usage=usage or None)
+    served = {
+        name: value
+        for name in ("model", "system_fingerprint")
+        if isinstance(value := getattr(completion, name, None), str) and value
+    }
+    return Response(
+        raw=raw,
+        latency_s=latency_s,
+        usage=usage or None,
+        served_model=served.get("model"),
+        system_fingerprint=served.get("system_fingerprint"),
+    )
 
 
 def _to_cache(response: Response) -> dict[str, Any]:
-    return {"raw": response.raw, "usage": response.usage, "latency_s": response.latency_s}
+    return {
+        "raw": response.raw,
+        "usage": response.usage,
+        "latency_s": response.latency_s,
+        "served_model": response.served_model,
+        "system_fingerprint": response.system_fingerprint,
+    }
 
 
 def _from_cache(stored: dict[str, Any]) -> Response:
+    # Entries written before the served model was kept have none: None.
     return Response(
         raw=stored.get("raw"),
         latency_s=stored.get("latency_s"),
         usage=stored.get("usage"),
         cached=True,
+        served_model=stored.get("served_model"),
+        system_fingerprint=stored.get("system_fingerprint"),
     )
 
 
