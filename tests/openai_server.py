@@ -39,6 +39,9 @@ class Reply:
     content: str | None = "no finding"
     refusal: str | None = None
     delay_s: float = 0.0
+    # What the answer says served it: None gives the requested model, no fingerprint.
+    served_model: str | None = None
+    system_fingerprint: str | None = None
 
 
 @dataclass(frozen=True)
@@ -105,7 +108,11 @@ def usage_for(seen: Seen, content: str | None) -> dict[str, int]:
 
 
 def completion(
-    content: str | None, refusal: str | None = None, model: str = "test-model", usage=None
+    content: str | None,
+    refusal: str | None = None,
+    model: str = "test-model",
+    usage=None,
+    system_fingerprint: str | None = None,
 ) -> dict[str, Any]:
     """A chat.completion object as OpenAI's API returns it."""
     return {
@@ -113,6 +120,7 @@ def completion(
         "object": "chat.completion",
         "created": int(time.time()),
         "model": model,
+        "system_fingerprint": system_fingerprint,
         "choices": [
             {
                 "index": 0,
@@ -300,7 +308,8 @@ def _handler(server: FakeOpenAI) -> type[BaseHTTPRequestHandler]:
                 return
             content = action.content
             usage = usage_for(seen, content if content is not None else action.refusal)
-            reply = completion(content, action.refusal, body.get("model", "unknown"), usage)
+            model = action.served_model or body.get("model", "unknown")
+            reply = completion(content, action.refusal, model, usage, action.system_fingerprint)
             self._send_json(200, reply)
             seen.answered = time.monotonic()
 

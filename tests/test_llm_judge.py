@@ -1,4 +1,5 @@
-"""The LLM judge (captioning keywords, diagnosis Top-k) against a scripted chat server.
+"""The LLM judge (captioning keywords, paired or per caption; diagnosis Top-k) against a
+scripted chat server.
 
 Each test starts ``openai_server.FakeOpenAI`` with a script that answers the judge's prompts
 the way an LLM might (fenced JSON, single quotes, strings for lists, variant spellings) and
@@ -19,25 +20,30 @@ import threading
 import time
 from pathlib import Path
 
+import pandas as pd
 import pytest
 import yaml
 from snakemake.utils import validate
 
 from novabench.config import check_config
 from novabench.errors import ConfigError, NovaError
-from novabench.judges import KeywordSet, judge_kind, make_judge
+from novabench.judges import KeywordSet, judge_caption_pairs, judge_kind, make_judge
 from novabench.judges.llm import (
+    NO_DESCRIPTION,
     LLMDiagnosisJudge,
     LLMKeywordJudge,
+    LLMPairedCaptionJudge,
     check_settings,
     read_first_match,
     read_keywords,
+    read_paired,
 )
 from novabench.metrics.captioning import score_captioning
 from novabench.metrics.diagnosis import score_diagnosis
 from novabench.predict import run_predictions
 from novabench.score import score_predictions
 from openai_server import Fail, FakeOpenAI, Reply
+from upstream import CASES, IMAGES
 
 
 def verdict(modality, clinical, abnormal) -> KeywordSet:
@@ -49,6 +55,7 @@ ROOT = Path(__file__).resolve().parents[1]
 PROMPTS = ROOT / "config" / "prompts"
 JUDGE_PROMPTS = ROOT / "scripts" / "novabench" / "judges" / "prompts"
 KEYWORDS_PROMPT = JUDGE_PROMPTS / "judge-keywords-v1.txt"
+PAIRED_PROMPT = JUDGE_PROMPTS / "judge-caption-paired-v1.txt"
 DIAGNOSIS_PROMPT = JUDGE_PROMPTS / "judge-diagnosis-v1.txt"
 
 
@@ -64,13 +71,39 @@ def backend(server: FakeOpenAI, **settings) -> dict:
     }
 
 
-def judge_settings(server: FakeOpenAI, max_failure_rate: float = 0, **backend_settings) -> dict:
-    return {"backend": backend(server, **backend_settings), "max_failure_rate": max_failure_rate}
+def judge_settings(
+    server: FakeOpenAI, max_failure_rate: float = 0, protocol: str | None = None, **backend_settings
+) -> dict:
+    settings = {
+        "backend": backend(server, **backend_settings),
+        "max_failure_rate": max_failure_rate,
+    }
+    return settings if protocol is None else {**settings, "protocol": protocol}
 
 
 def caption_of(prompt: str) -> str:
     """The caption the keyword prompt carries (between its two fixed headings)."""
     return prompt.split("Description:\n", 1)[1].split("\n\nAnswer with", 1)[0]
+
+
+def pair_of(prompt: str) -> tuple[str, str]:
+    """(reference, prediction) as the paired prompt carries them."""
+    reference = prompt.split("Reference description (GT):\n", 1)[1].split("\n\n", 1)[0]
+    prediction = prompt.split("Predicted description (Pred):\n", 1)[1].split("\n\nAnswer", 1)[0]
+    return reference, prediction
+
+
+def paired_answer(gt: dict, pred: dict, gt_label: str, pred_label: str, **extra) -> str:
+    """A paired judge's answer in the prompt's form (raw keywords as the standardized)."""
+    answer = {
+        "raw_keywords": {"gt": gt, "pred": pred},
+        "standardized_keywords": {"gt": gt, "pred": pred},
+        "gt_label": gt_label,
+        "pred_label": pred_label,
+        "labels_agree": gt_label.lower() == pred_label.lower(),
+        **extra,
+    }
+    return json.dumps(answer)
 
 
 def diagnosis_of(prompt: str) -> tuple[str, list[str]]:
@@ -133,10 +166,11 @@ def test_keyword_answers_are_read_tolerantly_and_normalized(tmp_path):
         # one request per distinct non-empty caption, greedy and short by default
         assert sorted(caption_of(s.prompt) for s in server.requests) == sorted(ANSWERS)
         body = server.requests[0].body
-        assert body["temperature"] == 0 and body["max_tokens"] == 1024
+        assert body["temperature"] == 0 and body["max_tokens"] == 2048
         assert body["model"] == "judge-llm"
     identity = judge.identity()
     assert identity["name"] == "llm/judge-llm" and identity["task"] == "captioning"
+    assert identity["protocol"] == "per-caption"
     assert identity["prompt"] == "judge-keywords-v1.txt"
     assert identity["prompt_sha256"] == hashlib.sha256(KEYWORDS_PROMPT.read_bytes()).hexdigest()
     assert identity["backend"]["temperature"] == 0 and "api_key_env" not in identity["backend"]
@@ -173,6 +207,259 @@ def test_keyword_normalization_cases(raw, expected):
 def test_unreadable_keyword_answers_are_refused(raw):
     with pytest.raises(ValueError):
         read_keywords(raw)
+
+
+# --- captioning: one request per (reference, prediction) pair ---------------------------------
+
+# Three pairs whose standardized keywords are worked out by hand below. The raw keywords
+# differ between the two sides ("lateral ventricles" / "ventricular system", "oedema" /
+# "edema around the ventricles"); the judge standardizes them jointly.
+HYDRO_REF = "Axial FLAIR: enlarged lateral ventricles with periventricular oedema."
+HYDRO_PRED = "Axial T2 image shows a dilated ventricular system and edema around the ventricles."
+CLEAN_REF = "Coronal T1 image: no abnormality."
+CLEAN_PRED = "Coronal T1 image shows a small meningioma."
+CHIARI_REF = "Sagittal T2: cerebellar tonsillar herniation."
+CHIARI_PRED = "Sagittal T2 image without abnormality."
+STANDARDIZED = {
+    (HYDRO_REF, HYDRO_PRED): (
+        {"anatomy": ["ventricles"], "imaging_characteristics": ["dilatation"],
+         "findings": ["periventricular edema"], "sequence_and_plane": ["axial FLAIR"]},
+        {"anatomy": ["ventricles"], "imaging_characteristics": ["dilatation"],
+         "findings": ["edema"], "sequence_and_plane": ["axial", "T2-weighted"]},
+        "abnormal", "abnormal", {},
+    ),
+    (CLEAN_REF, CLEAN_PRED): (
+        {"negated_findings": ["no abnormality"], "sequence_and_plane": ["coronal", "t1"]},
+        {"findings": ["meningioma"], "imaging_characteristics": ["small"],
+         "sequence_and_plane": ["coronal", "t1"]},
+        "normal", "abnormal", {},
+    ),
+    (CHIARI_REF, CHIARI_PRED): (
+        {"anatomy": ["cerebellar tonsils"], "findings": ["tonsillar herniation"],
+         "sequence_and_plane": ["sagittal", "t2"]},
+        {"negated_findings": ["no abnormality"], "sequence_and_plane": ["sagittal", "t2"]},
+        # the judge says the labels agree although they differ: the labels count
+        "abnormal", "normal", {"labels_agree": True},
+    ),
+}  # fmt: skip
+RAW_HYDRO = {
+    "gt": {"anatomy": ["lateral ventricles"], "imaging_characteristics": ["enlarged"],
+           "findings": ["periventricular oedema"], "sequence_and_plane": ["Axial", "FLAIR"]},
+    "pred": {"anatomy": ["ventricular system"], "imaging_characteristics": ["dilated"],
+             "findings": ["edema around the ventricles"],
+             "sequence_and_plane": ["axial", "T2"]},
+}  # fmt: skip
+
+
+def paired_server_answer(pair: tuple[str, str]) -> str:
+    gt, pred, gt_label, pred_label, extra = STANDARDIZED[pair]
+    answer = json.loads(paired_answer(gt, pred, gt_label, pred_label))
+    if pair == (HYDRO_REF, HYDRO_PRED):
+        answer["raw_keywords"] = RAW_HYDRO
+    return json.dumps({**answer, **extra})
+
+
+def test_the_paired_judge_sends_one_request_per_pair_with_both_captions(tmp_path):
+    no_prediction = (CHIARI_REF, "")
+    answers = {
+        **{pair: paired_server_answer(pair) for pair in STANDARDIZED},
+        # the judge lists a keyword for a missing prediction: it must not count
+        (CHIARI_REF, NO_DESCRIPTION): paired_server_answer((CHIARI_REF, CHIARI_PRED)),
+    }
+    with FakeOpenAI(lambda seen: Reply(answers[pair_of(seen.prompt)])) as server:
+        judge = make_judge(
+            {"name": "judge", "kind": "llm", "settings": judge_settings(server)},
+            "captioning",
+            cache_dir=tmp_path,
+        )
+        assert isinstance(judge, LLMPairedCaptionJudge) and not hasattr(judge, "extract")
+        pairs = [(HYDRO_REF, HYDRO_PRED), (CLEAN_REF, CLEAN_PRED), no_prediction, ("", "")]
+        got = judge.judge_pairs([*pairs, (HYDRO_REF, HYDRO_PRED)])
+        # one request per distinct pair with any text, each carrying both captions
+        assert sorted(pair_of(s.prompt) for s in server.requests) == sorted(
+            [(HYDRO_REF, HYDRO_PRED), (CLEAN_REF, CLEAN_PRED), (CHIARI_REF, NO_DESCRIPTION)]
+        )
+        assert server.requests[0].body["max_tokens"] == 2048
+        # the public single-pair call (as a validation report would make) is the same
+        # request: answered from the cache
+        assert judge.judge_pair(CLEAN_REF, CLEAN_PRED) == got[1]
+        assert len(server.requests) == 3
+    hydro_ref = verdict(
+        {"axial", "flair"}, {"ventricles", "dilatation", "periventricular edema"}, True
+    )
+    hydro_pred = verdict({"axial", "t2"}, {"ventricles", "dilatation", "edema"}, True)
+    chiari_ref = verdict({"sagittal", "t2"}, {"cerebellar tonsils", "tonsillar herniation"}, True)
+    empty = verdict(set(), set(), False)
+    assert got == [
+        (hydro_ref, hydro_pred),
+        (verdict({"coronal", "t1"}, {"neg:abnormality"}, False),
+         verdict({"coronal", "t1"}, {"meningioma", "small"}, True)),
+        (chiari_ref, empty),  # no prediction: no keywords, normal
+        (empty, empty),  # nothing to judge: no request
+        (hydro_ref, hydro_pred),
+    ]  # fmt: skip
+    # the whole answer: raw keywords as written, and the stated agreement
+    whole = judge.paired_verdicts([(HYDRO_REF, HYDRO_PRED)])[0]
+    assert whole.raw["reference"]["anatomy"] == ("lateral ventricles",)
+    assert whole.raw["prediction"]["findings"] == ("edema around the ventricles",)
+    assert whole.labels_agree is True
+    identity = judge.identity()
+    assert identity["protocol"] == "paired" and identity["prompt_id"] == "judge-caption-paired-v1"
+    assert identity["prompt_sha256"] == hashlib.sha256(PAIRED_PROMPT.read_bytes()).hexdigest()
+    assert identity["served"]["model"] == ["judge-llm"]  # the server echoes the model
+    assert identity["served"]["system_fingerprint"] == []  # it sent none
+
+
+def test_joint_standardization_gives_equal_strings_that_f1_counts(tmp_path, nltk_data):
+    with FakeOpenAI(lambda seen: Reply(paired_server_answer(pair_of(seen.prompt)))) as server:
+        judge = LLMPairedCaptionJudge("judge", judge_settings(server), cache_dir=tmp_path)
+        rows = [
+            {"filename": name, "reference": ref, "prediction": pred, "status": "ok"}
+            for name, (ref, pred) in zip("abc", STANDARDIZED, strict=True)
+        ]
+        summary, table = score_captioning(rows, judge, nltk_data)
+        assert len(server.requests) == 3
+    # a: clinical {ventricles, dilatation, periventricular edema} vs {ventricles, dilatation,
+    #    edema}: 2*2/6 = 66.67; modality {axial, flair} vs {axial, t2}: 50
+    # b: {neg:abnormality} vs {meningioma, small}: 0 | {coronal, t1} both: 100
+    # c: {cerebellar tonsils, tonsillar herniation} vs {neg:abnormality}: 0 | 100
+    assert list(table["clinical_f1"]) == pytest.approx([200 / 3, 0, 0])
+    assert summary["Clinical_F1"] == pytest.approx((200 / 3) / 3)
+    assert summary["Modality_F1"] == pytest.approx((50 + 100 + 100) / 3)
+    assert table.loc[0, "ref_clinical"] == "dilatation; periventricular edema; ventricles"
+    assert table.loc[0, "pred_clinical"] == "dilatation; edema; ventricles"
+    # labels: reference A N A, prediction A A N -> tp 1, fp 1, fn 1: F1 2/4, accuracy 1/3
+    assert list(table["pred_abnormal"]) == [True, True, False]
+    assert summary["Binary_F1"] == pytest.approx(50.0)
+    assert summary["Binary_accuracy"] == pytest.approx(100 / 3)
+    assert summary["judge_failures"] == 0 and list(table["judged"]) == [True] * 3
+    # c's stated agreement contradicts its labels: counted, the labels used
+    assert judge.usage()["label_conflicts"] == 1
+
+
+def test_an_unreadable_paired_answer_is_counted_and_its_image_left_out(scored_inputs, tmp_path):
+    dataset, predictions, nltk_data = scored_inputs
+    unreadable = (REFERENCES["case0001_002.png"], PREDICTED_CAPTIONS["case0001_002.png"])
+
+    def script(seen):
+        pair = pair_of(seen.prompt)
+        return Reply("I cannot compare these." if pair == unreadable else PAIRED_ANSWERS[pair])
+
+    def score(max_failure_rate: float) -> dict:
+        settings = judge_settings(server, max_failure_rate=max_failure_rate)
+        score_predictions(
+            task="captioning",
+            dataset=dataset,
+            predictions=predictions["captioning"],
+            out_json=tmp_path / "cap.json",
+            out_csv=tmp_path / "cap.csv",
+            judge_cfg={"name": "judge", "kind": "llm", "settings": settings},
+            nltk_data=nltk_data,
+            cache_dir=tmp_path / "cache",
+        )
+        return json.loads((tmp_path / "cap.json").read_text())
+
+    with FakeOpenAI(script) as server:
+        # 1 of 4 answers unreadable: above the default rate of 0, scoring stops, one line
+        with pytest.raises(NovaError) as failure:
+            score(0)
+        assert "\n" not in str(failure.value)
+        assert "judges.judge (captioning): 1 of 4 answers could not be read" in str(failure.value)
+        assert not (tmp_path / "cap.json").exists()
+        scores = score(25)  # within the rate: scored, the failure counted
+    metrics = scores["metrics"]
+    assert (metrics["judge_failures"], metrics["judge_failure_rate"]) == (1, 25.0)
+    assert scores["judge_usage"]["unreadable"] == 1
+    # case0001_002 is left out of the judge's metrics (not scored as an empty caption):
+    # clinical 75, 0, 0 and modality 50, 100, 0 over the other three images
+    assert metrics["Clinical_F1"] == pytest.approx(75 / 3)
+    assert metrics["Modality_F1"] == pytest.approx(150 / 3)
+    # labels: reference A N A, prediction A N N -> tp 1, fn 1, tn 1
+    assert metrics["Binary_F1"] == pytest.approx(200 / 3)
+    assert metrics["Binary_accuracy"] == pytest.approx(200 / 3)
+    assert metrics["n_scored"] == 4  # BLEU and METEOR still see every image
+    table = pd.read_csv(tmp_path / "cap.csv").set_index("filename")
+    assert not table.loc["case0001_002.png", "judged"]
+    assert table.loc[["case0001_001.png", "case0002_001.png", "case0003_001.png"], "judged"].all()
+    assert pd.isna(table.loc["case0001_002.png", ["clinical_f1", "ref_abnormal"]]).all()
+    assert not pd.isna(table.loc["case0001_002.png", "meteor"])
+
+
+@pytest.mark.parametrize(
+    "raw, agree",
+    [
+        (
+            # the prompt's form, in a fence after prose
+            "Here is the comparison:\n```json\n"
+            + paired_answer(
+                {"findings": ["Mass"], "sequence_and_plane": ["axial FLAIR"]},
+                {"findings": ["mass"], "negated_findings": ["no hemorrhage"]},
+                "abnormal",
+                "Abnormal",
+            )
+            + "\n```",
+            True,
+        ),
+        (
+            # sides first, each with its own label; Python quoting, a trailing comma
+            "{'GT': {'raw_keywords': {}, 'standardized_keywords': {'findings': ['mass'], "
+            "'sequence_and_plane': ['FLAIR', 'Axial']}, 'label': 'abnormal'}, "
+            "'Pred': {'standardized_keywords': {'findings': 'mass', "
+            "'negated_findings': 'no hemorrhage'}, 'label': 'abnormal'},}",
+            None,  # no agreement stated
+        ),
+        (
+            # flattened sections, labels in one block, the agreement as a word
+            json.dumps(
+                {
+                    "gt_standardized_keywords": {
+                        "findings": ["mass"],
+                        "sequence": ["flair"],
+                        "plane": ["axial"],
+                    },
+                    "pred_standardized_keywords": {
+                        "findings": ["mass"],
+                        "negated_findings": ["hemorrhage"],
+                    },
+                    "labels": {"gt": "abnormal", "pred": "abnormal", "agreement": "yes"},
+                }
+            ),
+            True,
+        ),
+    ],
+)
+def test_paired_answers_are_read_tolerantly(raw, agree):
+    got = read_paired(raw)
+    assert got.reference == verdict({"flair", "axial"}, {"mass"}, True)
+    assert got.prediction == verdict(set(), {"mass", "neg:hemorrhage"}, True)
+    assert got.labels_agree is agree
+
+
+@pytest.mark.parametrize(
+    "raw, why",
+    [
+        ("I cannot compare these descriptions.", "no JSON object"),
+        # raw keywords only: scoring them would hide that nothing was standardized
+        ('{"raw_keywords": {"gt": {"findings": ["mass"]}, "pred": {"findings": ["mass"]}}, '
+         '"gt_label": "abnormal", "pred_label": "normal"}',
+         "no standardized keywords of the reference"),
+        ('{"standardized_keywords": {"gt": {"findings": ["mass"]}, "pred": {}}, '
+         '"gt_label": "abnormal"}', "no normal/abnormal label of the prediction"),
+        ('{"standardized_keywords": {"gt": {}, "pred": {}}, '
+         '"gt_label": "normal or abnormal", "pred_label": "normal"}', "neither normal nor"),
+        ('{"standardized_keywords": {"gt": {"terms": ["mass"]}, "pred": {}}, '
+         '"gt_label": "abnormal", "pred_label": "normal"}', "no keyword category in the ref"),
+    ],
+)  # fmt: skip
+def test_unreadable_paired_answers_are_refused(raw, why):
+    with pytest.raises(ValueError, match=why):
+        read_paired(raw)
+
+
+def test_a_judge_of_single_captions_is_asked_per_caption():
+    keywords = make_judge({"kind": "keyword-lexicon"}, "captioning")
+    pair = (HYDRO_REF, HYDRO_PRED)
+    assert judge_caption_pairs(keywords, [pair]) == [tuple(keywords.extract(t) for t in pair)]
 
 
 # --- diagnosis: Top-1 / Top-5 ----------------------------------------------------------------
@@ -295,9 +582,14 @@ def test_failures_within_the_allowed_rate_are_counted_and_scored_conservatively(
         settings = judge_settings(server, max_failure_rate=50)
         judge = LLMKeywordJudge("judge", settings, cache_dir=tmp_path)
         got = judge.extract_many([FLAIR, T1C, NORMAL])
-    # 1 of 3 unreadable (33 % <= 50 %): that caption has no keywords and counts as normal
+    # 1 of 3 unreadable (33 % <= 50 %): extract_many gives that caption no keywords and
+    # normal; judge_pairs (what scores use) gives a pair with it no verdict.
     assert got == [verdict(frozenset(), frozenset(), False), EXPECTED[T1C], EXPECTED[NORMAL]]
     assert judge.usage()["unreadable"] == 1 and judge.usage()["requests"] == 3
+    assert judge.judge_pairs([(FLAIR, T1C), (NORMAL, T1C)]) == [
+        None,
+        (EXPECTED[NORMAL], EXPECTED[T1C]),
+    ]
 
 
 def test_failed_requests_and_an_unreachable_endpoint_stop_scoring(tmp_path):
@@ -326,9 +618,18 @@ def test_settings_are_validated_with_the_key_named():
         check_settings("j", {})
     with pytest.raises(ConfigError, match=r"judges\.j\.settings\.max_failure_rate"):
         check_settings("j", {"backend": base, "max_failure_rate": 150})
+    with pytest.raises(
+        ConfigError, match=r"invalid value of judges\.j\.settings\.protocol: 'pairwise' is not"
+    ):
+        check_settings("j", {"backend": base, "protocol": "pairwise"})
     resolved = check_settings("j", {"backend": {**base, "temperature": 0.3}})
-    assert resolved["backend"]["temperature"] == 0.3 and resolved["backend"]["max_tokens"] == 1024
-    assert resolved["prompts"]["captioning"].resolve() == KEYWORDS_PROMPT
+    assert resolved["backend"]["temperature"] == 0.3 and resolved["backend"]["max_tokens"] == 2048
+    # paired by default, with its prompt; per-caption takes the keyword prompt
+    assert resolved["protocol"] == "paired"
+    assert resolved["prompts"]["captioning"].resolve() == PAIRED_PROMPT
+    per_caption = check_settings("j", {"backend": base, "protocol": "per-caption"})
+    assert per_caption["prompts"]["captioning"].resolve() == KEYWORDS_PROMPT
+    assert per_caption["prompts"]["diagnosis"].resolve() == DIAGNOSIS_PROMPT
 
 
 def test_a_prompt_with_the_wrong_placeholders_is_refused(tmp_path):
@@ -340,6 +641,13 @@ def test_a_prompt_with_the_wrong_placeholders_is_refused(tmp_path):
     }
     with pytest.raises(ConfigError, match=r"placeholders .*\{caption\}"):
         LLMKeywordJudge("j", settings)
+    # the paired protocol (the default) needs both captions in its prompt
+    with pytest.raises(
+        ConfigError,
+        match=r"has the placeholders \['\"label\"', 'text'\], not \{prediction\}, \{reference\} "
+        r"\(protocol paired\)",
+    ):
+        make_judge({"name": "j", "kind": "llm", "settings": settings}, task="captioning")
     with pytest.raises(
         ConfigError, match=r"judges\.j \(kind llm\) judges captioning, diagnosis, not localization"
     ):
@@ -473,11 +781,54 @@ PREDICTED_DIAGNOSES = {
 FIRST_MATCH = {"GBM": 1, "Brain abscess": 2, "Migraine": 0, "Acute ischemic stroke": 1}
 
 
+REFERENCES = {filename: caption for filename, _, caption, _ in IMAGES}
+REFERENCE_DIAGNOSES = {filename: CASES[case][1] for filename, case, _, _ in IMAGES}
+# The paired judge's standardized keywords of each (reference, prediction), with the same
+# verdicts as JUDGED_CAPTIONS; case0003_001 has no prediction: the prompt says so, and the
+# judge's pred side is ignored (it lists a keyword here that must not count).
+PAIRED = {
+    "case0001_001.png": (
+        {"sequence_and_plane": ["FLAIR", "axial"], "anatomy": ["right", "frontal lobe"],
+         "imaging_characteristics": ["hyperintense"], "findings": ["mass"]},
+        {"sequence_and_plane": ["T2-weighted", "Axial"], "anatomy": ["Right", "frontal lobe"],
+         "imaging_characteristics": ["hyperintense"], "findings": ["lesion"]},
+        "abnormal", "abnormal",
+    ),
+    "case0001_002.png": (
+        {"sequence_and_plane": ["T1 post-contrast", "coronal"],
+         "imaging_characteristics": ["ring enhancement"]},
+        {"sequence_and_plane": ["T1", "post-contrast", "coronal"],
+         "imaging_characteristics": ["ring enhancement"]},
+        "abnormal", "abnormal",
+    ),
+    "case0002_001.png": (
+        {"sequence_and_plane": ["T2", "sagittal"], "negated_findings": ["no abnormality"]},
+        {"sequence_and_plane": ["T2", "sagittal"], "findings": []},
+        "normal", "normal",
+    ),
+    "case0003_001.png": (
+        {"sequence_and_plane": ["DWI", "axial"], "anatomy": ["left", "basal ganglia"],
+         "imaging_characteristics": ["restricted diffusion"]},
+        {"findings": ["restricted diffusion"]},
+        "abnormal", "abnormal",
+    ),
+}  # fmt: skip
+PAIRED_ANSWERS = {
+    (REFERENCES[name], PREDICTED_CAPTIONS.get(name, NO_DESCRIPTION)): paired_answer(*answer)
+    for name, answer in PAIRED.items()
+}
+SERVED_MODEL = "judge-llm-2024-08-06"  # what the server says answered (the config names an alias)
+
+
 def llm_judge_server(seen):
     if "Reference diagnosis:" in seen.prompt:
         _, candidates = diagnosis_of(seen.prompt)
-        return Reply(json.dumps({"first_match": FIRST_MATCH[candidates[0]]}))
-    return Reply(json.dumps(JUDGED_CAPTIONS[caption_of(seen.prompt)]))
+        answer = json.dumps({"first_match": FIRST_MATCH[candidates[0]]})
+    elif "Predicted description (Pred):" in seen.prompt:
+        answer = PAIRED_ANSWERS[pair_of(seen.prompt)]
+    else:
+        answer = json.dumps(JUDGED_CAPTIONS[caption_of(seen.prompt)])
+    return Reply(answer, served_model=SERVED_MODEL, system_fingerprint="fp_0123abcd")
 
 
 @pytest.fixture(scope="module")
@@ -513,10 +864,22 @@ def scored_inputs(tmp_path_factory, dataset, nltk_data):
     return dataset, predictions, nltk_data
 
 
-def test_score_predictions_with_an_llm_judge_records_its_identity(scored_inputs, tmp_path):
+@pytest.mark.parametrize(
+    "protocol, prompt, caption_requests",
+    [
+        # one request per (reference, prediction) pair, the one without a prediction too
+        ("paired", PAIRED_PROMPT, 4),
+        # 4 references + 3 non-empty predictions, each judged once
+        ("per-caption", KEYWORDS_PROMPT, 7),
+    ],
+)
+def test_score_predictions_with_an_llm_judge_records_its_identity(
+    scored_inputs, tmp_path, protocol, prompt, caption_requests
+):
     dataset, predictions, nltk_data = scored_inputs
     with FakeOpenAI(llm_judge_server) as server:
-        judge_cfg = {"name": "gpt-judge", "kind": "llm", "settings": judge_settings(server)}
+        settings = judge_settings(server, protocol=protocol if protocol != "paired" else None)
+        judge_cfg = {"name": "gpt-judge", "kind": "llm", "settings": settings}
 
         def score(task: str, out: str) -> dict:
             score_predictions(
@@ -532,12 +895,18 @@ def test_score_predictions_with_an_llm_judge_records_its_identity(scored_inputs,
             return json.loads((tmp_path / f"{out}.json").read_text())
 
         captions = score("captioning", "cap")
-        # 4 references + 3 non-empty predictions, each judged once
-        assert len(server.requests) == 7
+        assert len(server.requests) == caption_requests
+        if protocol == "paired":  # each request carries both captions
+            assert sorted(pair_of(s.prompt) for s in server.requests) == sorted(PAIRED_ANSWERS)
         diagnosis = score("diagnosis", "dx")
-        assert len(server.requests) == 11  # + one request per image
+        # + one request per image, with its reference and all five ranked candidates
+        assert len(server.requests) == caption_requests + 4
+        dx_prompts = [diagnosis_of(s.prompt) for s in server.requests[caption_requests:]]
+        assert sorted(dx_prompts) == sorted(
+            (REFERENCE_DIAGNOSES[name], ranked) for name, ranked in PREDICTED_DIAGNOSES.items()
+        )
         rescored = score("captioning", "cap-again")
-        assert len(server.requests) == 11  # all from the cache
+        assert len(server.requests) == caption_requests + 4  # all from the cache
 
     metrics = captions["metrics"]
     # Per image (modality | clinical F1):
@@ -549,14 +918,25 @@ def test_score_predictions_with_an_llm_judge_records_its_identity(scored_inputs,
     # reference labels A A N A, predicted A A N N: tp 2, fn 1, tn 1 -> F1 4/5, accuracy 3/4
     assert metrics["Binary_F1"] == pytest.approx(80.0)
     assert metrics["Binary_accuracy"] == pytest.approx(75.0)
+    assert (metrics["judge_failures"], metrics["judge_failure_rate"]) == (0, 0.0)
     assert rescored["metrics"]["Clinical_F1"] == metrics["Clinical_F1"]
 
     judge = captions["judge"]
     assert judge["name"] == "llm/judge-llm" and judge["judge"] == "gpt-judge"
+    assert judge["protocol"] == protocol and judge["version"] == "2.0.0"
     assert judge["backend"]["base_url"] == server.base_url and judge["backend"]["temperature"] == 0
-    assert judge["prompt_sha256"] == hashlib.sha256(KEYWORDS_PROMPT.read_bytes()).hexdigest()
+    assert (judge["prompt"], judge["prompt_id"]) == (prompt.name, prompt.stem)
+    assert judge["prompt_sha256"] == hashlib.sha256(prompt.read_bytes()).hexdigest()
+    # the model that answered, as the server named it, and its fingerprint
+    served = {"model": [SERVED_MODEL], "system_fingerprint": ["fp_0123abcd"], "unknown": 0}
+    assert judge["served"] == {**served, "answers": caption_requests}
     assert metrics["judge"] == judge
-    assert captions["judge_usage"]["sent"] == 7 and rescored["judge_usage"]["cached"] == 7
+    assert captions["judge_usage"]["sent"] == caption_requests
+    assert captions["judge_usage"]["unreadable"] == 0
+    # re-scored from the cache: nothing sent, the served model read back from the cache
+    assert rescored["judge_usage"]["cached"] == caption_requests
+    assert rescored["judge_usage"]["sent"] == 0
+    assert rescored["judge"]["served"] == judge["served"]
 
     # Top-1: GBM (1), abscess (2: top-5 only), migraine (none), stroke (1) -> 2/4, Top-5 3/4;
     # by case: case0001 (1/2, 2/2), case0002 (0, 0), case0003 (1, 1)
@@ -565,9 +945,11 @@ def test_score_predictions_with_an_llm_judge_records_its_identity(scored_inputs,
     assert dx["Top-1_case"] == pytest.approx(50.0)
     assert dx["Top-5_case"] == pytest.approx(200 / 3)
     assert diagnosis["judge"]["task"] == "diagnosis"
+    assert diagnosis["judge"]["protocol"] == "ranked-list"
     assert diagnosis["judge"]["prompt_sha256"] == (
         hashlib.sha256(DIAGNOSIS_PROMPT.read_bytes()).hexdigest()
     )
+    assert diagnosis["judge"]["served"]["model"] == [SERVED_MODEL]
 
 
 def test_captioning_scorer_sends_one_batch(scored_inputs):
@@ -611,7 +993,20 @@ def test_the_paper_configuration_uses_the_gpt4o_judge():
         assert judge["kind"] == "llm"
         assert judge["settings"]["backend"]["model"].startswith("gpt-4o")
         assert judge["settings"]["backend"]["temperature"] == 0
+        assert judge["settings"]["protocol"] == "paired"  # one request per caption pair
     assert {"keywords", "matcher"} <= set(merged["judges"])  # offline judges stay defined
+    prompts = merged["judges"]["gpt-4o-judge"]["settings"]["prompts"]
+    assert prompts == {
+        "captioning": "config/prompts/judge-caption-paired-v1.txt",
+        "diagnosis": "config/prompts/judge-diagnosis-v1.txt",
+    }
+
+
+def test_the_configuration_prompts_are_the_package_defaults():
+    """A judge prompt is versioned: a changed prompt is a new file (-v2), so the workflow's
+    copy and the package's default (the command line's) of one version never differ."""
+    for name in ("judge-caption-paired-v1.txt", "judge-keywords-v1.txt", "judge-diagnosis-v1.txt"):
+        assert (PROMPTS / name).read_bytes() == (JUDGE_PROMPTS / name).read_bytes(), name
 
 
 def test_score_jobs_of_an_llm_judge_claim_its_provider_and_read_its_prompt(tmp_path):
@@ -638,8 +1033,13 @@ def test_score_jobs_of_an_llm_judge_claim_its_provider_and_read_its_prompt(tmp_p
         output = re.search(r"output: (\S+?\.json)", block).group(1)
         jobs[output] = block.split("\n[", 1)[0]
     caption = jobs["results/nova/scores/captioning/gold.json"]
-    assert "api_openai=1" in caption and "judge-keywords-v1.txt" in caption
+    # the configuration's versioned prompts (config/prompts/), so editing one re-scores
+    assert "api_openai=1" in caption
+    assert str(PROMPTS / "judge-caption-paired-v1.txt") in caption
     assert "api_openai=1" in jobs["results/nova/scores/diagnosis/retrieval.json"]
-    assert "judge-diagnosis-v1.txt" in jobs["results/nova/scores/diagnosis/retrieval.json"]
+    assert (
+        str(PROMPTS / "judge-diagnosis-v1.txt")
+        in jobs["results/nova/scores/diagnosis/retrieval.json"]
+    )
     localization = jobs["results/nova/scores/localization/gold.json"]
     assert "api_openai=0" in localization and "judge-" not in localization

@@ -248,6 +248,7 @@ DATA_FILES = (
     "novabench/judges/lexicon.yaml",
     "novabench/judges/diagnosis_synonyms.yaml",
     "novabench/data/knowledge_base.yaml",
+    "novabench/judges/prompts/judge-caption-paired-v1.txt",
     "novabench/judges/prompts/judge-keywords-v1.txt",
     "novabench/judges/prompts/judge-diagnosis-v1.txt",
 )

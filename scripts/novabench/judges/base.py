@@ -36,12 +36,47 @@ NEGATED_PREFIX = "neg:"
 
 
 class CaptionJudge(Protocol):
-    """What captioning scores need. A judge may also have ``extract_many(texts)``; it is
-    then given every caption at once (an LLM judge sends its requests concurrently)."""
+    """What captioning scores need: a verdict on each caption. A judge may also have
+    ``extract_many(texts)``; it is then given every caption at once (an LLM judge sends its
+    requests concurrently). A judge that reads a caption only against its reference has
+    :class:`PairedCaptionJudge`'s methods instead; scores prefer those where present
+    (:func:`judge_caption_pairs`)."""
 
     def extract(self, text: str) -> KeywordSet: ...
 
     def identity(self) -> dict[str, Any]: ...
+
+
+#: A caption judge's verdict on one (reference, prediction) pair; None: the judge gave
+#: none (a failed request or an unreadable answer, counted by the judge).
+PairVerdict = tuple[KeywordSet, KeywordSet] | None
+
+
+class PairedCaptionJudge(Protocol):
+    """A caption judge that sees the reference and the prediction together, so that it
+    can write the same concept as the same string on both sides (the paper's protocol)."""
+
+    def judge_pair(self, reference: str, prediction: str) -> PairVerdict: ...
+
+    def judge_pairs(self, pairs: Sequence[tuple[str, str]]) -> list[PairVerdict]: ...
+
+    def identity(self) -> dict[str, Any]: ...
+
+
+def judge_caption_pairs(judge: Any, pairs: Sequence[tuple[str, str]]) -> list[PairVerdict]:
+    """Every (reference, prediction) pair's keywords, from any caption judge: in one call
+    to ``judge_pairs`` where the judge has it, else per caption (all captions at once
+    where it has ``extract_many``: references first, then predictions)."""
+    pairs = list(pairs)
+    if hasattr(judge, "judge_pairs"):
+        return list(judge.judge_pairs(pairs))
+    references = [reference for reference, _ in pairs]
+    predictions = [prediction for _, prediction in pairs]
+    if hasattr(judge, "extract_many"):
+        verdicts = list(judge.extract_many([*references, *predictions]))
+    else:
+        verdicts = [judge.extract(text) for text in [*references, *predictions]]
+    return list(zip(verdicts[: len(pairs)], verdicts[len(pairs) :], strict=True))
 
 
 class DiagnosisJudge(Protocol):

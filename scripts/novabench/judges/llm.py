@@ -1,24 +1,36 @@
 """LLM judges for Tasks 2 and 3, the paper's protocol (its judge is GPT-4o).
 
-- :class:`LLMKeywordJudge` (captioning) asks the LLM for the medically important keywords
-  of a caption by category (sequence, plane, anatomy, imaging characteristics, findings,
-  negated findings) and a normal/abnormal label, as strict JSON. The answer is read
-  tolerantly and normalized here as well, so that equal concepts are equal strings: lower
-  case, spaces for hyphens, sequences and planes mapped onto the benchmark's modality words
-  (``t1``, ``t2``, ``flair``, ``dwi``, ``axial``...), negated findings as ``neg:<finding>``
-  like the keyword judge.
+- :class:`LLMPairedCaptionJudge` (captioning, ``protocol: paired``, the default) sends one
+  request per (reference, prediction) pair, as the paper does. The LLM lists the raw
+  keywords of both captions in five categories (anatomy, imaging characteristics,
+  findings, negated findings kept with their negation, sequence and plane), standardizes
+  both lists *together* so that one concept is one string on both sides (synonyms to one
+  term, anatomy to the broader structure), and labels each caption normal or abnormal.
+  Judging each caption alone cannot make the two sides' words meet, and gives a lower F1.
+- :class:`LLMKeywordJudge` (captioning, ``protocol: per-caption``) asks for the keywords of
+  each caption in a separate request, as earlier versions of this project did.
 - :class:`LLMDiagnosisJudge` (diagnosis) sends one request per image: the reference
   diagnosis and the ranked candidates; the LLM names the first candidate that is the same
-  core disease (synonyms and differences in specificity or cause allowed), or none.
+  core disease (synonyms and differences in specificity or cause allowed), or none. That
+  one rank gives Top-1 and Top-5 together.
 
-Both send their requests through the ``openai_compatible`` adapter's ``complete_many``
-(concurrent, retried, and cached under ``<cache_dir>/judges/<judge name>/`` like any
-prediction), so re-scoring sends no request twice and needs no network once every answer
-is cached. Identical requests within one batch are sent once.
+Answers are read tolerantly (:mod:`novabench.answer_json`) and normalized here as well, so
+that equal concepts are equal strings: lower case, spaces for hyphens, sequences and planes
+mapped onto the benchmark's modality words (``t1``, ``t2``, ``flair``, ``dwi``,
+``axial``...), negated findings as ``neg:<finding>`` like the keyword judge. The mapping is
+one function of a string, so what the LLM made equal stays equal.
+
+Requests go through the ``openai_compatible`` adapter's ``complete_many`` (concurrent,
+retried, and cached under ``<cache_dir>/judges/<judge name>/`` like any prediction), so
+re-scoring sends no request twice and needs no network once every answer is cached.
+Identical requests within one batch are sent once. The model that answered (the
+response's ``model`` and ``system_fingerprint``) is recorded with the judge's identity.
 
 Nothing falls back silently: a missing key, an unreachable endpoint, or more failed or
-unreadable answers than ``max_failure_rate`` (default 0 %) stops scoring with one line.
-Unreadable answers are then removed from the cache, so a re-run asks again.
+unreadable answers than ``max_failure_rate`` (default 0 %) stops scoring with one line;
+unreadable answers are then removed from the cache, so a re-run asks again. Within the
+rate, a caption pair without a verdict is None (scores leave that image out of the judge's
+metrics and count it); a diagnosis without one counts as not matched.
 """
 
 from __future__ import annotations
@@ -28,7 +40,8 @@ import re
 import string
 import unicodedata
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar, TypeVar
 
@@ -36,26 +49,51 @@ from novabench.answer_json import json_spans, load_lenient
 from novabench.cache import request_key
 from novabench.errors import ConfigError, NovaError, settings_error
 from novabench.io import resolve_path
-from novabench.judges.base import NEGATED_PREFIX, JudgeKind, KeywordSet, register_judge_kind
+from novabench.judges.base import (
+    NEGATED_PREFIX,
+    JudgeKind,
+    KeywordSet,
+    PairVerdict,
+    register_judge_kind,
+)
 from novabench.models import openai_compatible
 from novabench.provenance import sha256_text
 
 log = logging.getLogger(__name__)
 
-#: Version of this module's reading and normalization of answers (recorded with scores).
-JUDGE_VERSION = "1.0.0"
+#: Version of this module's requests and reading of answers (recorded with scores).
+#: 2: paired caption judging is the default protocol.
+JUDGE_VERSION = "2.0.0"
 TASKS = ("captioning", "diagnosis")
-# The default prompts ship inside the package, so an installed novabench finds them too.
+#: How a caption judge asks: one request per (reference, prediction) pair (the paper's), or
+#: one per caption. A diagnosis judge always asks once per image for the ranked list.
+PROTOCOLS = ("paired", "per-caption")
+DEFAULT_PROTOCOL = "paired"
+DIAGNOSIS_PROTOCOL = "ranked-list"
+# The default prompts ship inside the package, so an installed novabench finds them too;
+# config/prompts/ holds the same files for the workflow's configurations.
 PROMPTS_DIR = Path(__file__).resolve().with_name("prompts")
-DEFAULT_PROMPTS = {
-    "captioning": str(PROMPTS_DIR / "judge-keywords-v1.txt"),
-    "diagnosis": str(PROMPTS_DIR / "judge-diagnosis-v1.txt"),
+
+
+@dataclass(frozen=True)
+class PromptSpec:
+    """The default prompt of one way of asking, and the placeholders its template uses."""
+
+    default: str
+    placeholders: frozenset[str]
+
+
+PROMPT_SPECS: dict[str, PromptSpec] = {
+    "paired": PromptSpec("judge-caption-paired-v1.txt", frozenset({"reference", "prediction"})),
+    "per-caption": PromptSpec("judge-keywords-v1.txt", frozenset({"caption"})),
+    DIAGNOSIS_PROTOCOL: PromptSpec(
+        "judge-diagnosis-v1.txt", frozenset({"reference", "candidates"})
+    ),
 }
-# The placeholders each task's judge prompt must use (str.format, literal braces doubled).
-PLACEHOLDERS = {"captioning": {"caption"}, "diagnosis": {"reference", "candidates"}}
-# A judge should answer the same way every time: greedy decoding, and room for a long
-# keyword list. The adapter's own defaults are the paper's settings for *models*.
-BACKEND_DEFAULTS: dict[str, Any] = {"temperature": 0.0, "max_tokens": 1024}
+# A judge should answer the same way every time: greedy decoding, and room for two
+# captions' keyword lists (raw and standardized). The adapter's own defaults are the
+# paper's settings for *models*.
+BACKEND_DEFAULTS: dict[str, Any] = {"temperature": 0.0, "max_tokens": 2048}
 # Config paths are relative to the working directory, else to the repository (where the
 # workflow lives), as everywhere in the configuration. An installed package has no
 # repository: its paths are relative to the working directory only.
@@ -68,6 +106,7 @@ SETTINGS_SCHEMA: dict[str, Any] = {
     "required": ["backend"],
     "properties": {
         "backend": openai_compatible.SETTINGS_SCHEMA,
+        "protocol": {"enum": list(PROTOCOLS)},
         "prompts": {
             "type": "object",
             "additionalProperties": False,
@@ -91,6 +130,11 @@ def _default_resolve(path: str) -> str:
     return resolve_path(path, REPOSITORY)
 
 
+def task_protocol(task: str, protocol: str) -> str:
+    """How the judge of ``task`` asks: the caption protocol, or the diagnosis one."""
+    return protocol if task == "captioning" else DIAGNOSIS_PROTOCOL
+
+
 def check_settings(
     name: str, settings: dict[str, Any], resolve: Callable[[str], str] | None = None
 ) -> dict[str, Any]:
@@ -107,16 +151,22 @@ def check_settings(
         raise settings_error(exc, where, "see the llm judge in config/README.md") from None
     resolve = resolve or _default_resolve
     backend = openai_compatible.resolve_settings(name, {**BACKEND_DEFAULTS, **settings["backend"]})
-    prompts = {**DEFAULT_PROMPTS, **settings.get("prompts", {})}
+    protocol = settings.get("protocol", DEFAULT_PROTOCOL)
+    prompts = {
+        task: settings.get("prompts", {}).get(task)
+        or str(PROMPTS_DIR / PROMPT_SPECS[task_protocol(task, protocol)].default)
+        for task in TASKS
+    }
     return {
         "backend": backend,
         "backend_settings": {**BACKEND_DEFAULTS, **settings["backend"]},
+        "protocol": protocol,
         "prompts": {task: Path(resolve(path)) for task, path in prompts.items()},
         "max_failure_rate": float(settings.get("max_failure_rate", 0.0)),
     }
 
 
-def read_prompt(name: str, task: str, path: Path) -> str:
+def read_prompt(name: str, task: str, path: Path, protocol: str = DEFAULT_PROTOCOL) -> str:
     """The judge's prompt template for ``task``; ConfigError if absent or malformed."""
     try:
         template = Path(path).read_text(encoding="utf-8")
@@ -129,11 +179,13 @@ def read_prompt(name: str, task: str, path: Path) -> str:
         fields = {f for _, f, _, _ in string.Formatter().parse(template) if f is not None}
     except ValueError as exc:
         fields = {f"malformed: {exc}"}
-    if fields != PLACEHOLDERS[task]:
-        expected = ", ".join("{" + f + "}" for f in sorted(PLACEHOLDERS[task]))
+    ask = task_protocol(task, protocol)
+    wanted = PROMPT_SPECS[ask].placeholders
+    if fields != wanted:
+        expected = ", ".join("{" + f + "}" for f in sorted(wanted))
         raise ConfigError(
             f"judges.{name}: the {task} judge prompt {path} has the placeholders "
-            f"{sorted(fields)}, not {expected}",
+            f"{sorted(fields)}, not {expected} (protocol {ask})",
             f"use exactly {expected} and double literal braces {{{{ }}}}",
         )
     return template
@@ -170,6 +222,7 @@ class _LLMJudge:
     """Shared machinery: prompt, backend, batch requests with failure accounting."""
 
     task: ClassVar[str]
+    protocol: ClassVar[str]  # how it asks (a key of PROMPT_SPECS)
 
     def __init__(
         self,
@@ -180,9 +233,11 @@ class _LLMJudge:
         resolve: Callable[[str], str] | None = None,
     ):
         self.name = name
+        if self.task == "captioning":  # the class decides the protocol, hence the prompt
+            settings = {**settings, "protocol": self.protocol}
         resolved = check_settings(name, settings, resolve)
         self.prompt_path = resolved["prompts"][self.task]
-        self.template = read_prompt(name, self.task, self.prompt_path)
+        self.template = read_prompt(name, self.task, self.prompt_path, resolved["protocol"])
         self.max_failure_rate = resolved["max_failure_rate"]
         # A judge's cache sits apart from the models' (a judge may share a model's name).
         judges_cache = None if cache_dir is None else Path(cache_dir) / "judges"
@@ -190,11 +245,14 @@ class _LLMJudge:
             name, resolved["backend_settings"], cache_dir=judges_cache
         )
         self.counts: Counter[str] = Counter()
+        # (served model, system fingerprint) of every answer read, cached ones included.
+        self.served: Counter[tuple[str | None, str | None]] = Counter()
 
     # -- record ------------------------------------------------------------------------------
 
     def identity(self) -> dict[str, Any]:
-        """Everything that determines the verdicts (no key): backend, settings, prompt."""
+        """Everything that determines the verdicts (no key): backend, settings, protocol,
+        prompt, and the model that answered as the server named it (once it has)."""
         backend = self.adapter.identity()["settings"]
         return {
             "name": f"llm/{backend['model']}",
@@ -202,14 +260,31 @@ class _LLMJudge:
             "kind": "llm",
             "judge": self.name,
             "task": self.task,
+            "protocol": self.protocol,
             "backend": {"adapter": "openai_compatible", **backend},
+            "served": self.served_identity(),
             "prompt": self.prompt_path.name,
+            "prompt_id": self.prompt_path.stem,
             "prompt_sha256": sha256_text(self.template),
             "max_failure_rate": self.max_failure_rate,
         }
 
+    def served_identity(self) -> dict[str, Any]:
+        """The served model names and system fingerprints of the answers so far, sorted;
+        ``unknown`` counts answers without a model name (cache entries of older versions)."""
+        models = {m for m, _ in self.served if m}
+        fingerprints = {f for _, f in self.served if f}
+        unknown = sum(n for (m, _), n in self.served.items() if not m)
+        return {
+            "model": sorted(models),
+            "system_fingerprint": sorted(fingerprints),
+            "answers": sum(self.served.values()),
+            "unknown": unknown,
+        }
+
     def usage(self) -> dict[str, Any]:
-        """Requests so far: asked (distinct), cached, sent, failed, unreadable, tokens, cost."""
+        """Requests so far: asked (distinct), cached, sent, failed, unreadable, tokens, cost;
+        ``label_conflicts``: paired answers whose stated agreement contradicts their labels."""
         counts = {
             key: int(self.counts[key])
             for key in (
@@ -218,6 +293,7 @@ class _LLMJudge:
                 "sent",
                 "failed",
                 "unreadable",
+                "label_conflicts",
                 "prompt_tokens",
                 "completion_tokens",
             )
@@ -271,6 +347,7 @@ class _LLMJudge:
             if response.error is not None or response.raw is None:
                 failed.append(response.error or "no answer")
                 continue
+            self.served[(response.served_model, response.system_fingerprint)] += 1
             try:
                 verdicts[prompt] = read(prompt, response.raw)
             except UnreadableAnswer as exc:
@@ -323,27 +400,136 @@ class _LLMJudge:
 
 
 class LLMKeywordJudge(_LLMJudge):
-    """Captioning judge: keywords by category and a normal/abnormal label from an LLM.
+    """Captioning judge, one request per caption (``protocol: per-caption``): keywords by
+    category and a normal/abnormal label from an LLM.
 
-    Implements the scorer's caption-judge interface (``extract``, ``extract_many``,
-    ``identity``). A caption the judge could not read (within ``max_failure_rate``) counts
-    as having no keywords and as normal.
+    Implements the caption-judge interface (``extract``, ``extract_many``, ``identity``) and
+    ``judge_pairs``, which scores use: a pair whose caption the judge could not read
+    (within ``max_failure_rate``) has no verdict (None). ``extract``/``extract_many`` give
+    such a caption an empty, normal KeywordSet (counted in ``usage``).
     """
 
     task = "captioning"
+    protocol = "per-caption"
 
     def extract(self, text: str) -> KeywordSet:
         return self.extract_many([text])[0]
 
     def extract_many(self, texts: Sequence[str]) -> list[KeywordSet]:
         """Keywords of every text, the requests sent concurrently; empty texts need none."""
-        empty = KeywordSet(frozenset(), False)
+        verdicts = self._verdicts(texts)
+        return [verdicts[t] or _EMPTY for t in texts]
+
+    def judge_pair(self, reference: str, prediction: str) -> PairVerdict:
+        return self.judge_pairs([(reference, prediction)])[0]
+
+    def judge_pairs(self, pairs: Sequence[tuple[str, str]]) -> list[PairVerdict]:
+        """Each caption of each pair judged alone; None where either has no verdict."""
+        verdicts = self._verdicts([text for pair in pairs for text in pair])
+        out: list[PairVerdict] = []
+        for reference, prediction in pairs:
+            ref, pred = verdicts[reference], verdicts[prediction]
+            out.append(None if ref is None or pred is None else (ref, pred))
+        return out
+
+    def _verdicts(self, texts: Sequence[str]) -> dict[str, KeywordSet | None]:
+        """Text -> its KeywordSet (None: no verdict); an empty text has no keywords."""
         asked = [t for t in dict.fromkeys(texts) if t and t.strip()]
         prompts = [self.template.format(caption=t.strip()) for t in asked]
-        verdicts = dict(
-            zip(asked, self._ask(prompts, lambda _, raw: read_keywords(raw)), strict=True)
-        )
-        return [verdicts.get(t) or empty for t in texts]
+        answers = self._ask(prompts, lambda _, raw: read_keywords(raw))
+        verdicts: dict[str, KeywordSet | None] = dict.fromkeys(texts, _EMPTY)
+        verdicts.update(zip(asked, answers, strict=True))
+        return verdicts
+
+
+_EMPTY = KeywordSet(frozenset(), False)
+# What the paired prompt shows for a side without text (e.g. a failed prediction). That
+# side's verdict is then no keywords and normal, whatever the judge wrote for it.
+NO_DESCRIPTION = "(no description)"
+
+
+@dataclass(frozen=True)
+class PairedVerdict:
+    """The paired judge's whole answer on one pair.
+
+    ``reference``/``prediction``: the standardized keywords, normalized, and the labels.
+    ``labels_agree``: whether the judge said the labels agree (None: it did not say).
+    ``raw``: side ("reference", "prediction") -> category -> raw keywords as written.
+    """
+
+    reference: KeywordSet
+    prediction: KeywordSet
+    labels_agree: bool | None = None
+    raw: Mapping[str, Mapping[str, tuple[str, ...]]] = field(default_factory=dict)
+
+
+class LLMPairedCaptionJudge(_LLMJudge):
+    """Captioning judge, one request per (reference, prediction) pair (``protocol:
+    paired``, the paper's): both captions' keywords standardized together, both labels.
+
+    Implements the paired caption-judge interface (``judge_pair``, ``judge_pairs``,
+    ``identity``); ``paired_verdicts`` gives the whole answer (raw keywords, agreement).
+    A pair the judge could not answer or whose answer could not be read (within
+    ``max_failure_rate``) has no verdict: None, counted in ``usage``. It has no
+    ``extract``: a caption alone is not what it judges.
+    """
+
+    task = "captioning"
+    protocol = "paired"
+
+    def judge_pair(self, reference: str, prediction: str) -> PairVerdict:
+        """The (reference, prediction) KeywordSets of one pair; None: no verdict."""
+        return self.judge_pairs([(reference, prediction)])[0]
+
+    def judge_pairs(self, pairs: Sequence[tuple[str, str]]) -> list[PairVerdict]:
+        """Every pair's KeywordSets, the requests sent concurrently; None: no verdict."""
+        return [
+            None if verdict is None else (verdict.reference, verdict.prediction)
+            for verdict in self.paired_verdicts(pairs)
+        ]
+
+    def paired_verdicts(self, pairs: Sequence[tuple[str, str]]) -> list[PairedVerdict | None]:
+        """Every pair's whole verdict; a pair of two empty captions needs no request."""
+        cleaned = [(_text(reference), _text(prediction)) for reference, prediction in pairs]
+        asked = [pair for pair in dict.fromkeys(cleaned) if any(pair)]
+        prompts = [
+            self.template.format(
+                reference=reference or NO_DESCRIPTION, prediction=prediction or NO_DESCRIPTION
+            )
+            for reference, prediction in asked
+        ]
+        answers = self._ask(prompts, lambda _, raw: read_paired(raw))
+        verdicts: dict[tuple[str, str], PairedVerdict | None] = {
+            ("", ""): PairedVerdict(_EMPTY, _EMPTY)
+        }
+        for (reference, prediction), verdict in zip(asked, answers, strict=True):
+            if verdict is not None:
+                verdict = _blank_empty_sides(verdict, reference, prediction)
+                self.counts["label_conflicts"] += _label_conflict(verdict)
+            verdicts[(reference, prediction)] = verdict
+        return [verdicts[pair] for pair in cleaned]
+
+
+def _text(caption: Any) -> str:
+    return " ".join(str(caption or "").split())
+
+
+def _blank_empty_sides(verdict: PairedVerdict, reference: str, prediction: str) -> PairedVerdict:
+    """A side without text has no keywords and is normal, whatever the judge wrote."""
+    return PairedVerdict(
+        verdict.reference if reference else _EMPTY,
+        verdict.prediction if prediction else _EMPTY,
+        verdict.labels_agree,
+        verdict.raw,
+    )
+
+
+def _label_conflict(verdict: PairedVerdict) -> int:
+    """1 when the judge's stated agreement contradicts its two labels (the labels count)."""
+    if verdict.labels_agree is None:
+        return 0
+    same = verdict.reference.abnormal == verdict.prediction.abnormal
+    return int(same != verdict.labels_agree)
 
 
 class LLMDiagnosisJudge(_LLMJudge):
@@ -355,6 +541,7 @@ class LLMDiagnosisJudge(_LLMJudge):
     """
 
     task = "diagnosis"
+    protocol = DIAGNOSIS_PROTOCOL
 
     def match_ranked(self, ranked: Sequence[str], reference: str) -> tuple[bool, bool]:
         return self.match_ranked_many([(ranked, reference)])[0]
@@ -434,6 +621,12 @@ _CATEGORIES = {
     "negated": "negated",
     "negative_findings": "negated",
     "absent_findings": "negated",
+    # The paired prompt's fifth category holds both.
+    "sequence_and_plane": "modality",
+    "sequences_and_planes": "modality",
+    "sequence_plane": "modality",
+    "sequence_and_planes": "modality",
+    "modality": "modality",
 }
 _LABEL_KEYS = ("label", "classification", "normal_abnormal", "status")
 _ABNORMAL_KEYS = ("abnormal", "is_abnormal")
@@ -514,6 +707,18 @@ def plane_keywords(text: Any) -> set[str]:
     return found or ({cleaned} if cleaned else set())
 
 
+def modality_keywords(text: Any) -> set[str]:
+    """One keyword of the combined sequence-and-plane category: its planes, and the
+    sequence words of the rest ("axial FLAIR" gives {"axial", "flair"})."""
+    cleaned = clean_keyword(text)
+    planes = {key for pattern, key in _PLANES if pattern.search(cleaned)}
+    rest = cleaned
+    for pattern, _ in _PLANES:
+        rest = pattern.sub(" ", rest)
+    rest = " ".join(rest.split())
+    return planes | (sequence_keywords(rest) if rest else set())
+
+
 def _items(value: Any) -> list[str]:
     """A category's keywords: a list, or one comma/semicolon-separated string, or nothing."""
     if value is None:
@@ -527,36 +732,42 @@ def _items(value: Any) -> list[str]:
     return [str(v) for v in value if v is not None and not isinstance(v, list | dict)]
 
 
+def _label_word(value: Any) -> bool:
+    """ "abnormal" -> True, "normal" -> False; anything else (a bool too) is unreadable."""
+    word = clean_keyword(value)
+    if not isinstance(value, bool):
+        if word in ("abnormal", "abnormality", "pathological"):
+            return True
+        if word == "normal":
+            return False
+    raise UnreadableAnswer(f"label {value!r} is neither normal nor abnormal")
+
+
 def _label(data: dict[str, Any]) -> bool:
     for key in _LABEL_KEYS:
         if key in data:
-            value = clean_keyword(data[key])
-            if value in ("abnormal", "abnormality", "pathological"):
-                return True
-            if value == "normal":
-                return False
-            raise UnreadableAnswer(f"label {data[key]!r} is neither normal nor abnormal")
+            return _label_word(data[key])
     for key in _ABNORMAL_KEYS:
         if isinstance(data.get(key), bool):
             return data[key]
     raise UnreadableAnswer("no normal/abnormal label")
 
 
-def read_keywords(raw: str) -> KeywordSet:
-    """A keyword judge's answer -> normalized KeywordSet; UnreadableAnswer if not possible."""
-    data = {_key(k): v for k, v in _json_object(raw).items()}
-    abnormal = _label(data)
-    known = [k for k in data if k in _CATEGORIES]
-    if not known:
-        raise UnreadableAnswer("no keyword category")
+def _keyword_set(categories: Mapping[str, Any], abnormal: bool) -> KeywordSet:
+    """Keyword lists by category (keys already passed through ``_key``; unknown keys
+    ignored) -> normalized KeywordSet."""
     keywords: set[str] = set()
-    for key in known:
-        category = _CATEGORIES[key]
-        for item in _items(data[key]):
+    for key, value in categories.items():
+        category = _CATEGORIES.get(key)
+        if category is None:
+            continue
+        for item in _items(value):
             if category == "sequence":
                 keywords |= sequence_keywords(item)
             elif category == "plane":
                 keywords |= plane_keywords(item)
+            elif category == "modality":
+                keywords |= modality_keywords(item)
             else:
                 cleaned = clean_keyword(item)
                 stripped = _NEGATION.sub("", cleaned)
@@ -567,6 +778,114 @@ def read_keywords(raw: str) -> KeywordSet:
                 elif cleaned:
                     keywords.add(cleaned)
     return KeywordSet(frozenset(keywords), abnormal)
+
+
+def read_keywords(raw: str) -> KeywordSet:
+    """A keyword judge's answer -> normalized KeywordSet; UnreadableAnswer if not possible."""
+    data = {_key(k): v for k, v in _json_object(raw).items()}
+    abnormal = _label(data)
+    if not any(k in _CATEGORIES for k in data):
+        raise UnreadableAnswer("no keyword category")
+    return _keyword_set(data, abnormal)
+
+
+# --- reading a paired answer ------------------------------------------------------------------
+
+# The names an LLM may give the two sides and the sections of a paired answer.
+_SIDES = {
+    "gt": "reference",
+    "ground_truth": "reference",
+    "reference": "reference",
+    "ref": "reference",
+    "pred": "prediction",
+    "prediction": "prediction",
+    "predicted": "prediction",
+}
+_STANDARDIZED = (
+    "standardized_keywords",
+    "standardised_keywords",
+    "standardized",
+    "standardised",
+    "normalized_keywords",
+    "normalised_keywords",
+)
+_RAW = ("raw_keywords", "raw", "extracted_keywords")
+_AGREEMENT = ("labels_agree", "label_agreement", "agreement", "labels_match", "agree")
+_YES = {"yes", "true", "agree", "agreement", "match", "same"}
+_NO = {"no", "false", "disagree", "disagreement", "mismatch", "different"}
+
+
+def _keyed(value: Any) -> dict[str, Any] | None:
+    return {_key(k): v for k, v in value.items()} if isinstance(value, dict) else None
+
+
+def _side_section(data: dict[str, Any], names: Sequence[str], side: str) -> dict | None:
+    """``side``'s block of a section, nested either way or flattened: {section: {gt: ..}},
+    {gt: {section: ..}} or {gt_section: ..}; None if absent."""
+    aliases = [alias for alias, s in _SIDES.items() if s == side]
+    for name in names:
+        for alias in aliases:
+            for candidate in (
+                (_keyed(data.get(name)) or {}).get(alias),
+                (_keyed(data.get(alias)) or {}).get(name),
+                data.get(f"{alias}_{name}"),
+                data.get(f"{name}_{alias}"),
+            ):
+                if isinstance(candidate, dict):
+                    return _keyed(candidate)
+    return None
+
+
+def _side_label(data: dict[str, Any], side: str) -> bool:
+    """``side``'s normal/abnormal label: gt_label, labels.gt, or gt.label."""
+    aliases = [alias for alias, s in _SIDES.items() if s == side]
+    for alias in aliases:
+        for candidate in (
+            data.get(f"{alias}_label"),
+            data.get(f"label_{alias}"),
+            (_keyed(data.get("labels")) or {}).get(alias),
+            (_keyed(data.get(alias)) or {}).get("label"),
+        ):
+            if candidate is not None:
+                return _label_word(candidate)
+    raise UnreadableAnswer(f"no normal/abnormal label of the {side}")
+
+
+def _agreement(data: dict[str, Any]) -> bool | None:
+    for key in _AGREEMENT:
+        value = (_keyed(data.get("labels")) or {}).get(key, data.get(key))
+        if isinstance(value, bool):
+            return value
+        if isinstance(value, str) and clean_keyword(value) in _YES | _NO:
+            return clean_keyword(value) in _YES
+    return None
+
+
+def _raw_lists(block: dict[str, Any] | None) -> dict[str, tuple[str, ...]]:
+    if not block:
+        return {}
+    return {key: tuple(_items(value)) for key, value in block.items() if key in _CATEGORIES}
+
+
+def read_paired(raw: str) -> PairedVerdict:
+    """A paired judge's answer -> both sides' standardized keywords (normalized), their
+    labels, the stated agreement and the raw keywords; UnreadableAnswer if not possible.
+
+    The standardized keywords and both labels are required (falling back to the raw
+    keywords would score a pair the judge did not standardize); raw keywords and the
+    agreement are read where present.
+    """
+    data = _keyed(_json_object(raw)) or {}
+    sides: dict[str, KeywordSet] = {}
+    for side in ("reference", "prediction"):
+        block = _side_section(data, _STANDARDIZED, side)
+        if block is None:
+            raise UnreadableAnswer(f"no standardized keywords of the {side}")
+        if block and not any(k in _CATEGORIES for k in block):
+            raise UnreadableAnswer(f"no keyword category in the {side}'s standardized keywords")
+        sides[side] = _keyword_set(block, _side_label(data, side))
+    raw_keywords = {side: _raw_lists(_side_section(data, _RAW, side)) for side in sides}
+    return PairedVerdict(sides["reference"], sides["prediction"], _agreement(data), raw_keywords)
 
 
 _NONE_WORDS = {"", "none", "null", "no", "no match", "n a", "na", "0"}
@@ -606,9 +925,11 @@ def read_first_match(raw: str, candidates: int) -> int:
 # --- construction ---------------------------------------------------------------------------
 
 
-JUDGES: dict[str, type[_LLMJudge]] = {
-    "captioning": LLMKeywordJudge,
-    "diagnosis": LLMDiagnosisJudge,
+#: (task, protocol) -> the judge class; a diagnosis judge has one protocol.
+JUDGES: dict[tuple[str, str], type[_LLMJudge]] = {
+    ("captioning", "paired"): LLMPairedCaptionJudge,
+    ("captioning", "per-caption"): LLMKeywordJudge,
+    ("diagnosis", DIAGNOSIS_PROTOCOL): LLMDiagnosisJudge,
 }
 
 
@@ -619,13 +940,15 @@ def make_llm_judge(
     cache_dir: Path | None = None,
     resolve: Callable[[str], str] | None = None,
 ) -> _LLMJudge:
-    """The ``llm`` judge of config ``judges.<name>`` for ``task`` (captioning or diagnosis)."""
-    if task not in JUDGES:
+    """The ``llm`` judge of config ``judges.<name>`` for ``task`` (captioning or diagnosis),
+    asking the way ``settings.protocol`` says (captioning: paired by default)."""
+    if task not in TASKS:
         raise ConfigError(
             f"judges.{name}: an llm judge judges captioning or diagnosis, not {task!r}",
             "build it for the task it judges (make_judge(..., task=...))",
         )
-    return JUDGES[task](name, settings, cache_dir=cache_dir, resolve=resolve)
+    protocol = task_protocol(task, settings.get("protocol", DEFAULT_PROTOCOL))
+    return JUDGES[(task, protocol)](name, settings, cache_dir=cache_dir, resolve=resolve)
 
 
 @register_judge_kind
@@ -633,14 +956,14 @@ class LLMKind(JudgeKind):
     """``kind: llm``: a chat model behind an OpenAI-compatible endpoint (this module)."""
 
     name = "llm"
-    tasks = tuple(JUDGES)
+    tasks = TASKS
     settings_schema = SETTINGS_SCHEMA
     remote = True
 
     def check_settings(self, name, settings, resolve) -> None:
         resolved = check_settings(name, dict(settings), resolve)
         for task, path in resolved["prompts"].items():
-            read_prompt(name, task, path)
+            read_prompt(name, task, path, resolved["protocol"])
 
     def build(self, name, settings, task, cache_dir=None) -> _LLMJudge:
         return make_llm_judge(name, dict(settings), task, cache_dir)

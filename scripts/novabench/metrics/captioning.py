@@ -25,6 +25,12 @@ Unit: the image. Every metric is on a 0-100 scale.
   union of all reference keywords against the union of all predicted keywords) and
   ``*_micro`` (true/false positives and false negatives summed over images).
 - Binary F1: normal vs abnormal from the judge's labels, positive class = abnormal.
+- The judge sees each (reference, prediction) pair (:func:`judge_caption_pairs`: in one
+  request where it judges pairs, as the paper's LLM judge does). An image it gave no verdict
+  on (a failed request or an unreadable answer, within the judge's allowed failure rate) is
+  left out of Clinical, Modality and Binary F1, not scored as an empty caption: the judge's
+  failure is not the model's. It is counted (``judge_failures``, ``judge_failure_rate``,
+  percent of scored images) and marked in the per-image table (``judged`` false).
 
 Statuses of a prediction: ``ok`` (scored as is), ``parse_error`` (the model answered but
 no caption could be read: scored as an empty caption, so it counts against the model),
@@ -50,10 +56,11 @@ from typing import TYPE_CHECKING, Any, Literal
 import pandas as pd
 
 from novabench.errors import NovaError
+from novabench.judges.base import judge_caption_pairs
 from novabench.metrics.status import RATE_STATUSES, STATUSES, status_summary
 
 if TYPE_CHECKING:
-    from novabench.judges.base import CaptionJudge, KeywordSet
+    from novabench.judges.base import CaptionJudge, KeywordSet, PairedCaptionJudge
 
 # Keywords that make up Modality F1 (sequence and plane words); every other keyword is
 # clinical. The set is the benchmark's definition, so the split lives here, not in judges.
@@ -268,6 +275,7 @@ PER_IMAGE_COLUMNS = (
     "pred_clinical",
     "ref_modality",
     "pred_modality",
+    "judged",
 )
 
 
@@ -287,15 +295,13 @@ def _scored_rows(rows: list[dict[str, Any]], on_error: str) -> list[dict[str, An
     return scored
 
 
-def _keywords(
-    judge: CaptionJudge, refs: list[str], hyps: list[str]
-) -> tuple[list[KeywordSet], list[KeywordSet]]:
-    """The judge's keywords of every reference and every hypothesis."""
-    extract_many = getattr(judge, "extract_many", None)
-    if extract_many is not None:
-        keys = list(extract_many([*refs, *hyps]))
-        return keys[: len(refs)], keys[len(refs) :]
-    return [judge.extract(text) for text in refs], [judge.extract(text) for text in hyps]
+def _judged(
+    judge: CaptionJudge | PairedCaptionJudge, refs: list[str], hyps: list[str]
+) -> dict[int, tuple[KeywordSet, KeywordSet]]:
+    """Image index -> the judge's (reference, prediction) keywords, for every image the
+    judge gave a verdict on."""
+    verdicts = judge_caption_pairs(judge, list(zip(refs, hyps, strict=True)))
+    return {i: verdict for i, verdict in enumerate(verdicts) if verdict is not None}
 
 
 def _metric_summary(
@@ -359,16 +365,36 @@ def _implementations(nltk_data_dir: Path) -> dict[str, Any]:
     }
 
 
+def _judge_columns(verdict: tuple[KeywordSet, KeywordSet] | None) -> dict[str, Any]:
+    """An image's judge columns; no verdict: no labels and no keywords, ``judged`` false."""
+    if verdict is None:
+        columns = ("ref_clinical", "pred_clinical", "ref_modality", "pred_modality")
+        return {**dict.fromkeys(columns, ""), "judged": False}
+    ref_k, pred_k = verdict
+    (ref_clinical, ref_modality), (pred_clinical, pred_modality) = (
+        split_keywords(ref_k.keywords),
+        split_keywords(pred_k.keywords),
+    )
+    return {
+        "ref_abnormal": ref_k.abnormal,
+        "pred_abnormal": pred_k.abnormal,
+        "ref_clinical": _join(ref_clinical),
+        "pred_clinical": _join(pred_clinical),
+        "ref_modality": _join(ref_modality),
+        "pred_modality": _join(pred_modality),
+        "judged": True,
+    }
+
+
 def _per_image_table(
     rows: list[dict[str, Any]],
     scored: list[dict[str, Any]],
     texts: tuple[list[str], list[str]],
-    keys: tuple[list[KeywordSet], list[KeywordSet]],
+    verdicts: dict[int, tuple[KeywordSet, KeywordSet]],
     per_image_scores: dict[str, list],
 ) -> pd.DataFrame:
     """One row per image; an image left out of the metrics has its status only."""
     refs, hyps = texts
-    ref_keys, pred_keys = keys
     per_image = []
     scored_at = {r["filename"]: i for i, r in enumerate(scored)}
     for row in rows:
@@ -376,36 +402,26 @@ def _per_image_table(
         if i is None:
             per_image.append({"filename": row["filename"], "status": row["status"]})
             continue
-        ref_k, pred_k = ref_keys[i], pred_keys[i]
-        (ref_clinical, ref_modality), (pred_clinical, pred_modality) = (
-            split_keywords(ref_k.keywords),
-            split_keywords(pred_k.keywords),
-        )
         per_image.append(
             {
                 "filename": row["filename"],
                 "status": row["status"],
                 "bleu": sentence_bleu4(refs[i], hyps[i]),
                 **{name: values[i] for name, values in per_image_scores.items()},
-                "ref_abnormal": ref_k.abnormal,
-                "pred_abnormal": pred_k.abnormal,
-                "ref_clinical": _join(ref_clinical),
-                "pred_clinical": _join(pred_clinical),
-                "ref_modality": _join(ref_modality),
-                "pred_modality": _join(pred_modality),
+                **_judge_columns(verdicts.get(i)),
             }
         )
     table = pd.DataFrame(per_image, columns=list(PER_IMAGE_COLUMNS))
     for column in ("bleu", "meteor", "bert_f1", "clinical_f1", "modality_f1"):
         table[column] = table[column].astype("float64")
-    for column in ("ref_abnormal", "pred_abnormal"):
+    for column in ("ref_abnormal", "pred_abnormal", "judged"):
         table[column] = table[column].astype("boolean")
     return table
 
 
 def score_captioning(
     records: Iterable[Mapping[str, Any]] | pd.DataFrame,
-    judge: CaptionJudge,
+    judge: CaptionJudge | PairedCaptionJudge,
     nltk_data_dir: Path,
     on_error: Literal["empty", "exclude", "raise"] = "empty",
     bert_f1: Callable[[list[str], list[str]], BertF1] | None = None,
@@ -426,10 +442,12 @@ def score_captioning(
     refs = [r["reference"] for r in scored]
     # parse_error (and error or refusal, unless excluded): no caption, scored as an empty one.
     hyps = [r["prediction"] if r["status"] == "ok" else "" for r in scored]
-    ref_keys, pred_keys = _keywords(judge, refs, hyps)
+    verdicts = _judged(judge, refs, hyps)
 
     meteor_mean, meteor_per_image = meteor(refs, hyps, nltk_data_dir)
     bert = bert_f1(refs, hyps) if bert_f1 is not None else _no_bert_f1(len(refs))
+    ref_keys = [ref for ref, _ in verdicts.values()]
+    pred_keys = [pred for _, pred in verdicts.values()]
     ref_split = [split_keywords(k.keywords) for k in ref_keys]
     pred_split = [split_keywords(k.keywords) for k in pred_keys]
     clinical = keyword_f1([r[0] for r in ref_split], [p[0] for p in pred_split])
@@ -438,17 +456,27 @@ def score_captioning(
 
     summary = _metric_summary(refs, hyps, meteor_mean, bert, clinical, modality, binary)
     summary.update({"n_images": len(rows), "n_scored": len(scored)})
+    n_failures = len(scored) - len(verdicts)
+    summary["judge_failures"] = n_failures
+    summary["judge_failure_rate"] = 100.0 * n_failures / len(scored)
     summary.update(status_summary((r["status"] for r in rows), STATUSES, RATE_STATUSES))
     summary["on_error"] = on_error
     summary.update(_implementations(nltk_data_dir))
     summary["judge"] = judge.identity()
     summary["bertscore"] = bert.identity
 
+    # Keyword F1 back onto the scored images; None where the judge gave no verdict.
+    judged_at = {i: j for j, i in enumerate(verdicts)}
     per_image_scores = {
         "meteor": meteor_per_image,
         "bert_f1": bert.per_image,
-        "clinical_f1": clinical["per_image"],
-        "modality_f1": modality["per_image"],
+        **{
+            f"{name}_f1": [
+                values["per_image"][judged_at[i]] if i in judged_at else None
+                for i in range(len(scored))
+            ]
+            for name, values in (("clinical", clinical), ("modality", modality))
+        },
     }
-    table = _per_image_table(rows, scored, (refs, hyps), (ref_keys, pred_keys), per_image_scores)
+    table = _per_image_table(rows, scored, (refs, hyps), verdicts, per_image_scores)
     return summary, table

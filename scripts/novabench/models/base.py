@@ -62,6 +62,10 @@ class Response:
     # ``message.refusal``); ``raw`` then holds the refusal text. Answers whose text declines
     # are found by novabench.refusals whatever the backend.
     refusal: bool = False
+    # Who answered, as the server says: its ``model`` field (the exact snapshot behind an
+    # alias such as "gpt-4o") and ``system_fingerprint`` (its backend build), where sent.
+    served_model: str | None = None
+    system_fingerprint: str | None = None
 
 
 class Adapter(ABC):

@@ -567,23 +567,44 @@ def _response(completion: Any, latency_s: float) -> Response:
             if isinstance(v := getattr(completion.usage, k, None), int)
         }
     refused = isinstance(refusal, str) and bool(refusal.strip())
-    return Response(raw=raw, latency_s=latency_s, usage=usage or None, refusal=refused)
+    served = {
+        name: value
+        for name in ("model", "system_fingerprint")
+        if isinstance(value := getattr(completion, name, None), str) and value
+    }
+    return Response(
+        raw=raw,
+        latency_s=latency_s,
+        usage=usage or None,
+        refusal=refused,
+        served_model=served.get("model"),
+        system_fingerprint=served.get("system_fingerprint"),
+    )
 
 
 def _to_cache(response: Response) -> dict[str, Any]:
-    stored = {"raw": response.raw, "usage": response.usage, "latency_s": response.latency_s}
+    stored = {
+        "raw": response.raw,
+        "usage": response.usage,
+        "latency_s": response.latency_s,
+        "served_model": response.served_model,
+        "system_fingerprint": response.system_fingerprint,
+    }
     if response.refusal:  # only then: answers cached before the field keep their keys
         stored["refusal"] = True
     return stored
 
 
 def _from_cache(stored: dict[str, Any]) -> Response:
+    # Entries written before the served model was kept have none: None.
     return Response(
         raw=stored.get("raw"),
         latency_s=stored.get("latency_s"),
         usage=stored.get("usage"),
         cached=True,
         refusal=bool(stored.get("refusal", False)),
+        served_model=stored.get("served_model"),
+        system_fingerprint=stored.get("system_fingerprint"),
     )
 
 

@@ -10,6 +10,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from novabench.errors import NovaError
 from novabench.tasks.base import AnswerContext, Answers, Metric, Parsed, ScoringContext, Task
 
 # BERT F1's encoder and settings (tasks.captioning.bertscore; see novabench.metrics.bertscore):
@@ -119,5 +120,15 @@ class Captioning(Task):
         return "Clinical F1 (%)", per_image["clinical_f1"].to_numpy(dtype=float)
 
     def judge_labels(self, judge: Any, reference: Any, record: Mapping[str, Any]) -> dict:
+        from novabench.judges.base import judge_caption_pairs
+
         caption = (record.get("parsed") or {}).get("caption") if record["status"] == "ok" else ""
-        return {"abnormal": bool(judge.extract(caption or "").abnormal)}
+        # A paired judge reads the caption against its reference, as when scoring (the same
+        # request, so a cached answer).
+        verdict = judge_caption_pairs(judge, [(reference.caption, caption or "")])[0]
+        if verdict is None:  # only where the judge allows every request to fail
+            raise NovaError(
+                f"the caption judge gave no verdict on {reference.filename}",
+                "re-run (answers that arrived are cached) or check the judge's endpoint",
+            )
+        return {"abnormal": bool(verdict[1].abnormal)}
