@@ -16,6 +16,7 @@ spaCy to every scoring job, so the hand-written scope is kept.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import re
 import unicodedata
@@ -74,6 +75,7 @@ def _fold(text: str) -> str:
     return "".join(c for c in decomposed if not unicodedata.combining(c))
 
 
+@functools.cache  # tokens repeat across forms and captions
 def _american(token: str) -> str:
     if token in _SPELLING_KEEP:
         return token
@@ -155,7 +157,8 @@ class KeywordJudge:
                 "point lexicon_path at a lexicon YAML file",
             ) from exc
         self._sha256 = hashlib.sha256(raw).hexdigest()
-        lexicon = yaml.safe_load(raw)
+        # libyaml's loader where PyYAML has it: the lexicon is large for the Python one.
+        lexicon = yaml.load(raw, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
         self.version = str(lexicon["version"])
         self._groups: dict[str, dict] = {}
         self._concept_group: dict[str, str] = {}
@@ -255,6 +258,7 @@ class KeywordJudge:
 
     def _load_negation(self, negation: dict) -> None:
         before = {self._lower(f) for f in negation["before"]}
+        self._negation_openers = frozenset(before)
         after = {self._lower(f) for f in negation["after"]}
         for tokens in before | after:
             entry = _Entry(negates_after=tokens in before, negates_before=tokens in after)
@@ -282,7 +286,11 @@ class KeywordJudge:
         for form in normality.get("scoped") or []:
             self._add(self._phrases, self._lower(form), _Entry(normal=True, normal_scope=True))
         for form in normality.get("forms") or []:
-            self._add(self._phrases, self._lower(form), _Entry(normal=True))
+            # "no mass lesion or collection": a negated normal form negates the rest of
+            # its list too.
+            tokens = self._lower(form)
+            opens = any(tokens[: len(t)] == t for t in self._negation_openers)
+            self._add(self._phrases, tokens, _Entry(normal=True, negates_after=opens))
         for form in normality.get("sentence") or []:
             self._add(self._phrases, self._lower(form), _Entry(normal=True, normal_sentence=True))
 
