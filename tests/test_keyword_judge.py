@@ -505,3 +505,14 @@ def test_anatomy_parents_must_name_anatomy(tmp_path):
     path.write_text(MINIMAL + "anatomy_parents: {cyst: [axial]}\n")
     with pytest.raises(ConfigError, match="anatomy_parents names 'cyst', not an anatomy concept"):
         KeywordJudge(path)
+
+
+def test_the_lexicon_is_an_input_of_scoring(tmp_path):
+    """Editing the lexicon re-scores: the workflow lists it among the score job's inputs."""
+    from novabench.judges.base import judge_kind
+
+    kind = judge_kind("keyword-lexicon")
+    assert kind.input_files("keywords", {}, "captioning", str) == [str(DEFAULT_LEXICON)]
+    own = {"lexicon_path": "my/lexicon.yaml"}
+    resolved = kind.input_files("keywords", own, "captioning", lambda p: f"/base/{p}")
+    assert resolved == ["/base/my/lexicon.yaml"]

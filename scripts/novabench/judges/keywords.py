@@ -550,3 +550,8 @@ class KeywordLexiconKind(JudgeKind):
 
     def build(self, name, settings, task, cache_dir=None) -> KeywordJudge:
         return KeywordJudge(**settings)
+
+    def input_files(self, name, settings, task, resolve) -> list[str]:
+        """The lexicon: editing it changes the verdicts, so it re-scores."""
+        path = settings.get("lexicon_path")
+        return [resolve(path) if path else str(DEFAULT_LEXICON)]
