@@ -1,4 +1,10 @@
-"""The offline keyword judge on hand-written captions."""
+"""The offline keyword judge on hand-written captions.
+
+The keywords are the benchmark judge's protocol written with the canonical strings of the
+judge validation set's labelling rules: "hyperintensity", "contrast-enhanced", no keyword for
+laterality or generic nouns ("lesion"), "normal" for a normal statement. The captions below
+are written for these tests (none is copied from the validation set).
+"""
 
 import hashlib
 
@@ -42,12 +48,13 @@ def keywords(judge: KeywordJudge, text: str) -> frozenset[str]:
         (["FLAIR", "fluid-attenuated inversion recovery", "T2-FLAIR"], "flair"),
         (["DWI", "diffusion-weighted imaging"], "dwi"),
         (["transverse", "axial", "transaxial"], "axial"),
-        (["high signal", "hyperintense", "hyperintensities", "bright"], "hyperintense"),
+        (["high signal", "hyperintense", "hyperintensities", "bright"], "hyperintensity"),
         (["infarction", "infarct", "infarcts", "stroke"], "infarct"),
         (["oedema", "edema", "vasogenic oedema"], "edema"),
         (["haemorrhage", "hemorrhage", "hemorrhagic", "bleeding"], "hemorrhage"),
         (["tumour", "tumor", "neoplasm"], "tumor"),
-        (["lesions", "lesion"], "lesion"),
+        (["ischaemia", "infarcts", "ischemic stroke"], "infarct"),
+        (["grey matter", "gray matter"], "gray matter"),
         (["metastases", "metastatic", "metastasis"], "metastasis"),
         (["ring-enhancing", "rim enhancement", "ring enhancement"], "ring enhancement"),
         (["diffusion restriction", "restricts diffusion"], "restricted diffusion"),
@@ -63,7 +70,7 @@ def test_synonyms_become_one_keyword(judge, variants, expected):
 def test_post_contrast_abbreviations(judge, text):
     found = judge.extract(text)
     assert modality_of(found) == {"t1"}
-    assert clinical_of(found) == {"post-contrast"}
+    assert clinical_of(found) == {"contrast-enhanced"}
     assert not found.abnormal  # naming a sequence is not a finding
 
 
@@ -79,16 +86,23 @@ def test_modality_split_is_the_benchmark_set(judge):
     assert modality_of(found) <= MODALITY_KEYWORDS
 
 
-def test_laterality_is_its_own_keyword(judge):
-    assert keywords(judge, "left frontal lobe") == {"left", "frontal lobe"}
-    assert keywords(judge, "right frontal lobe") == {"right", "frontal lobe"}
-    assert keywords(judge, "bilateral thalamic lesions") == {"bilateral", "thalamus", "lesion"}
-    assert keywords(judge, "bithalamic") == {"bilateral", "thalamus"}
+def test_laterality_and_generic_nouns_are_dropped(judge):
+    # The protocol drops laterality (a 2D slice rarely fixes the side, and a wrong side
+    # would cost a whole anatomy keyword) and generic nouns such as "lesion".
+    assert keywords(judge, "left frontal lobe") == {"frontal lobe"}
+    assert keywords(judge, "right frontal lobe") == {"frontal lobe"}
+    assert keywords(judge, "bilateral thalamic lesions") == {"thalamus"}
+    assert keywords(judge, "bithalamic") == {"thalamus"}
+    # A lesion gives no keyword but still makes the caption abnormal.
+    assert judge.extract("A lesion in the pons.") == KeywordSet(frozenset({"pons"}), True)
 
 
 def test_longest_match_avoids_false_planes_and_findings(judge):
-    assert keywords(judge, "transverse sinus") == {"venous sinus"}
-    assert keywords(judge, "superior sagittal sinus thrombosis") == {"venous sinus", "thrombosis"}
+    assert keywords(judge, "transverse sinus") == {"transverse sinus"}
+    assert keywords(judge, "superior sagittal sinus thrombosis") == {
+        "superior sagittal sinus",
+        "thrombosis",
+    }
     assert keywords(judge, "intra-axial") == {"intra-axial"}
     assert keywords(judge, "mass effect") == {"mass effect"}
     # Panel labels like "(c)" are not the "+C" of a contrast sequence.
@@ -99,7 +113,7 @@ def test_longest_match_avoids_false_planes_and_findings(judge):
     ("text", "expected", "abnormal"),
     [
         ("No hemorrhage.", {"neg:hemorrhage"}, False),
-        ("Lesion without mass effect.", {"lesion", "neg:mass effect"}, True),
+        ("Lesion without mass effect.", {"neg:mass effect"}, True),
         ("No evidence of restricted diffusion.", {"neg:restricted diffusion"}, False),
         ("No hemorrhage or edema.", {"neg:hemorrhage", "neg:edema"}, False),
         # Scope ends at "but" and at sentence punctuation.
@@ -110,15 +124,11 @@ def test_longest_match_avoids_false_planes_and_findings(judge):
         ("Hemorrhage is not seen.", {"neg:hemorrhage"}, False),
         ("Restricted diffusion was excluded.", {"neg:restricted diffusion"}, False),
         # A negated concept in one word.
-        ("Non-enhancing cystic lesion.", {"neg:enhancement", "cyst", "lesion"}, True),
+        ("Non-enhancing cystic lesion.", {"neg:enhancement", "cyst"}, True),
         # Anatomy in the scope stays plain.
-        ("No enhancement in the left thalamus.", {"neg:enhancement", "left", "thalamus"}, False),
+        ("No enhancement in the left thalamus.", {"neg:enhancement", "thalamus"}, False),
         # The location of a negated finding is not negated.
-        (
-            "No restricted diffusion within the lesion.",
-            {"neg:restricted diffusion", "lesion"},
-            True,
-        ),
+        ("No restricted diffusion within the lesion.", {"neg:restricted diffusion"}, True),
         ("Findings argue against abscess.", {"neg:abscess"}, False),
     ],
 )
@@ -129,17 +139,17 @@ def test_negation(judge, text, expected, abnormal):
 
 
 @pytest.mark.parametrize(
-    "text",
+    ("text", "clinical"),
     [
-        "Axial FLAIR image of the brain.",
-        "Normal MRI, no abnormality.",
-        "Unremarkable study.",
-        "",
+        ("Axial FLAIR image of the brain.", set()),
+        ("Normal MRI, no abnormality.", {"normal"}),
+        ("Unremarkable study.", {"normal"}),
+        ("", set()),
     ],
 )
-def test_true_negatives(judge, text):
+def test_true_negatives(judge, text, clinical):
     found = judge.extract(text)
-    assert clinical_of(found) == frozenset()
+    assert clinical_of(found) == clinical
     assert found.abnormal is False
 
 
@@ -149,29 +159,27 @@ def test_abnormal_caption(judge):
         "surrounding oedema and mass effect (arrow)."
     )
     assert modality_of(found) == {"axial", "t2"}
-    assert clinical_of(found) == {
-        "hyperintense", "lesion", "left", "frontal lobe", "edema", "mass effect",
-    }  # fmt: skip
+    assert clinical_of(found) == {"hyperintensity", "frontal lobe", "edema", "mass effect"}
     assert found.abnormal is True
 
 
-# Keywords read off each caption by hand with the lexicon's rules (synonyms, sides apart,
-# "T1+C" is T1 plus post-contrast, negation up to the next boundary).
+# Keywords read off each caption by hand with the protocol's rules (synonyms, no sides,
+# "T1+C" is T1 plus contrast-enhanced, negation up to the next boundary).
 HAND_READ = [
     (
         "Axial FLAIR: hyperintense lesion in the right temporal lobe, no hemorrhage.",
         {"axial", "flair"},
-        {"hyperintense", "lesion", "right", "temporal lobe", "neg:hemorrhage"},
+        {"hyperintensity", "temporal lobe", "neg:hemorrhage"},
     ),
     (
         "Coronal T1+C: ring-enhancing mass with central necrosis and surrounding oedema.",
         {"coronal", "t1"},
-        {"post-contrast", "ring enhancement", "mass", "necrosis", "edema"},
+        {"contrast-enhanced", "ring enhancement", "mass", "necrosis", "edema"},
     ),
     (
         "Sagittal T2: cystic lesion in the posterior fossa with hydrocephalus.",
         {"sagittal", "t2"},
-        {"cyst", "lesion", "posterior fossa", "hydrocephalus"},
+        {"cyst", "posterior fossa", "hydrocephalus"},
     ),
 ]
 
@@ -188,13 +196,13 @@ def test_keyword_f1_against_hand_read_sets(judge):
     references = [clinical for _, _, clinical in HAND_READ]
     extracted = [clinical_of(judge.extract(caption)) for caption, _, _ in HAND_READ]
     assert keyword_f1(references, extracted)["macro"] == 100.0
-    # Same side and finding, wrong lobe, hemorrhage not mentioned: 3 shared of 5 and 4.
+    # Same finding, wrong lobe, hemorrhage not mentioned: 1 shared of 3 and 2.
     hypothesis = judge.extract(
         "Axial FLAIR image shows a hyperintense lesion in the right frontal lobe."
     )
-    assert clinical_of(hypothesis) == {"hyperintense", "lesion", "right", "frontal lobe"}
+    assert clinical_of(hypothesis) == {"hyperintensity", "frontal lobe"}
     f1 = keyword_f1([references[0]], [clinical_of(hypothesis)])["macro"]
-    assert f1 == pytest.approx(100 * 2 * 3 / (5 + 4))
+    assert f1 == pytest.approx(100 * 2 * 1 / (3 + 2))
     assert keyword_f1([{"axial", "flair"}], [modality_of(hypothesis)])["macro"] == 100.0
 
 
@@ -256,4 +264,255 @@ def test_a_comma_without_a_list_still_ends_the_negation():
         "Axial FLAIR, no restricted diffusion, hyperintense lesion in the left frontal lobe."
     )
     assert "neg:restricted diffusion" in clinical_of(found)
-    assert {"hyperintense", "lesion"} <= clinical_of(found) and found.abnormal
+    assert {"hyperintensity", "frontal lobe"} <= clinical_of(found) and found.abnormal
+
+
+# -- failures reported on labelled radiology captions, one test each (own wording) -------
+
+
+def test_pair_standardizes_anatomy_to_the_other_sides_container(judge):
+    ref, pred = judge.judge_pair(
+        "Coronal FLAIR: bright signal in both caudate heads and putamina.",
+        "Coronal FLAIR shows symmetric basal ganglia hyperintensity.",
+    )
+    assert clinical_of(ref) == clinical_of(pred) == {"hyperintensity", "basal ganglia"}
+    ref, pred = judge.judge_pair(
+        "Sagittal T1: a 6 mm pituitary nodule.", "Sagittal T1 image shows a sellar mass."
+    )
+    assert clinical_of(ref) == {"nodule", "sella"}
+    assert clinical_of(pred) == {"mass", "sella"}
+    # Judged alone, each caption keeps its own level.
+    assert clinical_of(judge.extract("Bright caudate heads and putamina.")) == {
+        "hyperintensity",
+        "caudate",
+        "putamen",
+    }
+
+
+def test_pair_standardization_needs_a_container_named_by_the_other_side(judge):
+    # "periventricular white matter" is in the white matter, not in the pons: both stay.
+    ref, pred = judge.judge_pair(
+        "Axial FLAIR: periventricular white matter lesions.", "Axial FLAIR: pontine lesion."
+    )
+    assert clinical_of(ref) == {"periventricular white matter"}
+    assert clinical_of(pred) == {"pons"}
+    # A tissue compartment is never folded into a lobe.
+    ref, pred = judge.judge_pair("Frontal cortex hyperintensity.", "Frontal lobe hyperintensity.")
+    assert clinical_of(ref) == {"frontal lobe", "cortex", "hyperintensity"}
+
+
+@pytest.mark.parametrize(
+    ("caption", "sign"),
+    [
+        (
+            "Axial T2: a cross-shaped pontine hyperintensity, the hot-cross-bun sign.",
+            "hot cross bun sign",
+        ),
+        ("Axial T1 through the midbrain: molar tooth appearance.", "molar tooth sign"),
+        ("Sagittal FLAIR: callosal lesions forming Dawson's fingers.", "dawson fingers"),
+        ("Axial FLAIR: sulcal hyperintensity over the left hemisphere (ivy sign).", "ivy sign"),
+        ("Coronal post-contrast T1: empty delta sign in the sagittal sinus.", "empty delta sign"),
+    ],
+)
+def test_named_signs_are_one_keyword_each(judge, caption, sign):
+    found = judge.extract(caption)
+    assert sign in clinical_of(found)
+    assert found.abnormal is True
+
+
+@pytest.mark.parametrize(
+    ("caption", "diagnosis"),
+    [
+        ("Sagittal T2: long-segment cord hyperintensity, likely myelitis.", "myelitis"),
+        ("Coronal STIR: swollen bright left optic nerve, optic neuritis.", "optic neuritis"),
+        (
+            "Sagittal T1: brainstem sagging from intracranial hypotension.",
+            "intracranial hypotension",
+        ),
+    ],
+)
+def test_spinal_optic_and_csf_pressure_diagnoses_are_known(judge, caption, diagnosis):
+    found = judge.extract(caption)
+    assert diagnosis in clinical_of(found)
+    assert found.abnormal is True
+
+
+def test_transverse_myelitis_is_a_disease_not_the_axial_plane(judge):
+    found = judge.extract("Sagittal T2 of the thoracic cord in keeping with transverse myelitis.")
+    assert modality_of(found) == {"sagittal", "t2"}
+    assert clinical_of(found) == {"thoracic spinal cord", "transverse myelitis"}
+    assert found.abnormal is True
+    assert modality_of(judge.extract("Transverse T2 image.")) == {"axial", "t2"}
+
+
+def test_not_restricting_diffusion_names_no_diffusion_sequence(judge):
+    found = judge.extract("The cyst does not restrict diffusion.")
+    assert modality_of(found) == frozenset()
+    assert clinical_of(found) == {"cyst", "neg:restricted diffusion"}
+    # Naming the sequence still counts: "on DWI".
+    assert modality_of(judge.extract("No restriction on DWI.")) == {"dwi"}
+
+
+def test_spectroscopy_and_perfusion_findings_are_clinical_findings(judge):
+    found = judge.extract(
+        "MR spectroscopy of the mass: choline is markedly elevated, NAA is reduced and "
+        "there is a lipid-lactate peak."
+    )
+    assert modality_of(found) == frozenset()
+    assert clinical_of(found) == {
+        "mrs",
+        "mass",
+        "elevated choline",
+        "reduced naa",
+        "lipid-lactate peak",
+    }
+    assert found.abnormal is True
+    perfusion = judge.extract("DSC perfusion: increased rCBV in the enhancing rim.")
+    assert clinical_of(perfusion) == {"perfusion", "elevated rcbv", "ring enhancement"}
+    assert perfusion.abnormal is True
+    # On an ASL map alone, "increased signal" is increased perfusion.
+    asl = judge.extract("ASL shows increased signal in the right parietal cortex.")
+    assert clinical_of(asl) == {"perfusion", "hyperperfusion", "parietal lobe", "cortex"}
+
+
+def test_an_abnormal_spectrum_is_abnormal_and_a_normal_one_is_not(judge):
+    assert judge.extract("Single-voxel MRS: NAA markedly reduced.").abnormal is True
+    normal = judge.extract("Single-voxel MRS shows a normal spectrum.")
+    assert clinical_of(normal) == {"mrs", "normal spectrum"}
+    assert normal.abnormal is False
+
+
+def test_close_concepts_stay_distinct(judge):
+    assert clinical_of(judge.extract("Hypoplastic vermis.")) == {"hypoplasia", "cerebellar vermis"}
+    assert clinical_of(judge.extract("Agenesis of the vermis.")) == {
+        "agenesis",
+        "cerebellar vermis",
+    }
+    lepto = clinical_of(judge.extract("Leptomeningeal enhancement."))
+    pachy = clinical_of(judge.extract("Pachymeningeal enhancement."))
+    assert lepto == {"leptomeningeal enhancement"} and pachy == {"pachymeningeal enhancement"}
+    assert clinical_of(judge.extract("Dural thickening.")) == {"pachymeningeal thickening"}
+    assert clinical_of(judge.extract("Gyral enhancement.")) == {"gyriform enhancement"}
+
+
+def test_absent_structure_is_agenesis_and_absent_finding_is_negated(judge):
+    assert clinical_of(judge.extract("Absent septum pellucidum.")) == {
+        "agenesis",
+        "septum pellucidum",
+    }
+    assert clinical_of(judge.extract("Absent flow void in the left carotid artery.")) == {
+        "neg:flow void",
+        "carotid artery",
+    }
+    # Losing a normal sign is the abnormal finding.
+    found = judge.extract("Sagittal T1: absence of the posterior pituitary bright spot.")
+    assert clinical_of(found) == {"neg:posterior pituitary bright spot"}
+    assert found.abnormal is True
+
+
+@pytest.mark.parametrize(
+    ("caption", "clinical", "abnormal"),
+    [
+        # Hedged findings count as stated.
+        ("A glioma cannot be excluded.", {"glioma"}, True),
+        ("Possible subacute infarct.", {"subacute infarct"}, True),
+        # Only the improbable is negated.
+        ("Findings favour lymphoma over glioblastoma.", {"lymphoma", "neg:glioblastoma"}, True),
+        ("Gliosis rather than tumour.", {"gliosis", "neg:tumor"}, True),
+        (
+            "Ring enhancement; metastasis is less likely.",
+            {"ring enhancement", "neg:metastasis"},
+            True,
+        ),
+        ("Findings are unlikely to represent an abscess.", {"neg:abscess"}, False),
+        # What cannot be assessed gives no keyword.
+        ("No enhancing nodule can be assessed on this sequence.", set(), False),
+    ],
+)
+def test_uncertainty_and_negation_follow_context_rules(judge, caption, clinical, abnormal):
+    found = judge.extract(caption)
+    assert clinical_of(found) == clinical
+    assert found.abnormal is abnormal
+
+
+@pytest.mark.parametrize(
+    ("caption", "clinical"),
+    [
+        (
+            "Normal enhancement of the dural sinuses.",
+            {"normal", "enhancement", "dural venous sinus"},
+        ),
+        (
+            "Low signal in the globi pallidi, physiological mineralization.",
+            {"hypointensity", "globus pallidus", "normal", "mineralization"},
+        ),
+        ("Hypoplastic right transverse sinus.", {"hypoplasia", "transverse sinus"}),
+        (
+            "Cavum septum pellucidum, a normal variant.",
+            {"cavum septum pellucidum", "normal variant"},
+        ),
+        ("No focal lesion.", {"normal"}),
+    ],
+)
+def test_normal_statements_and_variants_are_not_abnormal(judge, caption, clinical):
+    found = judge.extract(caption)
+    assert clinical_of(found) == clinical
+    assert found.abnormal is False
+
+
+def test_unknown_syndromes_and_disease_words_become_keywords(judge):
+    found = judge.extract("Findings suggest Smith-Lemli syndrome or a pineocytoid neuroblastoma.")
+    assert "smith lemli syndrome" in clinical_of(found)
+    assert found.abnormal is True
+    assert "xanthogranulomatosis" in clinical_of(judge.extract("Possible xanthogranulomatosis."))
+    # A proper name before a known disease head stays part of it.
+    assert clinical_of(judge.extract("Consistent with Bickerstaff encephalitis.")) == {
+        "bickerstaff encephalitis"
+    }
+
+
+def test_british_spelling_and_accents_are_read(judge):
+    assert clinical_of(judge.extract("Haemorrhagic tumour with oedema.")) == {
+        "hemorrhage",
+        "tumor",
+        "edema",
+    }
+    assert "balo concentric sclerosis" in clinical_of(judge.extract("Baló concentric sclerosis."))
+    assert "guillain-barre syndrome" in clinical_of(judge.extract("Guillain-Barré syndrome."))
+
+
+def test_pair_scores_match_hand_read_keywords():
+    """Clinical F1 of a pair from judge_pair equals the F1 of keywords read by hand."""
+    judge = KeywordJudge()
+    reference = (
+        "Axial FLAIR: hyperintensity of the left hippocampus and amygdala with swelling, "
+        "suspicious for limbic encephalitis."
+    )
+    prediction = "Axial FLAIR shows mesial temporal hyperintensity; no mass effect."
+    # Hand reading: the hippocampus and amygdala become the medial temporal lobe that the
+    # prediction names; "no mass effect" is a negated finding.
+    hand_ref = {"hyperintensity", "medial temporal lobe", "swelling", "limbic encephalitis"}
+    hand_pred = {"medial temporal lobe", "hyperintensity", "neg:mass effect"}
+    ref, pred = judge.judge_pair(reference, prediction)
+    assert (clinical_of(ref), clinical_of(pred)) == (hand_ref, hand_pred)
+    assert keyword_f1([clinical_of(ref)], [clinical_of(pred)])["macro"] == pytest.approx(
+        100 * 2 * 2 / (4 + 3)
+    )
+
+
+def test_anatomy_parents_must_name_anatomy(tmp_path):
+    path = tmp_path / "lexicon.yaml"
+    path.write_text(MINIMAL + "anatomy_parents: {cyst: [axial]}\n")
+    with pytest.raises(ConfigError, match="anatomy_parents names 'cyst', not an anatomy concept"):
+        KeywordJudge(path)
+
+
+def test_the_lexicon_is_an_input_of_scoring(tmp_path):
+    """Editing the lexicon re-scores: the workflow lists it among the score job's inputs."""
+    from novabench.judges.base import judge_kind
+
+    kind = judge_kind("keyword-lexicon")
+    assert kind.input_files("keywords", {}, "captioning", str) == [str(DEFAULT_LEXICON)]
+    own = {"lexicon_path": "my/lexicon.yaml"}
+    resolved = kind.input_files("keywords", own, "captioning", lambda p: f"/base/{p}")
+    assert resolved == ["/base/my/lexicon.yaml"]

@@ -2,16 +2,24 @@
 
 The paper's judge is an LLM; this one is a transparent, deterministic stand-in that needs
 no network and no model. It reads a reviewed lexicon (``lexicon.yaml`` next to this file;
-its header explains the rules: synonyms, longest match, laterality, negation scope).
-Matching is hand-written rather than done with a clinical NLP library (scispaCy, medspaCy)
-because those need model or vocabulary downloads, and a small phrase matcher over a data
-file is easy to review.
+its header explains the rules: canonical strings, longest match, dropped words, negation
+scope, normality, anatomy hierarchy, open names) and follows the benchmark judge's
+protocol: keywords of both captions of a pair, standardized jointly
+(:meth:`KeywordJudge.judge_pair`; ``extract`` judges one caption alone).
+
+Negation and uncertainty use the NegEx/ConText algorithm (trigger phrases with a direction,
+pseudo-triggers, scope terminators) written here over the lexicon's own matches. medspaCy's
+ConText and negspaCy were measured against it on the tuning half of the judge validation
+set (``scripts/benchmarks/caption_judge_agreement.py``) and did no better; they would add
+spaCy to every scoring job, so the hand-written scope is kept.
 """
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import re
+import unicodedata
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
@@ -19,6 +27,7 @@ from typing import Any, ClassVar
 import yaml
 
 from novabench.errors import ConfigError
+from novabench.judges.anatomy import AnatomyTree
 from novabench.judges.base import NEGATED_PREFIX, JudgeKind, KeywordSet, register_judge_kind
 
 DEFAULT_LEXICON = Path(__file__).with_name("lexicon.yaml")
@@ -30,9 +39,53 @@ _TOKEN = re.compile(r"\d+(?:\.\d+)+|\+?[a-z0-9]+(?:[*+][a-z0-9]*)*|[.;:!?,]", re
 _POSSESSIVE = re.compile(r"['’]s\b", re.IGNORECASE)
 _BOUNDARIES = frozenset(".;:!?,")
 # Bumped whenever the extraction rules in this module change (the lexicon has its own).
-MATCHER_VERSION = "2"
+MATCHER_VERSION = "3"
 _SENTENCE_ENDS = frozenset(".;:!?")
 _LIST_CLOSERS = frozenset({"or", "nor"})
+# British to American spelling, word by word (the labelling protocol writes American).
+_SPELLING = [
+    (re.compile(p), r)
+    for p, r in (
+        (r"^haem", "hem"),
+        (r"aem", "em"),
+        (r"^oedem", "edem"),
+        (r"^oesoph", "esoph"),
+        (r"paed", "ped"),
+        (r"^foet", "fet"),
+        (r"leuco", "leuko"),
+        (r"tumour", "tumor"),
+        (r"^favour", "favor"),
+        (r"colour", "color"),
+        (r"^grey$", "gray"),
+        (r"fibre", "fiber"),
+        (r"centre", "center"),
+        (r"isation", "ization"),
+        (r"ising$", "izing"),
+        (r"labelling", "labeling"),
+        (r"^aetiol", "etiol"),
+    )
+]
+_SPELLING_KEEP = frozenset({"raising", "rising", "arising", "comprising", "surprising"})
+ABNORMAL_WHEN = {True: "stated", False: "never", "negated": "negated", "any": "any"}
+
+
+def _fold(text: str) -> str:
+    """Accents dropped ("Baló" -> "Balo", "Barré" -> "Barre")."""
+    decomposed = unicodedata.normalize("NFKD", text)
+    return "".join(c for c in decomposed if not unicodedata.combining(c))
+
+
+@functools.cache  # tokens repeat across forms and captions
+def _american(token: str) -> str:
+    if token in _SPELLING_KEEP:
+        return token
+    for pattern, replacement in _SPELLING:
+        token = pattern.sub(replacement, token)
+    return token
+
+
+def _tokens(text: str) -> list[str]:
+    return _TOKEN.findall(_POSSESSIVE.sub("", _fold(text)))
 
 
 def _list_goes_on(lowered: list[str], comma: int) -> bool:
@@ -55,10 +108,25 @@ class _Entry:
     negates_before: bool = False  # negates what came since the last boundary
     ends_scope: bool = False
     location: bool = False  # ends the scope once a negated concept has been seen
+    pseudo: bool = False  # looks like a trigger, negates nothing ("cannot be excluded")
+    absence: bool = False  # "absent": agenesis of a structure, negation of a finding
+    unassessable: bool = False  # drops what came since the last boundary
+    conditional: frozenset[str] = frozenset()  # negates after one of these words only
+    normal: bool = False  # gives the normality keyword
+    normal_scope: bool = False  # ... and what follows in its clause is not abnormal
+    normal_sentence: bool = False  # ... and its whole sentence is not abnormal
+    ignored: bool = False  # read and dropped
 
 
-def _tokens(text: str) -> list[str]:
-    return _TOKEN.findall(_POSSESSIVE.sub("", text))
+@dataclass
+class _Mention:
+    key: str
+    group: str
+    negated: bool = False
+    normal: bool = False  # in the scope of "normal"/"physiological"
+    sentence: int = 0
+    normal_sentence: bool = False  # makes its sentence not abnormal ("physiological")
+    position: int = 0  # index of its first word
 
 
 def _plurals(form: tuple[str, ...]) -> list[tuple[str, ...]]:
@@ -89,12 +157,30 @@ class KeywordJudge:
                 "point lexicon_path at a lexicon YAML file",
             ) from exc
         self._sha256 = hashlib.sha256(raw).hexdigest()
-        lexicon = yaml.safe_load(raw)
+        # libyaml's loader where PyYAML has it: the lexicon is large for the Python one.
+        lexicon = yaml.load(raw, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
         self.version = str(lexicon["version"])
         self._groups: dict[str, dict] = {}
+        self._concept_group: dict[str, str] = {}
         self._phrases: dict[tuple[str, ...], _Entry] = {}
         self._exact: dict[tuple[str, ...], _Entry] = {}
-        self._load(lexicon)
+        self._load_groups(lexicon)
+        self._load_phrases(lexicon)
+        self._load_negation(lexicon["negation"])
+        self._load_normality(lexicon.get("normality"))
+        self._load_open_names(lexicon.get("open_names") or {})
+        self._anatomy = self._load_anatomy(lexicon.get("anatomy_parents") or {})
+        self._thickens = frozenset(self._known(list(lexicon.get("thickens") or [])))
+        self._variant_structures = frozenset(
+            self._known(list(lexicon.get("variant_structures") or []))
+        )
+        self._technique_normal = dict(lexicon.get("technique_normal") or {})
+        self._known([*self._technique_normal, *self._technique_normal.values()])
+        # Plurals last, so that an explicit form always wins over a generated one.
+        for tokens, entry in list(self._phrases.items()):
+            if entry.keys and not entry.negated:
+                for plural in _plurals(tokens):
+                    self._add(self._phrases, plural, entry, explicit=False)
         self._longest = max(len(p) for p in (*self._phrases, *self._exact))
 
     # -- lexicon loading -------------------------------------------------------------
@@ -107,6 +193,9 @@ class KeywordJudge:
             raise self._fail(f"form {form!r} is not a non-empty string (quote it)")
         return tuple(_tokens(form))
 
+    def _lower(self, form: object) -> tuple[str, ...]:
+        return tuple(_american(t.lower()) for t in self._form(form))
+
     def _add(self, table: dict, tokens: tuple[str, ...], entry: _Entry, explicit: bool = True):
         known = table.get(tokens)
         if known is None:
@@ -114,56 +203,110 @@ class KeywordJudge:
         elif known != entry and explicit:
             raise self._fail(f"form {' '.join(tokens)!r} has two meanings")
 
-    def _load(self, lexicon: dict) -> None:
-        concept_group: dict[str, str] = {}
+    def _known(self, keys: list[str]) -> tuple[str, ...]:
+        for key in keys:
+            if key not in self._concept_group:
+                raise self._fail(f"unknown concept {key!r}")
+        return tuple(keys)
+
+    def _load_groups(self, lexicon: dict) -> None:
         for group_name, group in lexicon["groups"].items():
+            if group["abnormal"] not in ABNORMAL_WHEN:
+                problem = f"group {group_name}: abnormal must be true, false, negated or any"
+                raise self._fail(problem)
             self._groups[group_name] = {
-                "abnormal": bool(group["abnormal"]),
+                "abnormal": ABNORMAL_WHEN[group["abnormal"]],
                 "negatable": bool(group["negatable"]),
+                "emit": bool(group.get("emit", True)),
             }
             for key, forms in group["concepts"].items():
-                if key in concept_group:
+                if key in self._concept_group:
                     raise self._fail(f"concept {key!r} is defined twice")
-                concept_group[key] = group_name
+                self._concept_group[key] = group_name
                 for form in forms:
                     self._add(self._phrases, self._lower(form), _Entry((key,)))
-        self._concept_group = concept_group
 
-        def known(keys: list[str]) -> tuple[str, ...]:
-            for key in keys:
-                if key not in concept_group:
-                    raise self._fail(f"unknown concept {key!r}")
-            return tuple(keys)
-
+    def _load_phrases(self, lexicon: dict) -> None:
         for form, keys in (lexicon.get("compounds") or {}).items():
-            self._add(self._phrases, self._lower(form), _Entry(known(list(keys))))
+            self._add(self._phrases, self._lower(form), _Entry(self._known(list(keys))))
         for form, key in (lexicon.get("negated_forms") or {}).items():
-            self._add(self._phrases, self._lower(form), _Entry(known([key]), negated=True))
+            entry = _Entry(self._known([key]), negated=True)
+            self._add(self._phrases, self._lower(form), entry)
         for form, key in (lexicon.get("exact_forms") or {}).items():
-            self._add(self._exact, self._form(form), _Entry(known([key])))
+            self._add(self._exact, self._form(form), _Entry(self._known([key])))
+        for form in lexicon.get("ignore") or []:
+            self._add(self._phrases, self._lower(form), _Entry(ignored=True))
+        # Degree words are taken out before matching, so "choline is markedly elevated"
+        # reads as the form "choline is elevated".
+        self._skip = frozenset(w for f in lexicon.get("skip") or [] for w in self._lower(f))
+        self._load_measures(lexicon.get("measures") or {})
 
-        negation = lexicon["negation"]
-        before, after = set(), set()
-        for form in negation["before"]:
-            before.add(self._lower(form))
-        for form in negation["after"]:
-            after.add(self._lower(form))
+    def _load_measures(self, measures: dict) -> None:
+        """Forms of "<direction> <quantity>" in either order ("elevated choline", "NAA is
+        reduced", "reduction of NAA"), generated from directions and quantities."""
+        directions = measures.get("directions") or {}
+        for quantity in (measures.get("quantities") or {}).values():
+            for direction, key in quantity.items():
+                if direction == "forms":
+                    continue
+                entry = _Entry(self._known([key]))
+                for word in directions[direction]:
+                    for form in quantity["forms"]:
+                        for pattern in measures["patterns"]:
+                            phrase = pattern.format(d=word, q=form)
+                            self._add(self._phrases, self._lower(phrase), entry, explicit=False)
+
+    def _load_negation(self, negation: dict) -> None:
+        before = {self._lower(f) for f in negation["before"]}
+        self._negation_openers = frozenset(before)
+        after = {self._lower(f) for f in negation["after"]}
         for tokens in before | after:
             entry = _Entry(negates_after=tokens in before, negates_before=tokens in after)
             self._add(self._phrases, tokens, entry)
-        for form in negation["scope_enders"]:
-            self._add(self._phrases, self._lower(form), _Entry(ends_scope=True))
-        for form in negation.get("location_words") or []:
-            self._add(self._phrases, self._lower(form), _Entry(location=True))
+        kinds = {
+            "pseudo": _Entry(pseudo=True),
+            "absence": _Entry(absence=True),
+            "unassessable": _Entry(unassessable=True),
+            "scope_enders": _Entry(ends_scope=True),
+            "location_words": _Entry(location=True),
+        }
+        for kind, entry in kinds.items():
+            for form in negation.get(kind) or []:
+                self._add(self._phrases, self._lower(form), entry)
+        for form, openers in (negation.get("conditional") or {}).items():
+            words = frozenset(w for opener in openers for w in self._lower(opener))
+            self._add(self._phrases, self._lower(form), _Entry(conditional=words, location=True))
 
-        # Plurals last, so that an explicit form always wins over a generated one.
-        for tokens, entry in list(self._phrases.items()):
-            if entry.keys and not entry.negated:
-                for plural in _plurals(tokens):
-                    self._add(self._phrases, plural, entry, explicit=False)
+    def _load_normality(self, normality: dict | None) -> None:
+        if not normality:
+            self._normal_key = None
+            return
+        self._normal_key = normality["keyword"]
+        self._known([self._normal_key])
+        for form in normality.get("scoped") or []:
+            self._add(self._phrases, self._lower(form), _Entry(normal=True, normal_scope=True))
+        for form in normality.get("forms") or []:
+            # "no mass lesion or collection": a negated normal form negates the rest of
+            # its list too.
+            tokens = self._lower(form)
+            opens = any(tokens[: len(t)] == t for t in self._negation_openers)
+            self._add(self._phrases, tokens, _Entry(normal=True, negates_after=opens))
+        for form in normality.get("sentence") or []:
+            self._add(self._phrases, self._lower(form), _Entry(normal=True, normal_sentence=True))
 
-    def _lower(self, form: object) -> tuple[str, ...]:
-        return tuple(t.lower() for t in self._form(form))
+    def _load_open_names(self, spec: dict) -> None:
+        self._heads = frozenset(w for f in spec.get("heads", []) for w in self._lower(f))
+        self._suffixes = tuple(spec.get("suffixes", []))
+        self._min_suffix_word = int(spec.get("min_suffix_word", 7))
+        self._max_open_words = int(spec.get("max_words", 3))
+        self._stopwords = frozenset(w for f in spec.get("stopwords", []) for w in self._lower(f))
+
+    def _load_anatomy(self, parents: dict) -> AnatomyTree:
+        for child, ups in parents.items():
+            for key in (child, *ups):
+                if self._concept_group.get(key) != "anatomy":
+                    raise self._fail(f"anatomy_parents names {key!r}, not an anatomy concept")
+        return AnatomyTree(parents)
 
     # -- judging -----------------------------------------------------------------------
     def identity(self) -> dict:
@@ -186,52 +329,211 @@ class KeywordJudge:
                 return length, entry
         return 0, None
 
-    def extract(self, text: str) -> KeywordSet:
-        """Keywords and the normal/abnormal label of one caption."""
-        original = _tokens(text or "")
-        lowered = [t.lower() for t in original]
-        # Each mention: [key, negated]; the clause list lets a later "not seen" negate it.
-        mentions: list[list] = []
-        clause: list[list] = []
-        in_scope = negated_in_scope = False
+    def _read(self, text: str) -> list[_Mention]:
+        """Every concept a caption names, with its negation and normality (in order)."""
+        original = [t for t in _tokens(text or "") if t.lower() not in self._skip]
+        lowered = [_american(t.lower()) for t in original]
+        scan = _Scan()
         i = 0
         while i < len(lowered):
             if lowered[i] in _BOUNDARIES:
-                # "No hemorrhage, edema or mass effect": a comma inside a negated list
-                # (one closed by "or"/"nor" in the same sentence) keeps the negation open.
-                if not (lowered[i] == "," and negated_in_scope and _list_goes_on(lowered, i)):
-                    in_scope = negated_in_scope = False
-                    clause = []
+                scan.boundary(lowered, i)
                 i += 1
                 continue
             length, entry = self._match(original, lowered, i)
+            scan.words.update(lowered[i : i + max(length, 1)])
             if entry is None:
+                scan.position = i
+                self._unknown(scan, original[i], lowered[i])
                 i += 1
                 continue
+            scan.position = i
+            self._apply(scan, entry, lowered[i : i + length])
+            scan.run = []
             i += length
-            if entry.ends_scope or (entry.location and negated_in_scope):
-                in_scope = negated_in_scope = False
-                if entry.ends_scope:
-                    clause = []
-                continue
-            if entry.negates_before:
-                for mention in clause:
-                    mention[1] = True
-            if entry.negates_after:
-                in_scope, negated_in_scope = True, False
-            for key in entry.keys:
-                negatable = self._groups[self._concept_group[key]]["negatable"]
-                mention = [key, entry.negated or (in_scope and negatable)]
-                mentions.append(mention)
-                negated_in_scope = negated_in_scope or (in_scope and negatable)
-                if negatable:
-                    clause.append(mention)
-        keywords = {NEGATED_PREFIX + key if negated else key for key, negated in mentions}
-        abnormal = any(
-            not negated and self._groups[self._concept_group[key]]["abnormal"]
-            for key, negated in mentions
+        return self._post(scan.mentions)
+
+    def _apply(self, scan: _Scan, entry: _Entry, words: list[str]) -> None:
+        """Update the scan with one matched phrase."""
+        if entry.ignored or entry.pseudo:
+            return
+        if entry.ends_scope:
+            scan.end_scope()
+            return
+        if entry.conditional and entry.conditional & scan.words:
+            scan.open_negation()
+            return
+        if entry.location:
+            if scan.negated_in_scope:
+                scan.in_scope = scan.negated_in_scope = scan.absence = False
+            return
+        if entry.unassessable:
+            scan.drop_clause()
+            return
+        if entry.negates_before:
+            for mention in scan.clause:
+                mention.negated = True
+        if entry.negates_after or entry.absence:
+            scan.open_negation()
+            scan.absence = entry.absence
+        if entry.normal:
+            normal = _Mention(self._normal_key, "normal_state", sentence=scan.sentence)
+            normal.normal_sentence = entry.normal_sentence
+            scan.add(normal, False)
+            scan.normal_scope = scan.normal_scope or entry.normal_scope
+        head = self._absorbed(scan, entry, words)
+        for key in entry.keys:
+            self._mention(scan, head + key, self._concept_group[key], entry.negated)
+
+    def _mention(self, scan: _Scan, key: str, group: str, negated: bool = False) -> None:
+        """Record one concept under the scan's negation, absence and normality."""
+        if scan.absence and group == "anatomy":
+            # "absent septum pellucidum": congenital absence is a finding, not a negation.
+            scan.add(_Mention("agenesis", "finding", sentence=scan.sentence), True)
+            scan.in_scope = scan.absence = False
+        negatable = self._groups[group]["negatable"]
+        mention = _Mention(
+            key,
+            group,
+            negated=negated or (scan.in_scope and negatable),
+            normal=scan.normal_scope,
+            sentence=scan.sentence,
+            position=scan.position,
         )
+        scan.add(mention, negatable)
+        if negatable:
+            scan.absence = False
+            scan.negated_in_scope = scan.negated_in_scope or mention.negated
+
+    def _absorbed(self, scan: _Scan, entry: _Entry, words: list[str]) -> str:
+        """Proper names right before a disease head join it ("Rasmussen encephalitis")."""
+        if len(entry.keys) != 1 or words[-1] not in self._heads:
+            return ""
+        if self._concept_group[entry.keys[0]] not in ("diagnosis", "sign"):
+            return ""
+        names = []
+        for original, lowered in reversed(scan.run):
+            if not original[:1].isupper():
+                break
+            names.insert(0, lowered)
+        return " ".join(names) + " " if names else ""
+
+    def _unknown(self, scan: _Scan, original: str, lowered: str) -> None:
+        """A word outside the lexicon: part of an open name, or a word to remember."""
+        if lowered in self._heads and scan.run:
+            words = [w for _, w in scan.run[-self._max_open_words :]]
+            group = "sign" if lowered == "sign" else "diagnosis"
+            self._mention(scan, " ".join([*words, lowered]), group)
+            scan.run = []
+            return
+        if len(lowered) >= self._min_suffix_word and lowered.endswith(self._suffixes):
+            names = [w for o, w in scan.run if o[:1].isupper()]
+            self._mention(scan, " ".join([*names, lowered]), "diagnosis")
+            scan.run = []
+            return
+        if lowered in self._stopwords or not lowered.isalpha():
+            scan.run = []
+        else:
+            scan.run.append((original, lowered))
+
+    def _post(self, mentions: list[_Mention]) -> list[_Mention]:
+        """Caption-wide rules of the protocol, in the lexicon's terms."""
+        normal_sentences = {
+            m.sentence for m in mentions if m.key == "normal variant" or m.normal_sentence
+        }
+        # A hypoplastic or absent A1 segment or transverse sinus is a normal variant.
+        variant = {m.sentence for m in mentions if m.key in self._variant_structures}
+        normal_sentences |= variant & {
+            m.sentence for m in mentions if m.key in ("hypoplasia", "agenesis")
+        }
+        thick = {m.sentence for m in mentions if m.key in self._thickens}
+        keys = {m.key for m in mentions}
+        measured = not keys & {"t1", "t2", "flair", "dwi"}  # a map or spectrum alone
+        # "ASL shows increased signal": signal on a perfusion map is perfusion.
+        remap = {"hyperintensity": "hyperperfusion", "hypointensity": "hypoperfusion"}
+        remap = remap if measured and "perfusion" in keys else {}
+        if measured:
+            for technique, normal in self._technique_normal.items():
+                if technique in keys:
+                    remap[self._normal_key] = normal
+        for mention in mentions:
+            mention.normal = mention.normal or mention.sentence in normal_sentences
+            if mention.key == "enlargement" and mention.sentence in thick:
+                mention.key = "thickening"  # an enlarged nerve, stalk or muscle
+            mention.key = remap.get(mention.key, mention.key)
+        if any(m.group == "generic" and m.negated for m in mentions):
+            # "no (focal) lesion", "without abnormality": the caption says normal.
+            mentions.append(_Mention(self._normal_key, "normal_state"))
+        return mentions
+
+    def _verdict(self, mentions: list[_Mention]) -> KeywordSet:
+        keywords = set()
+        abnormal = False
+        for mention in mentions:
+            group = self._groups[mention.group]
+            if group["emit"]:
+                keywords.add(NEGATED_PREFIX + mention.key if mention.negated else mention.key)
+            when = group["abnormal"]
+            abnormal = abnormal or (
+                (when == "stated" and not mention.negated and not mention.normal)
+                or (when == "negated" and mention.negated)
+                or (when == "any" and not mention.normal)
+            )
         return KeywordSet(frozenset(keywords), abnormal)
+
+    def extract(self, text: str) -> KeywordSet:
+        """Keywords and the normal/abnormal label of one caption, judged alone."""
+        return self._verdict(self._read(text))
+
+    def judge_pair(self, reference: str, prediction: str) -> tuple[KeywordSet, KeywordSet]:
+        """Keywords and labels of a reference and a prediction, standardized jointly: anatomy
+        one side names more finely than the other becomes the other side's container."""
+        ref, pred = self.extract(reference), self.extract(prediction)
+        ref_keys, pred_keys = self._anatomy.standardize(ref.keywords, pred.keywords)
+        return KeywordSet(ref_keys, ref.abnormal), KeywordSet(pred_keys, pred.abnormal)
+
+
+class _Scan:
+    """The state of reading one caption left to right (negation scope, clause, names)."""
+
+    def __init__(self) -> None:
+        self.mentions: list[_Mention] = []
+        self.clause: list[_Mention] = []  # negatable mentions since the last boundary
+        self.in_scope = self.negated_in_scope = self.absence = self.normal_scope = False
+        self.sentence = self.position = 0
+        self.words: set[str] = set()  # words of the sentence so far (conditional triggers)
+        self.run: list[tuple[str, str]] = []  # unknown words right before here
+
+    def add(self, mention: _Mention, negatable: bool) -> None:
+        self.mentions.append(mention)
+        if negatable:
+            self.clause.append(mention)
+
+    def open_negation(self) -> None:
+        self.in_scope, self.negated_in_scope = True, False
+
+    def end_scope(self) -> None:
+        self.in_scope = self.negated_in_scope = self.absence = self.normal_scope = False
+        self.clause = []
+
+    def drop_clause(self) -> None:
+        """'... cannot be assessed': the clause's findings are no statement."""
+        dropped = {id(m) for m in self.clause}
+        self.mentions = [m for m in self.mentions if id(m) not in dropped]
+        self.end_scope()
+
+    def boundary(self, lowered: list[str], i: int) -> None:
+        self.run = []
+        self.normal_scope = False
+        # "No hemorrhage, edema or mass effect": a comma inside a negated list (one closed
+        # by "or"/"nor" in the same sentence) keeps the negation open.
+        if lowered[i] == "," and self.negated_in_scope and _list_goes_on(lowered, i):
+            return
+        self.in_scope = self.negated_in_scope = self.absence = False
+        self.clause = []
+        if lowered[i] in _SENTENCE_ENDS:
+            self.sentence += 1
+            self.words = set()
 
 
 @register_judge_kind
@@ -248,3 +550,8 @@ class KeywordLexiconKind(JudgeKind):
 
     def build(self, name, settings, task, cache_dir=None) -> KeywordJudge:
         return KeywordJudge(**settings)
+
+    def input_files(self, name, settings, task, resolve) -> list[str]:
+        """The lexicon: editing it changes the verdicts, so it re-scores."""
+        path = settings.get("lexicon_path")
+        return [resolve(path) if path else str(DEFAULT_LEXICON)]
