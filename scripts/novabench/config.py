@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from novabench.catalog import check_model_info
 from novabench.errors import ConfigError, NovaError
 from novabench.io import resolve_path
 from novabench.judges import judge_kind
@@ -265,6 +266,7 @@ def _check_models(plan: Plan) -> None:
                 "use an adapter documented in config/README.md",
             )
         adapter_class(name, model).check_settings(name, model.get("settings", {}))
+        check_model_info(name, model)
     for task, name in plan.jobs():
         adapter = adapter_class(name, plan.model(name))
         if not adapter.supports(task):
@@ -303,3 +305,4 @@ def check_reporting(config: dict[str, Any]) -> None:
                     f"{key} lists {name!r}, the task's own judge",
                     "list only the judges to compare it with",
                 )
+

@@ -9,11 +9,19 @@ from snakemake.utils import validate
 # The rules' Python code lives in scripts/novabench; make it importable here too.
 sys.path.insert(0, str(Path(workflow.basedir) / "scripts"))
 
+from novabench.catalog import (  # noqa: E402
+    default_catalog_dir,
+    expand_models,
+    predict_params,
+)
 from novabench.config import check_config, describe_validation_error  # noqa: E402
 from novabench.dataset.schema import rater_slug  # noqa: E402
 from novabench.dataset.tags import dataset_tags, subset_spec  # noqa: E402
 from novabench.report.breakdowns import AXES as BREAKDOWN_AXES  # noqa: E402
 from novabench.tasks import get_task, task_names  # noqa: E402
+
+# Catalog names (config/models/) become full model entries before anything reads them.
+expand_models(config, default_catalog_dir(workflow.basedir))
 
 try:
     validate(config, schema="../schemas/config.schema.yaml")
@@ -21,6 +29,7 @@ except WorkflowError as exc:
     raise WorkflowError(describe_validation_error(exc)) from None
 
 PLAN = check_config(config, Path(workflow.basedir))
+
 
 # Each dataset (source and subset) has its results folder, results/<tag>/, so switching
 # datasets re-runs and overwrites nothing; the response caches and WordNet are shared.
