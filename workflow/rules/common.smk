@@ -31,6 +31,20 @@ except WorkflowError as exc:
 PLAN = check_config(config, Path(workflow.basedir))
 
 
+def _print_estimate():
+    """Requests, tokens, dollars and time still ahead, when service models have requests
+    to send: on every plan (dry runs too, where `onstart` does not run), once, by the main
+    process only (cluster jobs parse this file again)."""
+    from novabench.estimate import plan_time_estimate
+
+    text = plan_time_estimate(PLAN, Path.cwd())
+    if text:
+        print(text, file=sys.stderr)
+
+
+if workflow.is_main_process:
+    _print_estimate()
+
 # Each dataset (source and subset) has its results folder, results/<tag>/, so switching
 # datasets re-runs and overwrites nothing; the response caches and WordNet are shared.
 FULL_TAG, TAG = dataset_tags(config["dataset"])
