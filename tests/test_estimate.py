@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import json
 import math
 import shutil
 import subprocess
@@ -92,6 +93,20 @@ def test_a_cached_answer_is_one_request_less_and_its_usage_is_the_measure(workdi
     assert (job.input_tokens, job.output_tokens) == (300 * (n - 1), 40 * (n - 1))
     assert job.usd == pytest.approx((300 * 2.0 + 40 * 10.0) * (n - 1) / 1e6)
     assert "tokens per request measured on 1 cached answers" in job.notes
+
+
+def test_without_cached_answers_the_last_summary_is_the_measure(workdir):
+    summary = workdir / "results" / "tiny" / "predictions" / "captioning" / "m.summary.json"
+    summary.parent.mkdir(parents=True)
+    # 4 images, one failed: 3 answers used 900 prompt and 150 answer tokens.
+    usage = {"prompt_tokens": 900, "completion_tokens": 150}
+    summary.write_text(
+        json.dumps({"n_images": 4, "status_counts": {"ok": 3, "error": 1}, "usage": usage})
+    )
+    (job,) = estimate_run(plan_for(workdir, TINY), workdir).jobs
+    n = len(images(workdir))
+    assert (job.input_tokens, job.output_tokens) == (300 * n, 50 * n)
+    assert "tokens per request measured on the last run's 3 answers" in job.notes
 
 
 def test_a_settings_price_wins_and_a_missing_one_is_said(workdir):

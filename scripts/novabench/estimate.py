@@ -132,7 +132,9 @@ def _placeholder_prompt(template: str) -> str:
     return template.format(**{**values, "width": 480, "height": 480})
 
 
-def _requests(plan: Plan, job: tuple[str, str], adapter: Any, frame: Any, size: int, results: Path):
+def _requests(
+    plan: Plan, job: tuple[str, str], adapter: Any, frame: Any, size: int, results: Path
+) -> tuple[list[_Request], list[str]]:
     """The job's requests (with their cached answers where the dataset is built) and notes."""
     from novabench.predict import build_samples, load_prompt, upstream_answers
 
@@ -232,7 +234,9 @@ def _tokens(
         job.notes.append(f"tokens per request measured on {where}")
 
 
-def _api_job(plan: Plan, job: tuple[str, str], dataset: tuple[Any, int], workdir: Path):
+def _api_job(
+    plan: Plan, job: tuple[str, str], dataset: tuple[Any, int], workdir: Path
+) -> JobEstimate:
     from novabench.models.base import load_adapter
 
     task, name = job
