@@ -25,6 +25,7 @@ import pytest
 import yaml
 from snakemake.utils import validate
 
+from novabench.catalog import expand_models
 from novabench.config import check_config
 from novabench.errors import ConfigError, NovaError
 from novabench.judges import KeywordSet, judge_caption_pairs, judge_kind, make_judge
@@ -987,6 +988,7 @@ def test_the_paper_configuration_uses_the_gpt4o_judge():
                     merged[key][inner] = inner_value
         else:
             merged[key] = value
+    expand_models(merged, ROOT / "config" / "models")  # the paper's models are catalog names
     plan = planned(merged)
     for task in ("captioning", "diagnosis"):
         judge = plan.judge(task)

@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from novabench.catalog import expand_models
 from slurm_cluster import install_packages, local_slurm, skip_reason
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -218,6 +219,7 @@ def test_api_caps_are_the_same_in_both_profiles():
     assert slurm == workstation
     # one per provider named in the paper's configuration
     paper = yaml.safe_load((ROOT / "config" / "paper.yaml").read_text())
+    expand_models(paper, ROOT / "config" / "models")  # the paper's models are catalog names
     providers = {
         "api_" + m["settings"]["provider"]
         for m in paper["models"].values()

@@ -4,6 +4,8 @@
     novabench validate --task captioning --predictions preds.jsonl --dataset nova.parquet
     novabench build-dataset --source local --local-path /data/Nova --out nova.parquet
     novabench judge-report --config config/config.yaml --out-dir results/judges
+    novabench estimate --configfile config/paper.yaml
+    novabench catalog
 
 A predictions file is either the pipeline's prediction records (lines with ``status`` and
 ``parsed``, as in ``results/<tag>/predictions/{task}/{model}.jsonl``) or raw answers
@@ -453,7 +455,72 @@ def _judge_report_parser(commands: Any) -> None:
     report.set_defaults(run=cmd_judge_report)
 
 
+# The workflow this package belongs to, when it runs from a checkout (else --workflow).
+_CHECKOUT = Path(__file__).resolve().parents[2]
+WORKFLOW = _CHECKOUT if (_CHECKOUT / "Snakefile").is_file() else None
+
+
+def _workflow_dir(args: argparse.Namespace) -> Path:
+    folder = args.workflow or WORKFLOW
+    if folder is None or not (Path(folder) / "Snakefile").is_file():
+        raise NovaError(
+            f"{folder or 'this installation'} holds no Snakefile (the workflow whose "
+            "config/config.yaml and config/models/ are read)",
+            "run from a checkout of the repository, or pass --workflow DIR",
+        )
+    return Path(folder)
+
+
+def cmd_estimate(args: argparse.Namespace) -> int:
+    from novabench.config import plan_from_files
+    from novabench.estimate import estimate_run, format_estimate
+
+    plan = plan_from_files(_workflow_dir(args), list(args.configfile))
+    print(format_estimate(estimate_run(plan, Path(args.directory))))
+    return 0
+
+
+def cmd_catalog(args: argparse.Namespace) -> int:
+    from novabench.catalog import (
+        catalog_table,
+        default_catalog_dir,
+        load_catalog,
+        readme_with_table,
+    )
+
+    table = catalog_table(load_catalog(default_catalog_dir(_workflow_dir(args))))
+    if args.readme is None:
+        print(table)
+        return 0
+    text = Path(args.readme).read_text(encoding="utf-8")
+    Path(args.readme).write_text(readme_with_table(text, table), encoding="utf-8")
+    print(f"{args.readme}: catalog table written")
+    return 0
+
+
 # --- the command line -------------------------------------------------------------------
+
+
+def _estimate_parsers(commands: Any) -> None:
+    estimate = commands.add_parser(
+        "estimate", help="requests, tokens, dollars and time a run will need, before it runs"
+    )
+    estimate.add_argument(
+        "--configfile",
+        type=Path,
+        action="append",
+        default=[],
+        help="merged over config/config.yaml, as snakemake --configfile (repeatable)",
+    )
+    estimate.add_argument(
+        "--directory", type=Path, default=Path("."), help="the run's working directory"
+    )
+    estimate.add_argument("--workflow", type=Path, help="the repository (default: this one)")
+    estimate.set_defaults(run=cmd_estimate)
+    catalog = commands.add_parser("catalog", help="the table of the model catalog")
+    catalog.add_argument("--readme", type=Path, help="write the table into this README")
+    catalog.add_argument("--workflow", type=Path, help="the repository (default: this one)")
+    catalog.set_defaults(run=cmd_catalog)
 
 
 def _score_parser(commands: Any) -> None:
@@ -514,6 +581,7 @@ def make_parser() -> argparse.ArgumentParser:
     validate.set_defaults(run=cmd_validate)
     _build_parser(commands)
     _judge_report_parser(commands)
+    _estimate_parsers(commands)
     return parser
 
 

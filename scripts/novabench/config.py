@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from novabench.catalog import check_model_info
 from novabench.errors import ConfigError, NovaError
 from novabench.io import resolve_path
 from novabench.judges import judge_kind
@@ -384,6 +385,7 @@ def _check_models(plan: Plan) -> None:
         tasks = [task for task, job_model in plan.jobs() if job_model == name]
         if tasks:  # a disabled model (or one whose tasks are all off) does not run
             adapter.check_tasks(name, model.get("settings", {}), tasks)
+        check_model_info(name, model)
     for task, name in plan.jobs():
         adapter = adapter_class(name, plan.model(name))
         if not adapter.supports(task):
@@ -422,3 +424,33 @@ def check_reporting(config: dict[str, Any]) -> None:
                     f"{key} lists {name!r}, the task's own judge",
                     "list only the judges to compare it with",
                 )
+
+
+def plan_from_files(basedir: Path, configfiles: list[Path]) -> Plan:
+    """The plan Snakemake would make: ``config/config.yaml`` of the workflow in ``basedir``
+    with each of ``configfiles`` merged over it (as ``--configfile`` does), catalog names
+    expanded, checked by the schema (defaults filled in) and by :func:`check_config`."""
+    import yaml
+
+    try:
+        from snakemake.exceptions import WorkflowError
+        from snakemake.utils import update_config, validate
+    except ImportError:
+        raise NovaError(
+            "reading the workflow's configuration needs snakemake",
+            "pip install 'novabench[pipeline]'",
+        ) from None
+    from novabench.catalog import default_catalog_dir, expand_models
+
+    config: dict[str, Any] = {}
+    for path in [Path(basedir) / "config" / "config.yaml", *configfiles]:
+        if not Path(path).is_file():
+            raise ConfigError(f"config file {path} does not exist", "check --configfile")
+        update_config(config, yaml.safe_load(Path(path).read_text(encoding="utf-8")) or {})
+    expand_models(config, default_catalog_dir(basedir))
+    schema = Path(basedir) / "workflow" / "schemas" / "config.schema.yaml"
+    try:
+        validate(config, schema=str(schema))
+    except WorkflowError as exc:
+        raise ConfigError(describe_validation_error(exc).removeprefix("config error: ")) from None
+    return check_config(config, Path(basedir))

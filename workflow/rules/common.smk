@@ -11,6 +11,11 @@ from snakemake.utils import validate
 # The rules' Python code lives in scripts/novabench; make it importable here too.
 sys.path.insert(0, str(Path(workflow.basedir) / "scripts"))
 
+from novabench.catalog import (  # noqa: E402
+    default_catalog_dir,
+    expand_models,
+    predict_params,
+)
 from novabench.config import (  # noqa: E402
     check_config,
     coerce_config,
@@ -29,6 +34,11 @@ def stop(message):
     sys.exit(1)
 
 
+# Catalog names (config/models/) become full model entries before anything reads them.
+try:
+    expand_models(config, default_catalog_dir(workflow.basedir))
+except NovaError as exc:
+    stop(f"config error: {exc}")
 SCHEMA = Path(workflow.basedir) / "workflow" / "schemas" / "config.schema.yaml"
 # `--config key='{...}'` gives every nested scalar as a string: type them first.
 coerce_config(config, yaml.safe_load(SCHEMA.read_text()))
@@ -42,6 +52,21 @@ except NovaError as exc:
     stop(f"config error: {exc}")
 if PLAN.idle_reason():
     logger.warning(PLAN.idle_reason())
+
+
+def _print_estimate():
+    """Requests, tokens, dollars and time still ahead, when service models have requests
+    to send: on every plan (dry runs too, where `onstart` does not run), once, by the main
+    process only (cluster jobs parse this file again)."""
+    from novabench.estimate import plan_time_estimate
+
+    text = plan_time_estimate(PLAN, Path.cwd())
+    if text:
+        print(text, file=sys.stderr)
+
+
+if workflow.is_main_process:
+    _print_estimate()
 
 # Each dataset (source and subset) has its results folder, results/<tag>/, so switching
 # datasets re-runs and overwrites nothing; the response caches and WordNet are shared.

@@ -238,11 +238,23 @@ class Adapter(BaseAdapter):
     # -- answering ----------------------------------------------------------------------
 
     def predict(self, samples: Sequence[Sample]) -> Iterator[Response]:
-        requests = [
+        yield from _run_sync(self.run_requests(self.requests_for(samples), progress=self.name))
+
+    def requests_for(self, samples: Sequence[Sample]) -> list[ChatRequest]:
+        """The request of each sample, as :meth:`predict` sends it (the estimate counts
+        these, so that its count of cached answers is exact)."""
+        return [
             ChatRequest(s.filename, s.prompt, self.config["system_prompt"], s.image_png)
             for s in samples
         ]
-        yield from _run_sync(self.run_requests(requests, progress=f"{self.name}"))
+
+    def cached(self, request: ChatRequest) -> Response | None:
+        """The cached answer to ``request``, as :meth:`run_requests` would use it, or None."""
+        return self._cached(request_key(self.request_identity(request)))
+
+    def _cached(self, key: str) -> Response | None:
+        entry = None if self.cache is None else self.cache.get(key)
+        return None if entry is None else _from_cache(entry["response"])
 
     def complete(
         self, prompt: str, system_prompt: str | None = None, image_png: bytes | None = None
@@ -291,9 +303,7 @@ class Adapter(BaseAdapter):
         if self.cache is not None:
             self.cache.remove_stale_partials()
             for i, key in enumerate(keys):
-                entry = self.cache.get(key)
-                if entry is not None:
-                    responses[i] = _from_cache(entry["response"])
+                responses[i] = self._cached(key)
         todo = [i for i, r in enumerate(responses) if r is None]
         cached = len(requests) - len(todo)
         meter = Progress(

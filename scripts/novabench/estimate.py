@@ -1,0 +1,393 @@
+"""What a run will cost before it runs: requests, tokens, dollars and time per job.
+
+For every (task, model) job of a service-backed model (adapter ``openai_compatible``) the
+estimate builds the job's requests exactly as the prediction job will (the same samples,
+prompts and cache keys: ``Adapter.requests_for`` and ``Adapter.cached``), so the number of
+requests still to send is exact once the dataset is built; answers in the response cache
+are not counted. Before the dataset is built it takes the source's known size (NOVA: 906
+images) and says so.
+
+Tokens: measured usage of earlier answers of the same job (the cached ones) when there are
+some, else text at ~4 characters per token plus the image rule of the model's family
+(novabench.tokens) and a per-task default answer length. Dollars: the model's price
+(``settings.price_per_million_*``, else ``info.price_usd_per_million_tokens``). Time:
+``ceil(requests / concurrency) x latency`` per job, with the latency of ``info.latency_s``
+or an assumed default. Local models (``hf_local``) get requests and GPU time only.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import string
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from novabench.catalog import FAMILIES
+from novabench.config import Plan
+from novabench.dataset.tags import dataset_tags, subset_spec
+from novabench.errors import NovaError
+from novabench.tasks import get_task
+from novabench.tokens import image_tokens, text_tokens
+
+NOVA_IMAGES, NOVA_CASES = 906, 281  # the published release (Bercea et al. 2025)
+# Answer length per task when no earlier answer was measured: a JSON list of one to three
+# boxes, one to three sentences of caption, a JSON object with five diagnoses.
+DEFAULT_OUTPUT_TOKENS = {"localization": 50, "captioning": 70, "diagnosis": 60}
+DEFAULT_LATENCY_S = 5.0  # seconds per API request, when the model's info gives none
+DEFAULT_GPU_S_PER_IMAGE = 2.0  # local model, when the model's info gives none
+DEFAULT_IMAGE_TOKENS = 1000  # a model of unknown family
+# Characters of a text placeholder ({clinical_history}, {findings}) before the dataset is
+# built: NOVA's histories and captions are a few sentences.
+PLACEHOLDER_CHARS = 300
+SERVICE_ADAPTERS = ("openai_compatible",)
+LOCAL_ADAPTERS = ("hf_local",)
+
+
+@dataclass
+class JobEstimate:
+    """The estimate of one prediction job."""
+
+    task: str
+    model: str
+    local: bool
+    requests: int  # every request (image) of the job
+    to_send: int  # requests without an answer yet
+    input_tokens: int | None = None  # of the requests to send
+    output_tokens: int | None = None
+    usd: float | None = None
+    wall_s: float = 0.0
+    gpu_s: float | None = None
+    notes: list[str] = field(default_factory=list)
+
+
+@dataclass
+class Estimate:
+    """The estimate of a whole run."""
+
+    dataset: str  # what was counted, in words
+    exact: bool  # the dataset is built: request counts are exact
+    jobs: list[JobEstimate]
+    offline_jobs: int  # jobs of models that cost nothing (controls, baselines, files)
+
+
+# -- the dataset --------------------------------------------------------------------------
+
+
+def expected_size(dataset_cfg: Mapping[str, Any]) -> tuple[int, str]:
+    """Images the configured dataset will have, before it is built, and why."""
+    if dataset_cfg["source"] == "sample":
+        sample = dataset_cfg["sample"]
+        low, high = sample["images_per_case"]
+        # The sample draws NOVA's mean images per case where its range allows it, else
+        # uniformly (novabench.sample.generate): this is that draw's expectation.
+        mean = max(low, min((low + high) / 2, NOVA_IMAGES / NOVA_CASES))
+        size, why = round(sample["n_cases"] * mean), "the sample's expected size"
+    else:
+        size, why = NOVA_IMAGES, "NOVA's published size"
+    subset = subset_spec(dataset_cfg) or {}
+    if "filenames" in subset:
+        size, why = len(subset["filenames"]), "the subset's file names"
+    elif "cases" in subset:
+        size = round(len(subset["cases"]) * NOVA_IMAGES / NOVA_CASES)
+        why = "the subset's cases at NOVA's mean images per case"
+    if "limit" in subset:
+        size, why = min(size, int(subset["limit"])), "the subset's limit"
+    if "categories" in subset:
+        why += " (an upper bound: the categories are not counted)"
+    return size, why
+
+
+def load_dataset(plan: Plan, workdir: Path) -> tuple[Any, int, str]:
+    """The built dataset of this run (None if not built), its size and its description."""
+    from novabench.dataset.read import load_nova
+
+    _, tag = dataset_tags(plan.config["dataset"])
+    path = Path(workdir) / "results" / tag / "dataset" / "nova.parquet"
+    if path.is_file():
+        frame = load_nova(path)
+        return frame, len(frame), f"results/{tag}: {len(frame)} images (built: counts are exact)"
+    size, why = expected_size(plan.config["dataset"])
+    return None, size, f"results/{tag}: not built yet, {size} images assumed ({why})"
+
+
+# -- one API job ----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _Request:
+    """What the estimate needs of one request."""
+
+    text: str  # the prompt and the system prompt
+    image_size: tuple[int, int] | None  # (width, height) of the image sent, if any
+    answer: Any = None  # the cached Response, if the request has one
+
+
+def _placeholder_prompt(template: str) -> str:
+    """The prompt before the dataset exists: 480x480 images, placeholders of typical length."""
+    names = {name for _, name, _, _ in string.Formatter().parse(template) if name}
+    values: dict[str, Any] = {name: "x" * PLACEHOLDER_CHARS for name in names}
+    return template.format(**{**values, "width": 480, "height": 480})
+
+
+def _requests(
+    plan: Plan, job: tuple[str, str], adapter: Any, frame: Any, size: int, results: Path
+) -> tuple[list[_Request], list[str]]:
+    """The job's requests (with their cached answers where the dataset is built) and notes."""
+    from novabench.predict import build_samples, load_prompt, upstream_answers
+
+    task, name = job
+    spec, prompt = get_task(task), plan.prompt(task, name)
+    template, _, _ = load_prompt(Path(prompt))
+    system = adapter.config["system_prompt"] or ""
+    if frame is None:
+        image = (480, 480) if spec.uses_image else None
+        return [_Request(_placeholder_prompt(template) + system, image)] * size, []
+    upstream, notes, lookup = None, [], True
+    if plan.upstream(task):
+        up_task, up_model = plan.upstream(task)
+        path = results / "predictions" / up_task / f"{up_model}.jsonl"
+        if path.is_file():
+            upstream = upstream_answers(path)
+        else:
+            lookup = False  # the prompts will hold captions not written yet
+            notes.append(
+                f"the {up_task} of {up_model} is not predicted yet: prompts sized "
+                "with the reference captions, none counted as cached"
+            )
+    samples = build_samples(frame, spec, template, prompt, upstream)
+    requests = adapter.requests_for(samples)
+    return [
+        _Request(
+            r.prompt + system,
+            (s.width, s.height) if r.image_png is not None else None,
+            adapter.cached(r) if lookup else None,
+        )
+        for s, r in zip(samples, requests, strict=True)
+    ], notes
+
+
+def _measured(answers: Sequence[Any], summary: Path) -> tuple[float | None, float | None, str]:
+    """Mean prompt and answer tokens of earlier answers: the cached ones, else the job's
+    last summary; None where nothing was measured."""
+    usages = [a.usage for a in answers if a is not None and a.usage]
+    where = f"{len(usages)} cached answers"
+    if not usages and summary.is_file():
+        content = json.loads(summary.read_text(encoding="utf-8"))
+        answered = content["n_images"] - content["status_counts"].get("error", 0)
+        usages = [content["usage"]] if content.get("usage") and answered else []
+        usages = [{k: v / answered for k, v in u.items()} for u in usages]
+        where = f"the last run's {answered} answers"
+    if not usages:
+        return None, None, ""
+
+    def mean(key: str) -> float | None:
+        values = [u[key] for u in usages if key in u]
+        return sum(values) / len(values) if values else None
+
+    return mean("prompt_tokens"), mean("completion_tokens"), where
+
+
+def _image_rule(info: Mapping[str, Any], notes: list[str]) -> str | int:
+    if info.get("image_tokens") is not None:
+        return info["image_tokens"]
+    family = FAMILIES.get(info.get("family", ""))
+    if family is not None:
+        return family.image_tokens
+    notes.append(f"image tokens assumed {DEFAULT_IMAGE_TOKENS} (set info.family)")
+    return DEFAULT_IMAGE_TOKENS
+
+
+def model_price(model: Mapping[str, Any]) -> tuple[tuple[float, float] | None, str | None]:
+    """(input, output) USD per million tokens and, when there is none, why."""
+    settings, info = model.get("settings") or {}, model.get("info") or {}
+    price_in = settings.get("price_per_million_input")
+    price_out = settings.get("price_per_million_output")
+    if price_in is not None and price_out is not None:
+        return (price_in, price_out), None
+    price = info.get("price_usd_per_million_tokens")
+    if price:
+        return (price["input"], price["output"]), None
+    return None, info.get("price_note") or "no price in the config"
+
+
+def _tokens(
+    job: JobEstimate, requests: Sequence[_Request], info: Mapping[str, Any], summary: Path
+) -> None:
+    """Input and output tokens of the requests still to send (measured where possible)."""
+    to_send = [r for r in requests if r.answer is None]
+    prompt_mean, answer_mean, where = _measured([r.answer for r in requests], summary)
+    if prompt_mean is not None:
+        job.input_tokens = round(prompt_mean * len(to_send))
+    else:
+        rule = _image_rule(info, job.notes)
+        job.input_tokens = sum(
+            text_tokens(r.text) + (image_tokens(rule, *r.image_size) if r.image_size else 0)
+            for r in to_send
+        )
+    if answer_mean is None:
+        answer_mean = DEFAULT_OUTPUT_TOKENS.get(job.task, 100) + info.get("thinking_tokens", 0)
+    job.output_tokens = round(answer_mean * len(to_send))
+    if where:
+        job.notes.append(f"tokens per request measured on {where}")
+
+
+def _api_job(
+    plan: Plan, job: tuple[str, str], dataset: tuple[Any, int], workdir: Path
+) -> JobEstimate:
+    from novabench.models.base import load_adapter
+
+    task, name = job
+    model, (frame, size) = plan.model(name), dataset
+    results = Path(workdir) / "results" / dataset_tags(plan.config["dataset"])[1]
+    adapter = load_adapter(name, model, cache_dir=Path(workdir) / "results" / "cache")
+    requests, notes = _requests(plan, job, adapter, frame, size, results)
+    to_send = sum(r.answer is None for r in requests)
+    estimate = JobEstimate(task, name, False, len(requests), to_send, notes=notes)
+    info = model.get("info") or {}
+    summary = results / "predictions" / task / f"{name}.summary.json"
+    _tokens(estimate, requests, info, summary)
+    price, why = model_price(model)
+    if price is None:
+        estimate.notes.append(f"no dollars: {why}")
+    else:
+        estimate.usd = (estimate.input_tokens * price[0] + estimate.output_tokens * price[1]) / 1e6
+    latency = info.get("latency_s")
+    if latency is None:
+        latency = DEFAULT_LATENCY_S
+        estimate.notes.append(f"latency assumed {latency:g} s per request (set info.latency_s)")
+    estimate.wall_s = math.ceil(to_send / adapter.config["concurrency"]) * latency
+    return estimate
+
+
+def _local_job(plan: Plan, job: tuple[str, str], size: int, workdir: Path) -> JobEstimate:
+    from novabench.models.hf_local import job_gpus
+
+    task, name = job
+    model, info = plan.model(name), plan.model(name).get("info") or {}
+    tag = dataset_tags(plan.config["dataset"])[1]
+    done = (Path(workdir) / "results" / tag / "predictions" / task / f"{name}.jsonl").is_file()
+    estimate = JobEstimate(task, name, True, size, 0 if done else size)
+    if done:
+        estimate.notes.append("predicted already (Snakemake re-runs it if its inputs changed)")
+    per_image = info.get("gpu_s_per_image")
+    if per_image is None:
+        per_image = DEFAULT_GPU_S_PER_IMAGE
+        estimate.notes.append(f"{per_image:g} s per image assumed (set info.gpu_s_per_image)")
+    estimate.wall_s = estimate.to_send * per_image
+    estimate.gpu_s = estimate.wall_s * max(job_gpus(model), 1)
+    return estimate
+
+
+def estimate_run(plan: Plan, workdir: Path) -> Estimate:
+    """The estimate of every prediction job the plan has, run from ``workdir``."""
+    frame, size, described = load_dataset(plan, Path(workdir))
+    jobs, offline = [], 0
+    for job in plan.jobs():
+        adapter = plan.model(job[1])["adapter"]
+        if adapter in SERVICE_ADAPTERS:
+            jobs.append(_api_job(plan, job, (frame, size), Path(workdir)))
+        elif adapter in LOCAL_ADAPTERS:
+            jobs.append(_local_job(plan, job, size, Path(workdir)))
+        else:
+            offline += 1
+    return Estimate(described, frame is not None, jobs, offline)
+
+
+def plan_time_estimate(plan: Plan, workdir: Path) -> str | None:
+    """The estimate's table when the run has requests to send to a service, else None.
+
+    Printed when the workflow is planned (a dry run too), so it costs a little time only
+    for runs with service-backed models.
+    """
+    if not any(plan.model(m)["adapter"] in SERVICE_ADAPTERS for _, m in plan.jobs()):
+        return None
+    try:
+        estimate = estimate_run(plan, Path(workdir))
+    except NovaError as exc:
+        return f"Estimate of the prediction jobs: not available ({exc})"
+    if not any(job.to_send for job in estimate.jobs if not job.local):
+        return None
+    return format_estimate(estimate)
+
+
+# -- the table ------------------------------------------------------------------------------
+
+ASSUMPTIONS = (
+    "text ~4 characters per token; image tokens by each model family's rule "
+    "(config/models/README.md); answers {defaults} tokens (localization, captioning, "
+    "diagnosis) unless measured; time = ceil(requests to send / concurrency) x latency per "
+    "job, the jobs one after another (rate limits and retries not included); dollars at "
+    "list prices, the LLM judge not included"
+)
+
+
+def duration(seconds: float) -> str:
+    if seconds < 90:
+        return f"{seconds:.0f} s"
+    if seconds < 90 * 60:
+        return f"{seconds / 60:.0f} min"
+    return f"{seconds / 3600:.1f} h"
+
+
+def _usd(jobs: Sequence[JobEstimate]) -> str:
+    priced = [j.usd for j in jobs if j.usd is not None]
+    if not priced:
+        return "-"
+    # Some jobs without a price: their cost is not in the sum.
+    return ("" if len(priced) == len(jobs) else ">= ") + f"{sum(priced):,.2f}"
+
+
+def _row(name: str, task: str, jobs: Sequence[JobEstimate]) -> list[str]:
+    def total(attribute: str) -> float | None:
+        values = [getattr(j, attribute) for j in jobs]
+        return None if any(v is None for v in values) else sum(values)
+
+    tokens_in, tokens_out, gpu = total("input_tokens"), total("output_tokens"), total("gpu_s")
+    return [
+        name,
+        task,
+        f"{sum(j.requests for j in jobs):,}",
+        f"{sum(j.to_send for j in jobs):,}",
+        "-" if tokens_in is None else f"{tokens_in:,}",
+        "-" if tokens_out is None else f"{tokens_out:,}",
+        _usd(jobs),
+        duration(sum(j.wall_s for j in jobs)) + ("" if gpu is None else f" (GPU {duration(gpu)})"),
+    ]
+
+
+def _aligned(rows: Sequence[Sequence[str]]) -> list[str]:
+    """Names left-aligned, numbers right-aligned."""
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    return [
+        "  ".join(
+            cell.ljust(width) if column < 2 else cell.rjust(width)
+            for column, (cell, width) in enumerate(zip(row, widths, strict=True))
+        ).rstrip()
+        for row in rows
+    ]
+
+
+def format_estimate(estimate: Estimate) -> str:
+    """The estimate as a table: one row per job, a total per model, the notes below."""
+    header = ["model", "task", "requests", "to send", "input tokens", "output tokens", "USD"]
+    rows = [[*header, "time"]]
+    by_model: dict[str, list[JobEstimate]] = {}
+    for job in estimate.jobs:
+        by_model.setdefault(job.model, []).append(job)
+    for name, jobs in by_model.items():
+        rows += [_row(name, job.task, [job]) for job in jobs]
+        if len(jobs) > 1:
+            rows.append(_row(name, "(all)", jobs))
+    if len(by_model) > 1:
+        rows.append(_row("total", "", estimate.jobs))
+    lines = [f"Estimate of the prediction jobs: {estimate.dataset}", *_aligned(rows)]
+    notes = dict.fromkeys(f"{j.model}: {note}" for j in estimate.jobs for note in j.notes)
+    lines += [f"  note: {note}" for note in notes]
+    defaults = "/".join(str(v) for v in DEFAULT_OUTPUT_TOKENS.values())
+    lines.append("  assumptions: " + ASSUMPTIONS.format(defaults=defaults))
+    if estimate.offline_jobs:
+        lines.append(f"  {estimate.offline_jobs} jobs of offline models cost nothing")
+    return "\n".join(lines)
