@@ -208,7 +208,8 @@ def test_a_missing_caption_set_is_one_line(tmp_path):
 def llm_judge(base_url: str, key_env: str | None = None) -> dict:
     backend = {"base_url": base_url, "model": "judge-llm", "api_key_env": key_env}
     backend.update(timeout_s=5, max_attempts=1, backoff_base_s=0.01)
-    return {"kind": "llm", "settings": {"backend": backend}}
+    # Per caption: the scripted answers below are per-caption keyword lists.
+    return {"kind": "llm", "settings": {"backend": backend, "protocol": "per-caption"}}
 
 
 def test_an_llm_judge_is_measured_through_its_endpoint(tmp_path):

@@ -460,7 +460,16 @@ def test_unreadable_paired_answers_are_refused(raw, why):
 def test_a_judge_of_single_captions_is_asked_per_caption():
     keywords = make_judge({"kind": "keyword-lexicon"}, "captioning")
     pair = (HYDRO_REF, HYDRO_PRED)
-    assert judge_caption_pairs(keywords, [pair]) == [tuple(keywords.extract(t) for t in pair)]
+    # The keyword judge reads a pair together (judge_pair: joint anatomy standardization)...
+    assert judge_caption_pairs(keywords, [pair]) == [keywords.judge_pair(*pair)]
+
+    # ...a judge that only reads single captions is asked caption by caption.
+    class SingleCaptions:
+        def extract(self, text):
+            return keywords.extract(text)
+
+    single = judge_caption_pairs(SingleCaptions(), [pair])
+    assert single == [tuple(keywords.extract(t) for t in pair)]
 
 
 # --- diagnosis: Top-1 / Top-5 ----------------------------------------------------------------

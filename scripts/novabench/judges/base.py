@@ -65,11 +65,14 @@ class PairedCaptionJudge(Protocol):
 
 def judge_caption_pairs(judge: Any, pairs: Sequence[tuple[str, str]]) -> list[PairVerdict]:
     """Every (reference, prediction) pair's keywords, from any caption judge: in one call
-    to ``judge_pairs`` where the judge has it, else per caption (all captions at once
-    where it has ``extract_many``: references first, then predictions)."""
+    to ``judge_pairs`` where the judge has it, else pair by pair with ``judge_pair``, else
+    per caption (all captions at once where it has ``extract_many``: references first,
+    then predictions)."""
     pairs = list(pairs)
     if hasattr(judge, "judge_pairs"):
         return list(judge.judge_pairs(pairs))
+    if hasattr(judge, "judge_pair"):
+        return [judge.judge_pair(reference, prediction) for reference, prediction in pairs]
     references = [reference for reference, _ in pairs]
     predictions = [prediction for _, prediction in pairs]
     if hasattr(judge, "extract_many"):

@@ -165,14 +165,15 @@ def _difference(a: float | None, b: float | None) -> float | None:
 
 def _caption_rows(judge: Any, pairs: list[dict[str, Any]]) -> list[dict[str, Any]]:
     # Imported here: judge modules import nothing from metrics at import time (base.py).
+    from novabench.judges.base import judge_caption_pairs
     from novabench.metrics.captioning import set_f1, split_keywords
 
-    texts = [t for p in pairs for t in (p["reference"], p["prediction"])]
-    many = getattr(judge, "extract_many", None)
-    found = list(many(texts)) if many else [judge.extract(t) for t in texts]
+    verdicts = judge_caption_pairs(judge, [(p["reference"], p["prediction"]) for p in pairs])
     rows = []
-    for i, pair in enumerate(pairs):
-        ref_kw, pred_kw = found[2 * i], found[2 * i + 1]
+    for pair, verdict in zip(pairs, verdicts, strict=True):
+        if verdict is None:  # a judge's unreadable answer: no verdict to compare
+            continue
+        ref_kw, pred_kw = verdict
         hand_ref, hand_pred = _hand(pair["reference_labels"]), _hand(pair["prediction_labels"])
         judge_ref, judge_pred = split_keywords(ref_kw.keywords), split_keywords(pred_kw.keywords)
         f1 = {
