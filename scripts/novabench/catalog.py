@@ -73,8 +73,8 @@ FAMILIES: dict[str, Family] = {
     "idefics3": Family("Idefics3", None, 2873),  # 4x4 tiles of 364 px + global, 169 each
     "smolvlm": Family("SmolVLM", None, 1377),  # 4x4 tiles of 384 px + global, 81 each
     "gemma3": Family("Gemma 3 / MedGemma", None, 256),  # fixed 896x896 view
-    # PaliGemma answers in <loc> tokens; until the pipeline reads them it runs captioning.
-    "paligemma": Family("PaliGemma", None, 1024),  # 448 px / 14-px patches = 32 x 32
+    # PaliGemma answers "detect lesion" in <loc> tokens (boxes.py: paligemma_loc).
+    "paligemma": Family("PaliGemma", "paligemma_loc", 1024),  # 448 px / 14-px patches
     "internvl": Family("InternVL", "xyxy_1000", 256),  # one 448-px tile for a square image
     "mistral3": Family("Mistral Small 3.1", None, "mistral28"),
     "pixtral": Family("Pixtral", None, "pixtral16"),
