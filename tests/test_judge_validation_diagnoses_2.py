@@ -58,7 +58,7 @@ def test_every_line_is_a_pair_with_the_documented_fields_and_types():
     for pair in _pairs():
         assert set(pair) == FIELDS, pair.get("id")
         assert re.fullmatch(r"dx-\d{3}", pair["id"]), pair["id"]
-        assert pair["split"] == "heldout", pair["id"]
+        assert pair["split"] in ("tune", "heldout"), pair["id"]
         assert isinstance(pair["match"], bool), pair["id"]
         for field in ("phenomenon", "reference", "prediction", "why"):
             assert isinstance(pair[field], str) and pair[field].strip(), (pair["id"], field)
@@ -113,3 +113,12 @@ def test_readme_counts_per_phenomenon_equal_the_file():
     for pair in _pairs():
         by_tag[pair["phenomenon"]].append(pair)
     assert stated == {tag: _counts(tag_pairs) for tag, tag_pairs in by_tag.items()}
+
+
+def test_the_split_alternates_within_each_phenomenon_and_label():
+    seen = collections.Counter()
+    for pair in _pairs():
+        key = (pair["phenomenon"], pair["match"])
+        expected = "tune" if seen[key] % 2 == 0 else "heldout"
+        seen[key] += 1
+        assert pair["split"] == expected, pair["id"]
