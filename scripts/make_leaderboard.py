@@ -2,6 +2,7 @@
 
 from pathlib import Path
 
+from novabench.report.failures import Limits
 from novabench.report.leaderboard import write_leaderboard
 from novabench.rules import log, run
 
@@ -18,6 +19,7 @@ def main(smk):
         figures=[Path(f) for f in smk.params.figures],
         out=Path(smk.output.html),
         git=smk.params.git,
+        limits=Limits.from_config(smk.params.limits),
     )
     log.info("leaderboard written for %s", ", ".join(b.task for b in boards) or "no task")
 

@@ -89,7 +89,13 @@ def write_results(root: Path) -> dict:
     captioning = {
         "task": "captioning",
         "model": "model-a",
-        "metrics": {"METEOR": 31.26, "n_images": 20, "n_ok": 19, "refusal_rate": 5.0},
+        "metrics": {
+            "METEOR": 31.26,
+            "n_images": 20,
+            "n_ok": 19,
+            "n_refusal": 1,
+            "refusal_rate": 5.0,
+        },
         "judge": CAPTIONING_JUDGE,
     }
     pd.DataFrame(

@@ -168,7 +168,8 @@ def test_every_axis_with_a_quantity_names_its_unit(drawn, tmp_path):
     figures.plot_hit_by_lesion_size(table, {"m": "model"}, *out)
     figures.plot_diagnosis_labels([("m", "model", ["a", "b"])], ["a", "b"], *out)
     metric_units = [ax.get_xlabel() for fig in drawn[:2] for ax in fig.axes if ax.axison]
-    assert metric_units == ["%"] * 7 + ["%", "%", "%", "bits"]
+    # localization: 7 metrics; diagnosis: Top-1, Top-5, Coverage, Label recall, Entropy
+    assert metric_units == ["%"] * 7 + ["%", "%", "%", "%", "bits"]
     iou, lesion, labels = (fig.axes[0] for fig in drawn[2:])
     assert iou.get_xlabel().endswith("(overlap ratio, 0–1)")
     assert iou.get_ylabel().endswith("(%)")

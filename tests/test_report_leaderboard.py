@@ -17,9 +17,13 @@ import pytest
 
 from leaderboard_results import CAPTIONING_JUDGE, EVIL, GIT, read_tables, write_results
 from novabench.errors import NovaError
+from novabench.report.failures import Limits
 from novabench.report.leaderboard import dataset_line, write_leaderboard
 
 GENERATED = datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC)
+# The fixture's models answer 90% of the images (10% errors): within these limits they are
+# not marked, so the best of a column is bold.
+LENIENT = Limits(min_answered=0.85, max_error_rate=0.15)
 
 
 @pytest.fixture(scope="module")
@@ -27,7 +31,7 @@ def page(tmp_path_factory):
     root = tmp_path_factory.mktemp("leaderboard")
     inputs = write_results(root)
     out = root / "leaderboard.html"
-    write_leaderboard(**inputs, out=out, generated=GENERATED)
+    write_leaderboard(**inputs, out=out, generated=GENERATED, limits=LENIENT)
     return out.read_text(encoding="utf-8")
 
 
@@ -46,10 +50,10 @@ def test_one_table_per_task_with_registry_headers_then_rates(page):
         "Hit@30 ↑",
         "Hit@50 ↑",
         "Answered %",
+        "Errors %",
         "No finding %",
-        "Error %",
     ]
-    assert tables["captioning"].headers[-2:] == ["Answered %", "Refusal %"]
+    assert tables["captioning"].headers[-2:] == ["Answered %", "Refusals %"]
 
 
 def test_rows_by_group_with_values_cis_and_sort_keys(page):
@@ -89,14 +93,24 @@ def test_best_model_is_bold_controls_and_raters_never(page):
     assert bold == ["100.0", "0"]
 
 
+def test_models_past_the_failure_limits_are_marked_and_never_bold(tmp_path):
+    inputs = write_results(tmp_path)
+    # The default limits (every image answered, at most 5% without an answer)
+    write_leaderboard(**inputs, out=tmp_path / "page.html", generated=GENERATED)
+    page = (tmp_path / "page.html").read_text()
+    assert re.findall(r"<strong>([^<]*)</strong>", page) == []
+    marked = re.findall(r'<th scope="row" data-value="([^"]*)">[^<]*<span class="flag"', page)
+    assert "model-b" in marked and "gold" in marked
+
+
 def test_failure_rates_are_read_from_the_score_files(page):
     localization, captioning = read_tables(page).values()
     # answered = (n_ok 15 + n_no_finding 3) / n_images 20
     assert localization.column("Answered %") == ["90.0"] * 4
-    assert localization.column("Error %") == ["10.0"] * 4
+    assert localization.column("Errors %") == ["10.0"] * 4
     assert localization.column("No finding %", "human") == ["–"]  # the rater's file has none
     assert captioning.column("Answered %") == ["95.0"]  # 19 of 20
-    assert captioning.column("Refusal %") == ["5.0"]
+    assert captioning.column("Refusals %") == ["5.0"]
     assert captioning.column("METEOR ↑") == ["31.3 [28.0, 34.5]"]
 
 
@@ -108,7 +122,7 @@ def test_text_from_config_and_score_files_is_escaped(page):
 
 
 def test_provenance_dataset_commit_and_date(page):
-    assert "<dd>c-i-ber/Nova @ abc123 (20 images)</dd>" in page
+    assert "<dd>NOVA c-i-ber/Nova @ abc123 (20 images)</dd>" in page
     assert f'<code title="{GIT["commit"]}">0123456789ab</code> (with uncommitted changes)' in page
     assert '<time datetime="2026-01-02T03:04:05+00:00">2026-01-02 03:04 UTC</time>' in page
 
@@ -139,7 +153,7 @@ def test_nothing_is_loaded_from_elsewhere(page):
 
 def test_headers_are_accessible_sort_buttons(page):
     headers = re.findall(r'<th scope="col"[^>]*>', page)
-    assert len(headers) == 13 + 8
+    assert len(headers) == 13 + 9  # captioning: Model, 6 metrics, 2 failure columns
     assert all('aria-sort="none"' in h for h in headers)
     assert page.count('<th scope="row"') == 8
     assert page.count('<th scope="rowgroup"') == 4
@@ -153,7 +167,7 @@ def test_a_task_without_rows_says_so(tmp_path):
     write_leaderboard(**inputs, out=tmp_path / "page.html", generated=GENERATED)
     page = (tmp_path / "page.html").read_text()
     section = page.split('<section id="task-captioning">')[1].split("</section>")[0]
-    assert '<td colspan="6">No scores.</td>' in section  # Model + 5 metrics
+    assert '<td colspan="7">No scores.</td>' in section  # Model + 6 metrics
 
 
 def test_unreadable_dataset_manifest_names_the_fix(tmp_path):

@@ -328,7 +328,8 @@ def test_a_model_missing_a_third_of_the_images_is_marked_and_never_bold(tmp_path
     row_tex = next(line for line in tex.splitlines() if line.startswith("partial"))
     assert row_tex.startswith("partial$^\\dagger$ & ")
     assert row_tex.endswith(
-        " & 67\\% & 0\\% & 0\\% & 33\\% & " + row["No finding"].replace("%", "\\%") + " \\\\"
+        # answered, parse errors, refusals, errors, missing, then no finding
+        " & 67\\% & 0\\% & 0\\% & 0\\% & 33\\% & " + row["No finding"].replace("%", "\\%") + " \\\\"
     )
     assert "\\textbf" not in row_tex
     assert "\\par\\smallskip{\\footnotesize $^\\dagger$ fewer than 100\\% of the images" in tex

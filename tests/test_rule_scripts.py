@@ -165,7 +165,10 @@ def test_a_rule_script_user_error_through_snakemake(tmp_path):
     )
     output = result.stdout + result.stderr
     assert result.returncode != 0, output[-3000:]
-    logged = only_line((workdir / "results/local-repo/logs/predict/captioning/bad.log").read_text())
+    log = (workdir / "results/local-repo/logs/predict/captioning/bad.log").read_text()
+    # The progress line says where the job stopped; the problem is one ERROR line.
+    logged = only_line("\n".join(line for line in log.splitlines() if " ERROR " in line))
+    assert "captioning/bad: stopped at 0/4" in log
     # The JSON parser's own words in brackets vary between Python versions.
     problem = f"ERROR novabench: {answers}:2 is not a JSON object with `filename` and `raw` ("
     assert problem in logged, logged

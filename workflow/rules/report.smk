@@ -97,6 +97,10 @@ rule leaderboard:
         figures=report_figures(),
         # The page shows the commit, so a new commit re-writes it.
         git=GIT_STATE,
+        # When a model is marked for failures, as in the tables.
+        limits={
+            key: config["reporting"][key] for key in ("min_answered", "max_error_rate")
+        },
     script:
         "../../scripts/make_leaderboard.py"
 

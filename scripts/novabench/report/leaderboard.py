@@ -19,7 +19,6 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
-import math
 import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -32,12 +31,10 @@ import pandas as pd
 
 from novabench.errors import NovaError
 from novabench.io import atomic_write_text
+from novabench.report.failures import MARK, Limits
 from novabench.report.inputs import GROUP_MODEL, GROUP_TITLES, GROUPS, Entry, read_scores
 from novabench.report.tables import _cell_parts, _judge_name, task_table
 from novabench.tasks import Metric, get_task, task_names
-
-# Answer statuses a score file may count (``n_<status>``), in the order shown.
-STATUSES = ("ok", "no_finding", "refusal", "parse_error", "error", "missing", "excluded")
 
 
 @dataclass(frozen=True)
@@ -77,65 +74,42 @@ def dataset_line(manifest: Mapping[str, Any]) -> str:
 # --- failure rates --------------------------------------------------------------------------
 
 
-def rate_columns(payloads: Sequence[Mapping[str, Any]]) -> list[Column]:
-    """The failure-rate columns of a task: the answered share where the score files count
-    statuses, then every ``*_rate`` key any of them has (statuses first, in STATUSES order)."""
-    keys: set[str] = set()
-    counted = False
-    for payload in payloads:
-        metrics = payload.get("metrics") or {}
-        keys |= {k for k, v in metrics.items() if k.endswith("_rate") and _is_number(v)}
-        counted = counted or ("n_ok" in metrics and "n_images" in metrics)
-    order = {f"{status}_rate": i for i, status in enumerate(STATUSES)}
+def rate_columns(table: pd.DataFrame) -> list[Column]:
+    """The failure columns of a task as the paper tables have them (``report.failures``):
+    the share of images answered, then the share per failure status, in %."""
+    from novabench.report import failures
+    from novabench.report.tables import failure_columns
+
     columns = []
-    if counted and "answered_rate" not in keys:
-        title = "Share of images with an answer (ok or an explicit no finding), %"
-        columns.append(Column("answered_rate", "Answered %", title))
-    for key in sorted(keys, key=lambda k: (order.get(k, len(order)), k)):
-        what = key.removesuffix("_rate").replace("_", " ")
-        title = f"Share of images with status {what}, % (from the score file)"
-        columns.append(Column(key, f"{what.capitalize()} %", title))
+    for status in failure_columns(table):
+        if status == failures.ANSWERED_KEY:
+            title = "Share of images with a readable answer (ok or an explicit no finding), %"
+            columns.append(Column(f"{status}_pct", "Answered %", title))
+        else:
+            label = failures.status_label(status)
+            title = f"Share of images with status {status.replace('_', ' ')}, %"
+            columns.append(Column(f"{status}_pct", f"{label} %", title))
     return columns
-
-
-def entry_rates(metrics: Mapping[str, Any], columns: Sequence[Column]) -> dict[str, float]:
-    """One entry's failure rates in %; NaN where its score file does not say."""
-    out = {}
-    for column in columns:
-        value = metrics.get(column.key)
-        if column.key == "answered_rate" and value is None:
-            value = _answered_share(metrics)
-        out[column.key] = float(value) if _is_number(value) else math.nan
-    return out
-
-
-def _answered_share(metrics: Mapping[str, Any]) -> float | None:
-    n_images = metrics.get("n_images")
-    if not _is_number(n_images) or not n_images or not _is_number(metrics.get("n_ok")):
-        return None
-    answered = metrics["n_ok"] + (metrics.get("n_no_finding") or 0)
-    return 100.0 * answered / n_images
-
-
-def _is_number(value: Any) -> bool:
-    return isinstance(value, int | float) and not isinstance(value, bool)
 
 
 # --- assembling -----------------------------------------------------------------------------
 
 
-def task_board(task: str, statistics: pd.DataFrame, score_files: Sequence[Path]) -> Board:
-    """One task's rows (as the paper table has them) with its failure rates and judge."""
+def task_board(
+    task: str,
+    statistics: pd.DataFrame,
+    score_files: Sequence[Path],
+    limits: Limits | None = None,
+) -> Board:
+    """One task's rows as the paper table has them (failure shares and marks included,
+    under ``limits``), and its judge."""
     payloads = {Path(p).name.removesuffix(".json"): read_scores(Path(p)) for p in score_files}
     estimates = {
         name: Entry(name, GROUP_MODEL, payload, pd.DataFrame()).metrics
         for name, payload in payloads.items()
     }
-    table = task_table(task, statistics, estimates)
-    rates = rate_columns(list(payloads.values()))
-    by_name = {n: entry_rates(p.get("metrics") or {}, rates) for n, p in payloads.items()}
-    for column in rates:
-        table[column.key] = [by_name.get(n, {}).get(column.key, math.nan) for n in table["model"]]
+    table = task_table(task, statistics, estimates, limits)
+    rates = rate_columns(table)
     judges = [_judge_name(p.get("judge")) for p in payloads.values()]
     first = statistics.iloc[0] if len(statistics) else {}
     context = {
@@ -221,7 +195,9 @@ def table_html(board: Board) -> str:
         )
         for _, row in rows.iterrows():
             name = escape(str(row["model"]))
-            cells = [f'<th scope="row" data-value="{name}">{name}</th>']
+            flag = str(row.get("flag") or "")
+            mark = f' <span class="flag" title="{escape(flag)}">{MARK}</span>' if flag else ""
+            cells = [f'<th scope="row" data-value="{name}">{name}{mark}</th>']
             cells += [_metric_cell(row, m) for m in metrics]
             cells += [_rate_cell(row[c.key], i == 0) for i, c in enumerate(board.rates)]
             lines.append('<tr class="entry">' + "".join(cells) + "</tr>")
@@ -241,7 +217,11 @@ def caption_text(board: Board) -> str:
             f"Values with {round(100 * float(context['confidence']))}% CIs from "
             f"{int(context['n_resamples'])} case-level bootstrap resamples."
         )
-    parts.append("Best model per column in bold (controls and human raters excluded).")
+    parts.append(
+        "Best model per column in bold (controls, human raters and models marked "
+        f"{MARK} excluded). {MARK}: fewer images answered than reporting.min_answered, or "
+        "more without an answer than reporting.max_error_rate (hover the mark for which)."
+    )
     parts.append(plain_text(get_task(board.task).caption))
     if context.get("note"):
         parts.append(plain_text(context["note"]))
@@ -366,9 +346,11 @@ def write_leaderboard(
     out: Path,
     git: Mapping[str, Any],
     generated: datetime | None = None,
+    limits: Limits | None = None,
 ) -> list[Board]:
     """Write the page to ``out``; ``statistics[task]`` and ``scores[task]`` as for the
-    tables, ``figures`` the figure files to link (they need not exist yet)."""
+    tables, ``figures`` the figure files to link (they need not exist yet), ``limits``
+    when a model is marked for failures (as in the tables)."""
     try:
         manifest = json.loads(Path(dataset_manifest).read_text(encoding="utf-8"))
     except (OSError, json.JSONDecodeError) as exc:
@@ -379,7 +361,9 @@ def write_leaderboard(
     boards = []
     for task in task_names():
         if task in statistics:
-            board = task_board(task, pd.read_csv(statistics[task]), scores.get(task, []))
+            board = task_board(
+                task, pd.read_csv(statistics[task]), scores.get(task, []), limits
+            )
             board.figures = task_figures(task, figures)
             boards.append(board)
     shown = {f for b in boards for f in b.figures}
