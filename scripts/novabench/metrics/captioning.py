@@ -419,6 +419,19 @@ def _per_image_table(
     return table
 
 
+def _judged_f1(
+    n_scored: int, verdicts: Mapping[int, Any], f1: Mapping[str, Mapping[str, Any]]
+) -> dict[str, list[float | None]]:
+    """Keyword F1 back onto the scored images; None where the judge gave no verdict."""
+    judged_at = {i: j for j, i in enumerate(verdicts)}
+    return {
+        f"{name}_f1": [
+            values["per_image"][judged_at[i]] if i in judged_at else None for i in range(n_scored)
+        ]
+        for name, values in f1.items()
+    }
+
+
 def score_captioning(
     records: Iterable[Mapping[str, Any]] | pd.DataFrame,
     judge: CaptionJudge | PairedCaptionJudge,
@@ -465,18 +478,10 @@ def score_captioning(
     summary["judge"] = judge.identity()
     summary["bertscore"] = bert.identity
 
-    # Keyword F1 back onto the scored images; None where the judge gave no verdict.
-    judged_at = {i: j for j, i in enumerate(verdicts)}
     per_image_scores = {
         "meteor": meteor_per_image,
         "bert_f1": bert.per_image,
-        **{
-            f"{name}_f1": [
-                values["per_image"][judged_at[i]] if i in judged_at else None
-                for i in range(len(scored))
-            ]
-            for name, values in (("clinical", clinical), ("modality", modality))
-        },
+        **_judged_f1(len(scored), verdicts, {"clinical": clinical, "modality": modality}),
     }
     table = _per_image_table(rows, scored, (refs, hyps), verdicts, per_image_scores)
     return summary, table

@@ -361,9 +361,7 @@ def write_leaderboard(
     boards = []
     for task in task_names():
         if task in statistics:
-            board = task_board(
-                task, pd.read_csv(statistics[task]), scores.get(task, []), limits
-            )
+            board = task_board(task, pd.read_csv(statistics[task]), scores.get(task, []), limits)
             board.figures = task_figures(task, figures)
             boards.append(board)
     shown = {f for b in boards for f in b.figures}
