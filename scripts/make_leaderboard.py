@@ -4,14 +4,11 @@ from pathlib import Path
 
 from novabench.report.failures import Limits
 from novabench.report.leaderboard import write_leaderboard
-from novabench.rules import log, run
+from novabench.rules import log, run, task_report_files
 
 
 def main(smk):
-    statistics = {Path(p).stem: Path(p) for p in smk.input.statistics}
-    scores: dict[str, list[Path]] = {}
-    for path in smk.input.scores:
-        scores.setdefault(Path(path).parent.name, []).append(Path(path))
+    statistics, scores = task_report_files(smk.input)
     boards = write_leaderboard(
         statistics=statistics,
         scores=scores,

@@ -12,6 +12,7 @@ from __future__ import annotations
 import logging
 import sys
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from novabench.errors import NovaError
@@ -42,3 +43,13 @@ def run(snakemake: Any, body: Callable[[Any], Any]) -> None:
         # A bug, not a user error: keep the traceback, in the log too.
         log.exception("unexpected failure")
         sys.exit(1)
+
+
+def task_report_files(inputs: Any) -> tuple[dict[str, Path], dict[str, list[Path]]]:
+    """A report rule's ``statistics`` (``<task>.csv``) and ``scores`` (``<task>/<name>.json``)
+    inputs, keyed by task."""
+    statistics = {Path(p).stem: Path(p) for p in inputs.statistics}
+    scores: dict[str, list[Path]] = {}
+    for path in inputs.scores:
+        scores.setdefault(Path(path).parent.name, []).append(Path(path))
+    return statistics, scores
