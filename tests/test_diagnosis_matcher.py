@@ -165,7 +165,7 @@ def test_canonical_label_merges_synonyms(matcher: DiagnosisMatcher) -> None:
     assert matcher.canonical_label("Likely glioblastoma multiforme") == "Glioblastoma"
     assert matcher.canonical_label("Cerebral abscesses") == "Brain abscess"
     # Unknown or qualified names stay as their normalized text.
-    assert matcher.canonical_label("Angiocentric glioma") == "angiocentric glioma"
+    assert matcher.canonical_label("Epithelioid glioma") == "epithelioid glioma"
 
 
 def test_identity_hashes_the_tables(matcher: DiagnosisMatcher) -> None:
@@ -269,27 +269,51 @@ UNDECIDED_DIFFERENT = [
 ]
 
 
+# Pairs of the lists above that later tables decide by rule (their names became known);
+# they stay in the lists because the threshold was chosen on their similarities.
+DECIDED_SINCE = {
+    ("acoustic neurinoma", "vestibular schwannoma"),
+    ("angiocentric glioma", "glioblastoma"),
+    ("astroblastoma", "astrocytoma"),
+    ("cerebral fat embolism", "cerebral air embolism"),
+    ("hepatic encephalopathy", "uremic encephalopathy"),
+    ("hemangioma of the skull", "hemangioblastoma"),
+    ("acute necrotizing encephalopathy", "acute disseminated encephalomyelitis"),
+    ("pituitary hyperplasia", "pituitary macroadenoma"),
+    ("papillary tumor of the pineal region", "pineocytoma"),
+    ("meningeal melanocytoma", "meningioma"),
+}
+
+
 def test_threshold_separates_the_hand_written_pairs(embedding_matcher: DiagnosisMatcher) -> None:
     assert embedding_matcher.threshold == DEFAULT_THRESHOLD
+    normalize = embedding_matcher.normalize
+
+    def similarity(pair: tuple[str, str]) -> float:
+        return embedding_matcher.similarity(normalize(pair[0]), normalize(pair[1]))
+
+    assert min(similarity(pair) for pair in UNDECIDED_SAME) >= DEFAULT_THRESHOLD
+    below = UNDECIDED_SAME_BELOW_THRESHOLD + UNDECIDED_DIFFERENT
+    assert max(similarity(pair) for pair in below) < DEFAULT_THRESHOLD
+
+
+def test_pairs_the_rules_leave_open_reach_the_embedding(embedding_matcher) -> None:
     for predicted, reference in UNDECIDED_SAME:
         decision = embedding_matcher.explain(predicted, reference)
         assert decision.rule == "embedding" and decision.matched, (predicted, decision)
-    for predicted, reference in UNDECIDED_SAME_BELOW_THRESHOLD + UNDECIDED_DIFFERENT:
-        decision = embedding_matcher.explain(predicted, reference)
-        assert decision.rule == "embedding" and not decision.matched, (predicted, decision)
-    highest_negative = max(
-        embedding_matcher.explain(p, r).similarity for p, r in UNDECIDED_DIFFERENT
-    )
-    assert highest_negative < DEFAULT_THRESHOLD
+    for pair in UNDECIDED_SAME_BELOW_THRESHOLD + UNDECIDED_DIFFERENT:
+        decision = embedding_matcher.explain(*pair)
+        if pair in DECIDED_SINCE:
+            same = pair in UNDECIDED_SAME_BELOW_THRESHOLD
+            assert decision.rule == "concept" and decision.matched is same, (pair, decision)
+        else:
+            assert decision.rule == "embedding" and not decision.matched, (pair, decision)
 
 
 def test_known_pairs_never_reach_the_embedding(embedding_matcher: DiagnosisMatcher) -> None:
     # Known-different concepts and negations are decided by the rules, whatever the
-    # embedding similarity ("Hodgkin" vs "non-Hodgkin lymphoma" has cosine 0.92). An
-    # unknown qualifier ("angiocentric glioma") is left to the embedding on purpose.
+    # embedding similarity ("Hodgkin" vs "non-Hodgkin lymphoma" has cosine 0.92).
     for predicted, reference in DIFFERENT:
-        if predicted == "Angiocentric glioma":
-            continue
         assert not embedding_matcher.match(predicted, reference), (predicted, reference)
         assert embedding_matcher.explain(predicted, reference).rule != "embedding"
 
@@ -426,3 +450,197 @@ def test_a_broken_ontology_table_names_its_regeneration(tmp_path):
     path.write_text("groups: [1, 2]\n")
     with pytest.raises(NovaError, match="regenerate it with scripts/tools/make_ontology"):
         DiagnosisMatcher(embedding_fallback=False, ontology_synonyms_path=path)
+
+
+# --- second tuning round: one test per class of error, in our own wording ----------------
+
+
+@pytest.mark.parametrize(
+    ("predicted", "reference", "expected"),
+    [
+        # "CNS WHO grade 3" (2021) and "WHO grade III" (2016) state the same grade
+        ("Oligodendroglioma, WHO grade III", "Oligodendroglioma, CNS WHO grade 3", True),
+        ("Oligodendroglioma, WHO grade II", "Oligodendroglioma, CNS WHO grade 3", False),
+        # a tumour regraded between editions: its two grades are no conflict
+        (
+            "Myxopapillary ependymoma (WHO grade I)",
+            "Myxopapillary ependymoma, CNS WHO grade 2",
+            True,
+        ),
+        ("Ependymoma, WHO grade II", "Ependymoma, CNS WHO grade 3", False),
+    ],
+)
+def test_who_editions_write_grades_differently(matcher, predicted, reference, expected):
+    assert matcher.match(predicted, reference) is expected, matcher.explain(predicted, reference)
+
+
+@pytest.mark.parametrize(
+    ("predicted", "reference", "expected"),
+    [
+        ("Type IIIb FCD", "Focal cortical dysplasia type IIIa", False),
+        ("FCD type 1", "FCD IIb", False),
+        ("Focal cortical dysplasia type II", "Focal cortical dysplasia type IIa", True),
+        ("PF-B ependymoma", "Posterior fossa ependymoma, group A", False),
+        ("Ependymoma", "Posterior fossa ependymoma, group B", True),
+    ],
+)
+def test_lettered_types_and_groups(matcher, predicted, reference, expected):
+    assert matcher.match(predicted, reference) is expected, matcher.explain(predicted, reference)
+
+
+@pytest.mark.parametrize(
+    ("predicted", "reference", "expected"),
+    [
+        ("Krabbe disease", "Leukodystrophy, globoid cell", True),
+        ("Leukodystrophy", "Leukodystrophy, globoid cell", False),  # the group, not Krabbe
+        ("Tuberous sclerosis complex", "Sclerosis, tuberous", True),
+        ("Acoustic neuroma", "Schwannoma, vestibular", True),
+        ("Trigeminal schwannoma", "Schwannoma, vestibular", False),
+        # the words of a known name in another order
+        ("IDH-mutant astrocytoma, grade 3", "Astrocytoma, IDH-mutant, CNS WHO grade 3", True),
+        # a written-out acronym without its function words
+        (
+            "Cerebral autosomal dominant arteriopathy, subcortical infarcts, leukoencephalopathy",
+            "CADASIL",
+            True,
+        ),
+        ("Myoclonic epilepsy and ragged red fibres", "MERRF", True),
+    ],
+)
+def test_word_order_and_function_words(matcher, predicted, reference, expected):
+    assert matcher.match(predicted, reference) is expected, matcher.explain(predicted, reference)
+
+
+@pytest.mark.parametrize(
+    ("predicted", "reference", "expected"),
+    [
+        ("Meningioma cannot be excluded, but favour solitary fibrous tumour", "SFT", True),
+        ("Meningioma cannot be excluded, but favour solitary fibrous tumour", "Meningioma", False),
+        ("Favour pilocytic astrocytoma over haemangioblastoma", "Hemangioblastoma", False),
+        ("Glioblastoma favoured over lymphoma", "Glioblastoma", True),
+        ("Haemangioblastoma vs pilocytic astrocytoma, favouring the latter", "JPA", True),
+        ("Meningioma, most likely atypical", "Atypical meningioma", True),
+        ("Glioblastoma, metastasis also possible", "Metastases", False),
+        ("Medulloblastoma, ependymoma", "Ependymoma", False),
+        ("Lymphoma/glioblastoma", "Glioblastoma", False),
+        ("Differential: lymphoma, glioblastoma", "Glioblastoma", False),
+    ],
+)
+def test_hedged_predictions_commit_to_the_first_or_favoured_diagnosis(
+    matcher, predicted, reference, expected
+):
+    assert matcher.match(predicted, reference) is expected, matcher.explain(predicted, reference)
+
+
+@pytest.mark.parametrize(
+    ("predicted", "reference", "expected"),
+    [
+        # a site inside the other, or on one side only: the disease words decide
+        (
+            "Epithelioid haemangioendothelioma of the thoracic spine",
+            "Epithelioid hemangioendothelioma of the spinal canal",
+            True,
+        ),
+        ("Ruptured aneurysm", "Left ICA terminus aneurysm", True),
+        (
+            "Border-zone infarct between the PCA and MCA territories",
+            "Posterior cerebral artery territory infarct",
+            False,
+        ),
+        # sites that do not overlap
+        ("Anterior communicating artery aneurysm", "Middle cerebral artery aneurysm", False),
+        ("Carotid body tumour", "Glomus jugulare", False),
+        ("Facial nerve schwannoma", "Vestibular schwannoma", False),
+        ("Calvarial meningioma", "Intraventricular meningioma", False),
+    ],
+)
+def test_sites_of_aneurysms_nerves_and_paragangliomas(matcher, predicted, reference, expected):
+    assert matcher.match(predicted, reference) is expected, matcher.explain(predicted, reference)
+
+
+@pytest.mark.parametrize(
+    ("predicted", "reference", "expected"),
+    [
+        ("Ependymoma, RELA fusion-positive", "Supratentorial ependymoma, ZFTA fusion", True),
+        ("Ependymoma, YAP1 fusion", "Supratentorial ependymoma, ZFTA fusion", False),
+        ("Medulloblastoma, SHH-activated", "Medulloblastoma, group 3", False),
+        ("Medulloblastoma", "Medulloblastoma, WNT-activated", True),
+        ("Diffuse midline glioma, H3 K27M-mutant", "Diffuse hemispheric glioma, H3 G34R", False),
+        ("Glioblastoma, IDH-wildtype", "Glioblastoma, IDH-mutant", False),
+        ("Sporadic CJD", "Variant CJD", False),
+    ],
+)
+def test_molecular_groups_and_forms_must_agree(matcher, predicted, reference, expected):
+    assert matcher.match(predicted, reference) is expected, matcher.explain(predicted, reference)
+
+
+@pytest.mark.parametrize(
+    ("predicted", "reference", "expected"),
+    [
+        ("Brain metastases from breast cancer", "Metastatic renal cell carcinoma", False),
+        ("Melanoma metastases", "Cerebral metastases from lung cancer", False),
+        ("Oesophageal carcinoma metastasis", "Esophageal cancer metastases", True),
+        ("Metastases", "Brain metastases from melanoma", True),
+        ("Pneumococcal meningitis", "Meningococcal meningitis", False),
+        ("Bacterial meningitis", "Meningitis due to Listeria", True),
+        ("Cryptococcal meningitis", "Meningitis due to Listeria", False),
+        ("Herpes zoster encephalitis", "Herpes simplex encephalitis", False),
+    ],
+)
+def test_primary_tumours_and_organisms_must_agree(matcher, predicted, reference, expected):
+    assert matcher.match(predicted, reference) is expected, matcher.explain(predicted, reference)
+
+
+@pytest.mark.parametrize(
+    ("predicted", "reference"),
+    [
+        ("Neurodegeneration with brain iron accumulation", "BPAN"),
+        ("Metabolic encephalopathy", "Uraemic encephalopathy"),
+        ("Opportunistic infection", "Cerebral toxoplasmosis"),
+        ("Brain tumour", "Glioblastoma"),
+        ("Spinal dysraphism", "Myelomeningocele"),
+    ],
+)
+def test_umbrella_terms_match_no_member(matcher, predicted, reference):
+    assert not matcher.match(predicted, reference), matcher.explain(predicted, reference)
+
+
+@pytest.mark.parametrize(
+    ("predicted", "reference", "expected"),
+    [
+        ("Forestier disease", "Diffuse idiopathic skeletal hyperostosis", True),
+        ("Louis-Bar syndrome", "Ataxia telangiectasia", True),
+        ("Trigonocephaly", "Metopic craniosynostosis", True),
+        ("Diastematomyelia", "Split cord malformation", True),
+        ("MVNT", "Multinodular and vacuolating neuronal tumour", True),
+        ("SDAVF", "Spinal dural arteriovenous fistula", True),
+        ("svPPA", "Semantic dementia", True),
+        ("bvFTD", "Semantic dementia", False),
+        ("Parkes Weber syndrome", "Weber syndrome", False),
+        ("Dejerine-Sottas disease", "Dejerine syndrome", False),
+        ("Goltz syndrome", "Gorlin syndrome", False),
+        ("Central pontine myelinolysis", "Extrapontine myelinolysis", False),
+        ("Anti-GABA-B receptor encephalitis", "Anti-LGI1 encephalitis", False),
+        ("Systemic sclerosis", "Multiple sclerosis", False),
+        ("Cerebral palsy", "Progressive supranuclear palsy", False),
+        # a grading scale's eponym names no disease
+        ("Miller Fisher syndrome", "Subarachnoid haemorrhage, modified Fisher grade 3", False),
+    ],
+)
+def test_eponyms_abbreviations_and_their_near_misses(matcher, predicted, reference, expected):
+    assert matcher.match(predicted, reference) is expected, matcher.explain(predicted, reference)
+
+
+@pytest.mark.parametrize(
+    ("predicted", "reference"),
+    [
+        ("Lumbar myelomeningocele", "Lumbar myelomeningocoele"),
+        ("Gorlin syndrome", "Naevoid basal cell carcinoma syndrome"),
+        ("Naegleria meningoencephalitis", "Primary amoebic meningoencephalitis"),
+        ("Left MCA infarction", "Left middle cerebral artery infarct"),
+        ("Subarachnoid haemorrhage", "Perimesencephalic non-aneurysmal subarachnoid haemorrhage"),
+        ("Louis-Bar syndrome", "Ataxia/telangiectasia"),  # a slash inside one name
+    ],
+)
+def test_spelling_prefixes_and_word_variants(matcher, predicted, reference):
+    assert matcher.match(predicted, reference), matcher.explain(predicted, reference)

@@ -81,7 +81,10 @@ _SINGULAR_EXCEPTIONS = {
     "ganglia": "ganglion",
 }
 _ROMAN = {"ii": "2", "iii": "3", "iv": "4"}
-_ROMAN_ONE_AFTER = {"type", "grade", "chiari", "nf", "stage", "class", "who", "mps"}
+_ROMAN_ONE_AFTER = {"type", "grade", "chiari", "nf", "stage", "class", "who", "mps", "group"}
+# A roman numeral with a letter subtype: "IIb", "IIIa".
+_ROMAN_LETTERED = re.compile(r"(i|ii|iii|iv)([a-d])")
+_TYPE_NUMBER = re.compile(r"\d{1,2}[a-d]?")  # "2", "2b"
 # Words that end the name a leading "type N" belongs to ("type 1 NF with optic glioma").
 _CLAUSE_WORDS = {"with", "without", "in", "and", "or", "due", "secondary", "from", "after"}
 
@@ -115,16 +118,16 @@ def _raw_tokens(text: str) -> list[str]:
     text = re.sub(r"['’]s\b", "", text)  # possessives: "Wilson's disease"
     text = re.sub(r"\b([A-Z]{2,})s\b", r"\1", text)  # abbreviation plurals: "AVMs"
     text = american_spelling(text)
+    # "non-aneurysmal" = "nonaneurysmal": one word, so the prefix cannot be read as a
+    # negation of the whole diagnosis ("non-Hodgkin lymphoma" is a lymphoma).
+    text = re.sub(r"\bnon[\s-]+(?=[a-z])", "non", text)
     # -ise/-isation spellings ("necrotising", "generalised"); applied to both texts alike.
     text = re.sub(r"(?<=[a-z]{3})is(ing|ation|ed)\b", r"iz\1", text)
     text = re.sub(r"(?<=[a-z])-(?=\d)", "", text)  # "NF-1" -> "nf1"
     tokens = re.findall(r"[a-z0-9]+", text)
     out: list[str] = []
     for token in tokens:
-        if token in _ROMAN:
-            token = _ROMAN[token]
-        elif token == "i" and out and out[-1] in _ROMAN_ONE_AFTER:
-            token = "1"
+        token = _roman(token, out[-1] if out else "")
         # "NF 1", "HSV 1" -> "nf1", "hsv1" (short letter prefix + one digit)
         if (
             token.isdigit()
@@ -139,7 +142,44 @@ def _raw_tokens(text: str) -> list[str]:
         out.append(_singular(token))
     if len(out) > 1 and out[-1] == "i" and out[-2].isalpha() and len(out[-2]) >= 3:
         out[-1] = "1"  # a closing roman one: "neurofibromatosis I", "MPS I"
-    return _move_types(out)
+    return _move_types(_drop_edition_words(out))
+
+
+def _roman(token: str, previous: str) -> str:
+    """Roman numerals as digits, with a lettered subtype kept: "IIb" -> "2b".
+
+    A bare "i" or "ia" is a numeral only after a word that takes one ("type I",
+    "FCD Ia"); "iia", "iiib", "ivc" are never English words.
+    """
+    if token in _ROMAN:
+        return _ROMAN[token]
+    if token == "i" and previous in _ROMAN_ONE_AFTER:
+        return "1"
+    lettered = _ROMAN_LETTERED.fullmatch(token)
+    if lettered is None:
+        return token
+    numeral, letter = lettered.groups()
+    if numeral != "i" or previous in _ROMAN_ONE_AFTER or _is_code(previous):
+        return _ROMAN.get(numeral, "1") + letter
+    return token
+
+
+def _drop_edition_words(tokens: list[str]) -> list[str]:
+    """ "CNS WHO grade 4" and "WHO grade IV" read as "grade 4": the 2021 and 2016
+    classifications write the same grade with different words."""
+    out: list[str] = []
+    for i, token in enumerate(tokens):
+        following = tokens[i + 1 : i + 3]
+        if token == "who" and following[:1] == ["grade"]:
+            continue
+        if token == "cns" and following == ["who", "grade"]:
+            continue
+        out.append(token)
+    return out
+
+
+def _compact_key(tokens: Iterable[str]) -> tuple[str, ...]:
+    return tuple(sorted(t for t in tokens if t not in _FUNCTION_WORDS))
 
 
 def _is_code(token: str) -> bool:
@@ -148,19 +188,20 @@ def _is_code(token: str) -> bool:
 
 
 def _move_types(tokens: list[str]) -> list[str]:
-    """Write "type N X" as "X N" and "type C" as one token "typec".
+    """Write "type N X" as "X N" and "type C" / "group B" as one token "typec" / "groupb".
 
     "Type 1 neurofibromatosis" then reads as "neurofibromatosis (type) 1", the order the
     names in the tables use; a letter type keeps its word so that the article filler "a"
-    cannot swallow "type A".
+    cannot swallow "type A" or "group A".
     """
     out = list(tokens)
     for i in range(len(out) - 1):
-        if out[i] != "type" or not out[i + 1].isalpha() or len(out[i + 1]) != 1:
+        word = out[i]
+        if word not in ("type", "group") or not out[i + 1].isalpha() or len(out[i + 1]) != 1:
             continue
-        out[i : i + 2] = ["", f"type{out[i + 1]}"]
+        out[i : i + 2] = ["", f"{word}{out[i + 1]}"]
     out = [t for t in out if t]
-    if len(out) > 2 and out[0] == "type" and out[1].isdigit():
+    if len(out) > 2 and out[0] == "type" and _TYPE_NUMBER.fullmatch(out[1]):
         # The number goes after the name it types, before any trailing clause.
         end = next((j for j in range(2, len(out)) if out[j] in _CLAUSE_WORDS), len(out))
         out = [*out[2:end], out[1], *out[end:]]
@@ -188,8 +229,11 @@ def _remove_phrases(tokens: list[str], phrases: list[tuple[str, ...]]) -> list[s
 
 
 _LIST_SECTIONS = ("hedges", "filler", "connectors", "negations", "generic_modifiers")
-_OPTIONAL_LISTS = ("distinct", "groups", "prediction_cutoffs")
-_MAPPINGS = ("concepts", "broader", "expansions", "qualifiers", "inherent")
+_OPTIONAL_LISTS = ("distinct", "groups", "prediction_cutoffs", "regraded")
+_MAPPINGS = ("concepts", "broader", "expansions", "qualifiers", "inherent", "word_variants")
+# Words a written-out name may add or drop without naming anything else: "mitochondrial
+# encephalomyopathy, lactic acidosis and stroke-like episodes" is MELAS without its "with".
+_FUNCTION_WORDS = frozenset({"with", "and", "in", "to", "for", "on", "by", "at"})
 
 
 def _read_yaml(path: Path, what: str) -> tuple[bytes, Any]:
@@ -240,6 +284,8 @@ class _Analysis:
     core_words: frozenset[str]  # core tokens without generic modifiers
     negated: bool
     qualifiers: qualifiers.Qualifiers = field(default_factory=dict)
+    # The words that state a site qualifier (location, side, nerve, primary tumour).
+    site_words: frozenset[str] = frozenset()
 
 
 @dataclass(frozen=True)
@@ -300,6 +346,10 @@ class DiagnosisMatcher:
         _check_sections(tables, path)
         self._hedges = _phrases(tables["hedges"])
         self._filler = {t for item in tables["filler"] for t in _raw_tokens(item)}
+        self._word_variants = {
+            " ".join(_raw_tokens(k)): " ".join(_raw_tokens(v))
+            for k, v in (tables.get("word_variants") or {}).items()
+        }
         self._expansions = {
             tuple(_raw_tokens(short)): _raw_tokens(long)
             for short, long in (tables.get("expansions") or {}).items()
@@ -322,6 +372,8 @@ class DiagnosisMatcher:
         self._ontology_sha256 = self._load_ontology()
         self._ancestors = {cid: self._closure(cid) for cid in self._concepts}
         self._max_alias_len = max(len(alias.split()) for alias in self._alias_to_concept)
+        self._compact_aliases = self._compact_index()
+        self._regraded = {self._lookup(n, path, "regraded") for n in tables.get("regraded") or []}
         return hashlib.sha256(raw).hexdigest()
 
     def _load_concepts(self, tables: dict[str, Any], path: Path) -> None:
@@ -383,6 +435,21 @@ class DiagnosisMatcher:
                 self._alias_to_concept.setdefault(key, cid)
                 self._concepts[cid].aliases.add(key)
         return hashlib.sha256(raw).hexdigest()
+
+    def _compact_index(self) -> dict[tuple[str, ...], str]:
+        """The words of a name in any order and without function words -> the name,
+        where that is unambiguous ("astrocytoma, IDH-mutant, grade 4" = "IDH-mutant
+        astrocytoma, grade 4"; "leukodystrophy, metachromatic")."""
+        owners: dict[tuple[str, ...], set[str]] = {}
+        for alias in self._alias_to_concept:
+            key = _compact_key(alias.split())
+            if len(key) >= 2:
+                owners.setdefault(key, set()).add(alias)
+        return {
+            key: next(iter(aliases))
+            for key, aliases in owners.items()
+            if len({self._alias_to_concept[a] for a in aliases}) == 1
+        }
 
     def _add_alias(self, cid: str, alias: str, path: Path) -> None:
         key = self.normalize(alias)
@@ -520,6 +587,7 @@ class DiagnosisMatcher:
             tokens = _move_types(self._expand(tokens))
         out: list[str] = []
         for token in tokens:
+            token = self._word_variants.get(token, token)
             if token in self._filler:
                 continue
             if token.isdigit() and len(token) == 1 and out and _is_code(out[-1]):
@@ -546,22 +614,8 @@ class DiagnosisMatcher:
         return out
 
     def _analyse_uncached(self, text: str) -> _Analysis:
-        tokens = self._clean_tokens(text)
-        n = len(tokens)
-        covered = [False] * n
-        matches: list[tuple[int, int, str]] = []
-        i = 0
-        while i < n:
-            for length in range(min(self._max_alias_len, n - i), 0, -1):
-                cid = self._alias_to_concept.get(" ".join(tokens[i : i + length]))
-                if cid is not None:
-                    matches.append((i, i + length, cid))
-                    covered[i : i + length] = [True] * length
-                    i += length
-                    break
-            else:
-                i += 1
-
+        tokens = self._written_out(self._clean_tokens(text))
+        matches, covered = self._known_names(tokens)
         core_end = self._clause_end(tokens, covered)
         # Qualifiers also come from an "in" clause: "epilepsy in the left frontal lobe".
         qualifier_end = self._clause_end(tokens, covered, skip=(("in",),))
@@ -583,7 +637,7 @@ class DiagnosisMatcher:
         core_tokens = tokens[:core_end] if core_end > 0 else tokens
         words = frozenset(t for t in core_tokens if t not in self._generic_modifiers)
         qualifier_tokens = tokens[:qualifier_end] if core_end > 0 else tokens
-        stated = qualifiers.extract(qualifier_tokens, self._qualifier_table)
+        stated, site_words = self._stated_qualifiers(tokens, qualifier_tokens)
         inherent = [self._concepts[cid].qualifiers for cid, partial in concepts if not partial]
         return _Analysis(
             text=" ".join(tokens),
@@ -592,7 +646,47 @@ class DiagnosisMatcher:
             core_words=words,
             negated=negated,
             qualifiers=qualifiers.with_inherent(stated, inherent),
+            site_words=site_words,
         )
+
+    def _written_out(self, tokens: list[str]) -> list[str]:
+        """A whole text that is a known name but for word order and function words, as
+        that name."""
+        if " ".join(tokens) in self._alias_to_concept:
+            return tokens
+        alias = self._compact_aliases.get(_compact_key(tokens))
+        return alias.split() if alias else tokens
+
+    def _known_names(self, tokens: list[str]) -> tuple[list[tuple[int, int, str]], list[bool]]:
+        """The longest known names in ``tokens`` (start, end, concept) and the covered words."""
+        n = len(tokens)
+        covered = [False] * n
+        matches: list[tuple[int, int, str]] = []
+        i = 0
+        while i < n:
+            for length in range(min(self._max_alias_len, n - i), 0, -1):
+                cid = self._alias_to_concept.get(" ".join(tokens[i : i + length]))
+                if cid is not None:
+                    matches.append((i, i + length, cid))
+                    covered[i : i + length] = [True] * length
+                    i += length
+                    break
+            else:
+                i += 1
+        return matches, covered
+
+    def _stated_qualifiers(
+        self, tokens: list[str], qualifier_tokens: list[str]
+    ) -> tuple[qualifiers.Qualifiers, frozenset[str]]:
+        """Qualifiers of the main part (whole text for the primary tumour and organism)
+        and the words of each site qualifier."""
+        table = self._qualifier_table
+        stated, words = qualifiers.extract_with_words(qualifier_tokens, table)
+        whole = qualifiers.extract(tokens, table) if qualifier_tokens != tokens else stated
+        stated = {g: v for g, v in stated.items() if g not in qualifiers.WHOLE_TEXT_GROUPS}
+        stated.update((g, whole[g]) for g in qualifiers.WHOLE_TEXT_GROUPS if g in whole)
+        sites = frozenset().union(*(w for g, w in words.items() if g in qualifiers.SITE_GROUPS))
+        return stated, sites
 
     def _clause_end(self, tokens: list[str], covered: list[bool], skip=()) -> int:
         """Where the first secondary clause starts (a connector outside a known name)."""
@@ -657,8 +751,19 @@ class DiagnosisMatcher:
         specific = small - self._generic_heads
         return bool(specific) and small <= big and not (big - small) & self._negations
 
+    def _regraded_pair(self, p: _Analysis, r: _Analysis) -> bool:
+        """Both name a tumour whose grade changed between WHO editions: grades may differ."""
+        named = [{c for c, partial in a.core_concepts if not partial} for a in (p, r)]
+        return bool(named[0] & named[1] & self._regraded)
+
     def _decide_words(self, p: _Analysis, r: _Analysis) -> bool | None:
         if self._contains(p.core_words, r.core_words) or self._contains(r.core_words, p.core_words):
+            return True
+        # Sites agree or are stated on one side only (a conflict was refused before): the
+        # rest must be the same words ("ependymoma of the filum terminale" / "... of the
+        # lumbar canal"); containment would let any infarct match a territorial one.
+        p_words, r_words = p.core_words - p.site_words, r.core_words - r.site_words
+        if p_words == r_words and self._contains(p_words, r_words):
             return True
         # One side names a known disease the other does not: compare with its aliases.
         for side, other in ((p, r), (r, p)):
@@ -682,7 +787,8 @@ class DiagnosisMatcher:
             return True, "normalized-equal"  # also "moya moya" = "moyamoya"
         if p.negated != r.negated:
             return False, "negation"
-        if group := qualifiers.conflict(p.qualifiers, r.qualifiers, self._qualifier_table):
+        ignore = ("grade",) if self._regraded_pair(p, r) else ()
+        if group := qualifiers.conflict(p.qualifiers, r.qualifiers, self._qualifier_table, ignore):
             return False, f"qualifier:{group}"
         verdict = self._decide_concepts(p, r)
         if verdict is not None:
@@ -708,9 +814,14 @@ class DiagnosisMatcher:
         whole = self.normalize(reference)
         if whole and self.normalize(predicted) == whole:
             return MatchDecision(True, "normalized-equal")
-        references = [self._analyse(t) for t in _reference_alternatives(reference)]
+        references = [
+            self._analyse(self._uninverted(t)) for t in _reference_alternatives(reference)
+        ]
         references += self._compound_parts(reference)
-        predictions = [self._analyse(t) for t in _prediction_alternatives(self._commit(predicted))]
+        predictions = [
+            self._analyse(self._uninverted(t))
+            for t in _prediction_alternatives(self._commit(predicted))
+        ]
         verdicts: list[tuple[bool | None, str]] = []
         for r in references:
             verdict: tuple[bool | None, str] = (None, "undecided")
@@ -735,17 +846,57 @@ class DiagnosisMatcher:
         return MatchDecision(best >= self.threshold, "embedding", round(best, 4))
 
     def _commit(self, predicted: str) -> str:
-        """The part of a prediction it commits to: "X rather than Y", "X; Y less likely"
-        and "X, less likely Y" commit to X."""
-        text = predicted.split(";", 1)[0]
+        """The part of a prediction it commits to: the diagnosis it favours ("X cannot be
+        excluded, but favour Y"), else the first named ("X rather than Y", "X; Y less
+        likely", "X, less likely Y", "X/Y", "X, Y")."""
+        text = self._favoured(predicted).split(";", 1)[0]
         found = self._cutoff_pattern.search(text) if self._cutoffs else None
-        if found is None or not text[: found.start()].strip(" ,.-"):
+        if found is not None and text[: found.start()].strip(" ,.-"):
+            head = text[: found.start()]
+            if text[found.end() :].strip(" ,.)"):
+                text = head  # "X rather than Y", "X, less likely Y"
+            else:  # "X, Y less likely": Y is the clause before the cutoff
+                comma = head.rfind(",")
+                text = head[:comma] if comma > 0 else head
+        return self._first_listed(_split_slash(text)[0])
+
+    def _favoured(self, text: str) -> str:
+        """What an explicit preference later in the text names ("..., but favour Y",
+        "X vs Y, most likely Y"); "X, favoured over Y" favours X. Only a named disease
+        counts: "meningioma, most likely atypical" stays whole."""
+        found = _FAVOUR.search(text)
+        if found is None:
             return text
-        head = text[: found.start()]
-        if text[found.end() :].strip(" ,.)"):
-            return head  # "X rather than Y", "X, less likely Y"
-        comma = head.rfind(",")  # "X, Y less likely": Y is the clause before the cutoff
-        return head[:comma] if comma > 0 else head
+        before = text[: found.start()].strip(" ,.;:-(")
+        after = text[found.end() :].strip(" ,.;:-)")
+        if before and re.match(r"over\b", after, re.IGNORECASE):
+            return before  # "X, favoured over Y"
+        if before and re.fullmatch(r"(?:the )?(?:latter|former)", after, re.IGNORECASE):
+            named = [a for a in _LISTED.split(before) if a.strip()]
+            after = named[-1] if "latter" in after.lower() else named[0]
+        after = re.split(r"\s+over\s+", after, maxsplit=1, flags=re.IGNORECASE)[0]
+        return after if self._names_disease(after) else text
+
+    def _first_listed(self, text: str) -> str:
+        """ "X, Y" where both name a disease lists alternatives: the first counts."""
+        head, comma, tail = text.partition(",")
+        if comma and self._names_disease(head) and self._names_disease(tail):
+            return head
+        return text
+
+    def _uninverted(self, text: str) -> str:
+        """An index-style title read in natural order ("Leukodystrophy, metachromatic" ->
+        "metachromatic leukodystrophy") when that order names a more specific disease."""
+        head, comma, tail = text.partition(",")
+        if not comma or "," in tail or not head.strip() or not 0 < len(tail.split()) <= 3:
+            return text
+        inverted = f"{tail.strip()} {head.strip()}"
+        before = {c for c, partial in self._analyse(text).core_concepts if not partial}
+        after = {c for c, partial in self._analyse(inverted).core_concepts if not partial}
+        return inverted if after - before else text
+
+    def _names_disease(self, text: str) -> bool:
+        return any(not partial for _, partial in self._analyse(text).core_concepts)
 
     def _compound_parts(self, reference: str) -> list[_Analysis]:
         """For "lesion in syndrome" titles, the syndrome (naming either one matches).
@@ -773,6 +924,10 @@ class DiagnosisMatcher:
 
 
 _PARENTHESIS = re.compile(r"[(\[]([^()\[\]]*)[)\]]")
+# What separates the diagnoses a prediction lists ("X vs Y", "X or Y", "X, Y").
+_LISTED = re.compile(r"\s+(?:vs\.?|versus|or)\s+|,|;|/", re.IGNORECASE)
+# Words that mark the diagnosis a prediction favours ("favour X", "X vs Y, most likely Y").
+_FAVOUR = re.compile(r"\b(?:favou?r(?:s|ed|ing)?|(?:most|more) likely)\b(?!\s+than)", re.IGNORECASE)
 
 
 def _strip_parentheses(text: str) -> str:
