@@ -180,6 +180,24 @@ def test_identity_hashes_the_tables(matcher: DiagnosisMatcher) -> None:
     )
 
 
+def test_the_tables_name_each_key_once() -> None:
+    # YAML keeps the last of two equal keys silently: a second entry would drop the
+    # first one's synonyms.
+    class CountingLoader(yaml.SafeLoader):
+        pass
+
+    repeated: list[str] = []
+
+    def mapping(loader, node, deep=False):
+        keys = [loader.construct_object(key, deep=deep) for key, _ in node.value]
+        repeated.extend(k for i, k in enumerate(keys) if k in keys[:i])
+        return yaml.SafeLoader.construct_mapping(loader, node, deep)
+
+    CountingLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, mapping)
+    yaml.load(DEFAULT_SYNONYMS.read_text(), CountingLoader)  # a SafeLoader subclass
+    assert repeated == []
+
+
 def _tables(tmp_path: Path, **changes) -> Path:
     tables = yaml.safe_load(DEFAULT_SYNONYMS.read_text())
     tables.update(changes)
