@@ -662,3 +662,49 @@ def test_eponyms_abbreviations_and_their_near_misses(matcher, predicted, referen
 )
 def test_spelling_prefixes_and_word_variants(matcher, predicted, reference):
     assert matcher.match(predicted, reference), matcher.explain(predicted, reference)
+
+
+@pytest.mark.parametrize(
+    ("predicted", "reference", "expected"),
+    [
+        # extra words that state no qualifier make another disease, not a subtype
+        ("Osteoma", "Osteoid osteoma", False),
+        ("Lymphocytic hypophysitis", "Granulomatous hypophysitis", False),
+        ("Primary CNS lymphoma", "Secondary CNS lymphoma", False),
+        # extra words that only state qualifiers are specificity
+        ("Haemangioendothelioma", "Haemangioendothelioma of the left parietal lobe", True),
+        ("Haemangioendothelioma", "Epithelioid haemangioendothelioma", False),  # unknown word
+        ("Perivascular spaces", "Dilated Virchow-Robin spaces", True),
+    ],
+)
+def test_word_containment_allows_only_qualifier_words(matcher, predicted, reference, expected):
+    assert matcher.match(predicted, reference) is expected, matcher.explain(predicted, reference)
+
+
+@pytest.mark.parametrize(
+    ("predicted", "reference", "expected"),
+    [
+        # a broad reference is matched by a member; a broad prediction matches none
+        ("Sandhoff disease", "GM2 gangliosidosis", True),
+        ("Adrenomyeloneuropathy", "Adrenoleukodystrophy", True),
+        ("Krabbe disease", "Leukodystrophy", True),
+        ("Leukodystrophy", "Krabbe disease", False),
+        ("Leukodystrophy", "Globoid-cell leukodystrophy of infancy", False),
+    ],
+)
+def test_a_broad_reference_is_matched_by_a_member(matcher, predicted, reference, expected):
+    assert matcher.match(predicted, reference) is expected, matcher.explain(predicted, reference)
+
+
+@pytest.mark.parametrize(
+    ("predicted", "reference"),
+    [
+        ("ATRT", "Atypical teratoid/rhabdoid tumour"),  # the slash inside one name
+        ("Recklinghausen disease", "Neurofibromatosis type 1"),  # eponym particle
+        ("Postinfectious encephalomyelitis", "Post-infectious encephalomyelitis"),
+        ("Sjogren syndrome with CNS involvement", "Sjogren syndrome, central nervous system"),
+        ("Heroin-induced leukoencephalopathy", "Heroin leukoencephalopathy"),
+    ],
+)
+def test_name_variants_of_prefixes_particles_and_slashes(matcher, predicted, reference):
+    assert matcher.match(predicted, reference), matcher.explain(predicted, reference)

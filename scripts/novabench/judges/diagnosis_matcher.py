@@ -121,6 +121,8 @@ def _raw_tokens(text: str) -> list[str]:
     # "non-aneurysmal" = "nonaneurysmal": one word, so the prefix cannot be read as a
     # negation of the whole diagnosis ("non-Hodgkin lymphoma" is a lymphoma).
     text = re.sub(r"\bnon[\s-]+(?=[a-z])", "non", text)
+    text = re.sub(r"\bpost-(?=[a-z])", "post", text)  # "post-infectious": no "post" clause
+    text = re.sub(r"\bcentral nervous system\b", "cns", text)
     # -ise/-isation spellings ("necrotising", "generalised"); applied to both texts alike.
     text = re.sub(r"(?<=[a-z]{3})is(ing|ation|ed)\b", r"iz\1", text)
     text = re.sub(r"(?<=[a-z])-(?=\d)", "", text)  # "NF-1" -> "nf1"
@@ -284,8 +286,10 @@ class _Analysis:
     core_words: frozenset[str]  # core tokens without generic modifiers
     negated: bool
     qualifiers: qualifiers.Qualifiers = field(default_factory=dict)
-    # The words that state a site qualifier (location, side, nerve, primary tumour).
+    # The words that state a site qualifier (location, side, nerve, primary tumour), and
+    # those that state any qualifier.
     site_words: frozenset[str] = frozenset()
+    qualifier_words: frozenset[str] = frozenset()
 
 
 @dataclass(frozen=True)
@@ -637,7 +641,7 @@ class DiagnosisMatcher:
         core_tokens = tokens[:core_end] if core_end > 0 else tokens
         words = frozenset(t for t in core_tokens if t not in self._generic_modifiers)
         qualifier_tokens = tokens[:qualifier_end] if core_end > 0 else tokens
-        stated, site_words = self._stated_qualifiers(tokens, qualifier_tokens)
+        stated, words_of = self._stated_qualifiers(tokens, qualifier_tokens)
         inherent = [self._concepts[cid].qualifiers for cid, partial in concepts if not partial]
         return _Analysis(
             text=" ".join(tokens),
@@ -646,7 +650,10 @@ class DiagnosisMatcher:
             core_words=words,
             negated=negated,
             qualifiers=qualifiers.with_inherent(stated, inherent),
-            site_words=site_words,
+            site_words=frozenset().union(
+                *(w for g, w in words_of.items() if g in qualifiers.SITE_GROUPS)
+            ),
+            qualifier_words=frozenset().union(*words_of.values()),
         )
 
     def _written_out(self, tokens: list[str]) -> list[str]:
@@ -677,16 +684,15 @@ class DiagnosisMatcher:
 
     def _stated_qualifiers(
         self, tokens: list[str], qualifier_tokens: list[str]
-    ) -> tuple[qualifiers.Qualifiers, frozenset[str]]:
+    ) -> tuple[qualifiers.Qualifiers, dict[str, frozenset[str]]]:
         """Qualifiers of the main part (whole text for the primary tumour and organism)
-        and the words of each site qualifier."""
+        and, per group, the words that state them."""
         table = self._qualifier_table
         stated, words = qualifiers.extract_with_words(qualifier_tokens, table)
         whole = qualifiers.extract(tokens, table) if qualifier_tokens != tokens else stated
         stated = {g: v for g, v in stated.items() if g not in qualifiers.WHOLE_TEXT_GROUPS}
         stated.update((g, whole[g]) for g in qualifiers.WHOLE_TEXT_GROUPS if g in whole)
-        sites = frozenset().union(*(w for g, w in words.items() if g in qualifiers.SITE_GROUPS))
-        return stated, sites
+        return stated, words
 
     def _clause_end(self, tokens: list[str], covered: list[bool], skip=()) -> int:
         """Where the first secondary clause starts (a connector outside a known name)."""
@@ -714,12 +720,16 @@ class DiagnosisMatcher:
         return analysis.text
 
     # ------------------------------------------------------------------ decisions
-    def _related(self, a: str, b: str) -> bool:
-        # A group name ("leukodystrophy") commits to no member, so it matches only itself.
+    def _related(self, pc: str, rc: str) -> bool:
+        """The predicted concept names the reference's: equal, narrower, or broader.
+
+        A predicted group name ("leukodystrophy") commits to no member, so it matches no
+        member; a group as the reference is matched by any member (specificity).
+        """
         return (
-            a == b
-            or (a in self._ancestors[b] and a not in self._groups)
-            or (b in self._ancestors[a] and b not in self._groups)
+            pc == rc
+            or rc in self._ancestors[pc]
+            or (pc in self._ancestors[rc] and pc not in self._groups)
         )
 
     def _decide_concepts(self, p: _Analysis, r: _Analysis) -> bool | None:
@@ -741,15 +751,24 @@ class DiagnosisMatcher:
                         return True
                     undecided = undecided or pc in self._ancestors[rc]
                 else:  # the reference is an unknown specialization of rc
-                    if pc == rc or pc in self._ancestors[rc]:
+                    if (pc == rc or pc in self._ancestors[rc]) and pc not in self._groups:
                         return True
                     undecided = undecided or rc in self._ancestors[pc]
         return None if undecided else False
 
-    def _contains(self, small: frozenset[str], big: frozenset[str]) -> bool:
-        # "Hodgkin lymphoma" is inside "non-Hodgkin lymphoma" but is not the same disease.
+    def _contains(
+        self, small: frozenset[str], big: frozenset[str], big_qualifiers: frozenset[str]
+    ) -> bool:
+        """``big`` names ``small`` more specifically: its extra words only state qualifiers
+        or are generic ("osteoid osteoma" is no osteoma, "convexity meningioma" is one)."""
         specific = small - self._generic_heads
-        return bool(specific) and small <= big and not (big - small) & self._negations
+        extra = big - small
+        return (
+            bool(specific)
+            and small <= big
+            and not extra & self._negations
+            and extra <= self._generic_heads | big_qualifiers
+        )
 
     def _regraded_pair(self, p: _Analysis, r: _Analysis) -> bool:
         """Both name a tumour whose grade changed between WHO editions: grades may differ."""
@@ -757,13 +776,16 @@ class DiagnosisMatcher:
         return bool(named[0] & named[1] & self._regraded)
 
     def _decide_words(self, p: _Analysis, r: _Analysis) -> bool | None:
-        if self._contains(p.core_words, r.core_words) or self._contains(r.core_words, p.core_words):
+        p_words, r_words = p.core_words, r.core_words
+        if self._contains(p_words, r_words, r.qualifier_words) or self._contains(
+            r_words, p_words, p.qualifier_words
+        ):
             return True
         # Sites agree or are stated on one side only (a conflict was refused before): the
         # rest must be the same words ("ependymoma of the filum terminale" / "... of the
         # lumbar canal"); containment would let any infarct match a territorial one.
         p_words, r_words = p.core_words - p.site_words, r.core_words - r.site_words
-        if p_words == r_words and self._contains(p_words, r_words):
+        if p_words == r_words and self._contains(p_words, r_words, frozenset()):
             return True
         # One side names a known disease the other does not: compare with its aliases.
         for side, other in ((p, r), (r, p)):
@@ -774,9 +796,9 @@ class DiagnosisMatcher:
                     continue
                 for alias in self._concepts[cid].aliases:
                     words = frozenset(alias.split()) - self._generic_modifiers
-                    if self._contains(words, other.core_words) or self._contains(
-                        other.core_words, words
-                    ):
+                    if self._contains(
+                        words, other.core_words, other.qualifier_words
+                    ) or self._contains(other.core_words, words, frozenset()):
                         return True
         return None
 
@@ -950,11 +972,16 @@ def _split_slash(text: str) -> list[str]:
 
 
 def _reference_alternatives(text: str) -> list[str]:
-    """The reference and its alternative names: parentheses, "A/B", "A or B", "A vs B"."""
+    """The reference and its alternative names: parentheses, "A/B", "A or B", "A vs B".
+
+    A slash may also join the words of one name ("tremor/ataxia syndrome"): each piece is
+    also read whole, the slash as a space.
+    """
     pieces = [_strip_parentheses(text), *_PARENTHESIS.findall(text)]
     out: list[str] = []
     for piece in pieces:
-        for part in _split_slash(piece):
+        parts = _split_slash(piece)
+        for part in [piece.replace("/", " "), *parts] if len(parts) > 1 else parts:
             for alt in re.split(r"\s+(?:or|vs\.?|versus)\s+|;", part, flags=re.IGNORECASE):
                 alt = alt.strip(" ,.-")
                 if alt and alt not in out:
