@@ -708,3 +708,23 @@ def test_a_broad_reference_is_matched_by_a_member(matcher, predicted, reference,
 )
 def test_name_variants_of_prefixes_particles_and_slashes(matcher, predicted, reference):
     assert matcher.match(predicted, reference), matcher.explain(predicted, reference)
+
+
+@pytest.mark.parametrize(
+    ("predicted", "reference", "expected"),
+    [
+        # roman numerals beyond four, and "V" only after a word that takes a number
+        ("MPS VI", "Maroteaux-Lamy syndrome", True),
+        ("Mucopolysaccharidosis type VII", "MPS 6", False),
+        (
+            "AVM, Spetzler-Martin grade V",
+            "Spetzler-Martin grade 5 arteriovenous malformation",
+            True,
+        ),
+        # an abbreviation with its type number attached
+        ("SCA-1", "Spinocerebellar ataxia type 1", True),
+        ("PCH2", "Pontocerebellar hypoplasia type 1", False),
+    ],
+)
+def test_numerals_and_numbered_abbreviations(matcher, predicted, reference, expected):
+    assert matcher.match(predicted, reference) is expected, matcher.explain(predicted, reference)

@@ -80,11 +80,14 @@ _SINGULAR_EXCEPTIONS = {
     "meninges": "meninx",
     "ganglia": "ganglion",
 }
-_ROMAN = {"ii": "2", "iii": "3", "iv": "4"}
+_ROMAN = {"ii": "2", "iii": "3", "iv": "4", "vi": "6", "vii": "7", "viii": "8"}
+# Numerals that are also letters or words: digits only after a word that takes a number.
+_ROMAN_AFTER_WORD = {"i": "1", "v": "5"}
 _ROMAN_ONE_AFTER = {"type", "grade", "chiari", "nf", "stage", "class", "who", "mps", "group"}
 # A roman numeral with a letter subtype: "IIb", "IIIa".
 _ROMAN_LETTERED = re.compile(r"(i|ii|iii|iv)([a-d])")
 _TYPE_NUMBER = re.compile(r"\d{1,2}[a-d]?")  # "2", "2b"
+_CODE_NUMBER = re.compile(r"([a-z]{2,4})(\d{1,2}[a-d]?)")  # "sca1", "pch2"
 # Words that end the name a leading "type N" belongs to ("type 1 NF with optic glioma").
 _CLAUSE_WORDS = {"with", "without", "in", "and", "or", "due", "secondary", "from", "after"}
 
@@ -155,8 +158,8 @@ def _roman(token: str, previous: str) -> str:
     """
     if token in _ROMAN:
         return _ROMAN[token]
-    if token == "i" and previous in _ROMAN_ONE_AFTER:
-        return "1"
+    if token in _ROMAN_AFTER_WORD and previous in _ROMAN_ONE_AFTER:
+        return _ROMAN_AFTER_WORD[token]
     lettered = _ROMAN_LETTERED.fullmatch(token)
     if lettered is None:
         return token
@@ -618,7 +621,7 @@ class DiagnosisMatcher:
         return out
 
     def _analyse_uncached(self, text: str) -> _Analysis:
-        tokens = self._written_out(self._clean_tokens(text))
+        tokens = self._written_out(self._split_codes(self._clean_tokens(text)))
         matches, covered = self._known_names(tokens)
         core_end = self._clause_end(tokens, covered)
         # Qualifiers also come from an "in" clause: "epilepsy in the left frontal lobe".
@@ -655,6 +658,19 @@ class DiagnosisMatcher:
             ),
             qualifier_words=frozenset().union(*words_of.values()),
         )
+
+    def _split_codes(self, tokens: list[str]) -> list[str]:
+        """A known abbreviation with its type number attached ("SCA1", "PCH-2") read as
+        the abbreviation and the number, unless the whole code is a known name ("NF1")."""
+        out: list[str] = []
+        for token in tokens:
+            code = _CODE_NUMBER.fullmatch(token)
+            known = self._alias_to_concept
+            if code and token not in known and code.group(1) in known:
+                out += list(code.groups())
+                continue
+            out.append(token)
+        return out
 
     def _written_out(self, tokens: list[str]) -> list[str]:
         """A whole text that is a known name but for word order and function words, as
