@@ -728,3 +728,19 @@ def test_name_variants_of_prefixes_particles_and_slashes(matcher, predicted, ref
 )
 def test_numerals_and_numbered_abbreviations(matcher, predicted, reference, expected):
     assert matcher.match(predicted, reference) is expected, matcher.explain(predicted, reference)
+
+
+@pytest.mark.parametrize(
+    ("predicted", "reference", "expected"),
+    [
+        # a cause written first is a cause, and two causes of one disease still match
+        ("Chemotherapy-induced PRES", "Hypertensive PRES", True),
+        ("Alcohol-related Wernicke encephalopathy", "Wernicke encephalopathy", True),
+        # deep against lobar haemorrhage; a site inside "deep"
+        ("Putaminal haemorrhage", "Basal ganglia haemorrhage", True),
+        ("Left thalamic haemorrhage", "Left deep intracerebral haemorrhage", True),
+        ("Lobar haemorrhage", "Thalamic haemorrhage", False),
+    ],
+)
+def test_causes_written_first_and_sites_of_haemorrhage(matcher, predicted, reference, expected):
+    assert matcher.match(predicted, reference) is expected, matcher.explain(predicted, reference)

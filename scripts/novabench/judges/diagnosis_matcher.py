@@ -87,6 +87,11 @@ _ROMAN_ONE_AFTER = {"type", "grade", "chiari", "nf", "stage", "class", "who", "m
 # A roman numeral with a letter subtype: "IIb", "IIIa".
 _ROMAN_LETTERED = re.compile(r"(i|ii|iii|iv)([a-d])")
 _TYPE_NUMBER = re.compile(r"\d{1,2}[a-d]?")  # "2", "2b"
+# "X-induced Y", "X-related Y": a cause written before the disease.
+_CAUSE_FIRST = re.compile(
+    r"^(?P<cause>[^,;()]+?)[- ](?:induced|related|associated)\s+(?!with\b|to\b)(?P<disease>.+)$",
+    re.IGNORECASE,
+)
 _CODE_NUMBER = re.compile(r"([a-z]{2,4})(\d{1,2}[a-d]?)")  # "sca1", "pch2"
 # Words that end the name a leading "type N" belongs to ("type 1 NF with optic glioma").
 _CLAUSE_WORDS = {"with", "without", "in", "and", "or", "due", "secondary", "from", "after"}
@@ -621,6 +626,7 @@ class DiagnosisMatcher:
         return out
 
     def _analyse_uncached(self, text: str) -> _Analysis:
+        text = self._cause_last(text)
         tokens = self._written_out(self._split_codes(self._clean_tokens(text)))
         matches, covered = self._known_names(tokens)
         core_end = self._clause_end(tokens, covered)
@@ -658,6 +664,15 @@ class DiagnosisMatcher:
             ),
             qualifier_words=frozenset().union(*words_of.values()),
         )
+
+    def _cause_last(self, text: str) -> str:
+        """ "Chemotherapy-induced PRES" read as "PRES due to chemotherapy": the cause
+        becomes a clause, so that two causes of one disease name one disease."""
+        found = _CAUSE_FIRST.match(text)
+        if found is None or " ".join(self._clean_tokens(text)) in self._alias_to_concept:
+            return text
+        disease = found["disease"]
+        return f"{disease} due to {found['cause']}" if self._names_disease(disease) else text
 
     def _split_codes(self, tokens: list[str]) -> list[str]:
         """A known abbreviation with its type number attached ("SCA1", "PCH-2") read as
