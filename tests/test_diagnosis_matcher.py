@@ -744,3 +744,18 @@ def test_numerals_and_numbered_abbreviations(matcher, predicted, reference, expe
 )
 def test_causes_written_first_and_sites_of_haemorrhage(matcher, predicted, reference, expected):
     assert matcher.match(predicted, reference) is expected, matcher.explain(predicted, reference)
+
+
+@pytest.mark.parametrize(
+    ("predicted", "reference"),
+    [
+        ("Progressive multifocal leuko-encephalopathy", "PML"),  # split word joined
+        ("Brain stem glioma", "Diffuse intrinsic pontine glioma"),
+        ("Meningiomata", "Multiple meningiomas"),  # Greek plural
+        ("Venous sinuses thrombosis", "Sinus thrombosis"),
+        ("CSF rhinorrhoea", "CSF rhinorrhea"),
+        ("Sjøgren syndrome", "Sjogren syndrome"),  # a letter Unicode does not decompose
+    ],
+)
+def test_split_words_plurals_and_letters(matcher, predicted, reference):
+    assert matcher.match(predicted, reference), matcher.explain(predicted, reference)

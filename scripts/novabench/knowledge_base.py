@@ -96,6 +96,8 @@ _BRITISH_TO_AMERICAN = (
     (re.compile(r"amoeb"), "ameb"),  # amoebic
     (re.compile(r"\boestr"), "estr"),
     (re.compile(r"(?<=[pn])oea\b"), "ea"),  # apnoea, dyspnoea
+    (re.compile(r"rrhoea"), "rrhea"),  # rhinorrhoea, otorrhoea
+    (re.compile(r"aesth"), "esth"),  # paraesthesia
     (re.compile(r"gynaec"), "gynec"),
 )
 

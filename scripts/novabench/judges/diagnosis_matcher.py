@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import itertools
 import os
 import re
 import unicodedata
@@ -79,7 +80,19 @@ _SINGULAR_EXCEPTIONS = {
     "vertebrae": "vertebra",
     "meninges": "meninx",
     "ganglia": "ganglion",
+    "sinuses": "sinus",
+    "plexuses": "plexus",
+    "viruses": "virus",
+    "foramina": "foramen",
+    "varices": "varix",
+    "thrombi": "thrombus",
+    "sulci": "sulcus",
+    "gyri": "gyrus",
 }
+# Letters that Unicode does not decompose into a base letter and a diacritic.
+_LETTERS = str.maketrans(
+    {"ø": "o", "Ø": "O", "æ": "ae", "Æ": "Ae", "œ": "oe", "Œ": "Oe", "ß": "ss", "ł": "l", "đ": "d"}
+)
 _ROMAN = {"ii": "2", "iii": "3", "iv": "4", "vi": "6", "vii": "7", "viii": "8"}
 # Numerals that are also letters or words: digits only after a word that takes a number.
 _ROMAN_AFTER_WORD = {"i": "1", "v": "5"}
@@ -108,6 +121,8 @@ def _singular(token: str) -> str:
         return _SINGULAR_EXCEPTIONS[token]
     if len(token) <= 4 or not token.isalpha():
         return token  # abbreviations such as "pres", "mets"
+    if token.endswith("omata"):
+        return token[:-2]  # Greek plurals: "meningiomata", "hamartomata"
     if token.endswith("ies"):
         return token[:-3] + "y"
     if token.endswith("sses"):
@@ -121,6 +136,7 @@ def _singular(token: str) -> str:
 
 def _raw_tokens(text: str) -> list[str]:
     """Lower-case, American, singular word tokens of ``text`` (nothing removed)."""
+    text = text.translate(_LETTERS)
     text = unicodedata.normalize("NFKD", text)
     text = "".join(ch for ch in text if not unicodedata.combining(ch))
     text = re.sub(r"['’]s\b", "", text)  # possessives: "Wilson's disease"
@@ -385,6 +401,13 @@ class DiagnosisMatcher:
         self._ancestors = {cid: self._closure(cid) for cid in self._concepts}
         self._max_alias_len = max(len(alias.split()) for alias in self._alias_to_concept)
         self._compact_aliases = self._compact_index()
+        self._vocabulary = frozenset(
+            {t for alias in self._alias_to_concept for t in alias.split()}
+            | {t for phrase in self._qualifier_table.phrases for t in phrase}
+        )
+        self._name_bigrams = frozenset(
+            pair for alias in self._alias_to_concept for pair in itertools.pairwise(alias.split())
+        )
         self._regraded = {self._lookup(n, path, "regraded") for n in tables.get("regraded") or []}
         return hashlib.sha256(raw).hexdigest()
 
@@ -627,7 +650,8 @@ class DiagnosisMatcher:
 
     def _analyse_uncached(self, text: str) -> _Analysis:
         text = self._cause_last(text)
-        tokens = self._written_out(self._split_codes(self._clean_tokens(text)))
+        tokens = self._clean_tokens(text)
+        tokens = self._written_out(self._split_codes(self._joined(tokens)))
         matches, covered = self._known_names(tokens)
         core_end = self._clause_end(tokens, covered)
         # Qualifiers also come from an "in" clause: "epilepsy in the left frontal lobe".
@@ -673,6 +697,18 @@ class DiagnosisMatcher:
             return text
         disease = found["disease"]
         return f"{disease} due to {found['cause']}" if self._names_disease(disease) else text
+
+    def _joined(self, tokens: list[str]) -> list[str]:
+        """Two words that are one known word when written together ("leuko-encephalopathy",
+        "brain stem"), joined, unless a known name has them as two words."""
+        out: list[str] = []
+        for token in tokens:
+            joined = out[-1] + token if out else ""
+            if joined in self._vocabulary and (out[-1], token) not in self._name_bigrams:
+                out[-1] = joined
+                continue
+            out.append(token)
+        return out
 
     def _split_codes(self, tokens: list[str]) -> list[str]:
         """A known abbreviation with its type number attached ("SCA1", "PCH-2") read as
