@@ -165,7 +165,7 @@ def test_canonical_label_merges_synonyms(matcher: DiagnosisMatcher) -> None:
     assert matcher.canonical_label("Likely glioblastoma multiforme") == "Glioblastoma"
     assert matcher.canonical_label("Cerebral abscesses") == "Brain abscess"
     # Unknown or qualified names stay as their normalized text.
-    assert matcher.canonical_label("Angiocentric glioma") == "angiocentric glioma"
+    assert matcher.canonical_label("Epithelioid glioma") == "epithelioid glioma"
 
 
 def test_identity_hashes_the_tables(matcher: DiagnosisMatcher) -> None:
@@ -178,6 +178,24 @@ def test_identity_hashes_the_tables(matcher: DiagnosisMatcher) -> None:
         identity["knowledge_base_sha256"]
         == hashlib.sha256(DEFAULT_KNOWLEDGE_BASE.read_bytes()).hexdigest()
     )
+
+
+def test_the_tables_name_each_key_once() -> None:
+    # YAML keeps the last of two equal keys silently: a second entry would drop the
+    # first one's synonyms.
+    class CountingLoader(yaml.SafeLoader):
+        pass
+
+    repeated: list[str] = []
+
+    def mapping(loader, node, deep=False):
+        keys = [loader.construct_object(key, deep=deep) for key, _ in node.value]
+        repeated.extend(k for i, k in enumerate(keys) if k in keys[:i])
+        return yaml.SafeLoader.construct_mapping(loader, node, deep)
+
+    CountingLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, mapping)
+    yaml.load(DEFAULT_SYNONYMS.read_text(), CountingLoader)  # a SafeLoader subclass
+    assert repeated == []
 
 
 def _tables(tmp_path: Path, **changes) -> Path:
@@ -269,27 +287,51 @@ UNDECIDED_DIFFERENT = [
 ]
 
 
+# Pairs of the lists above that later tables decide by rule (their names became known);
+# they stay in the lists because the threshold was chosen on their similarities.
+DECIDED_SINCE = {
+    ("acoustic neurinoma", "vestibular schwannoma"),
+    ("angiocentric glioma", "glioblastoma"),
+    ("astroblastoma", "astrocytoma"),
+    ("cerebral fat embolism", "cerebral air embolism"),
+    ("hepatic encephalopathy", "uremic encephalopathy"),
+    ("hemangioma of the skull", "hemangioblastoma"),
+    ("acute necrotizing encephalopathy", "acute disseminated encephalomyelitis"),
+    ("pituitary hyperplasia", "pituitary macroadenoma"),
+    ("papillary tumor of the pineal region", "pineocytoma"),
+    ("meningeal melanocytoma", "meningioma"),
+}
+
+
 def test_threshold_separates_the_hand_written_pairs(embedding_matcher: DiagnosisMatcher) -> None:
     assert embedding_matcher.threshold == DEFAULT_THRESHOLD
+    normalize = embedding_matcher.normalize
+
+    def similarity(pair: tuple[str, str]) -> float:
+        return embedding_matcher.similarity(normalize(pair[0]), normalize(pair[1]))
+
+    assert min(similarity(pair) for pair in UNDECIDED_SAME) >= DEFAULT_THRESHOLD
+    below = UNDECIDED_SAME_BELOW_THRESHOLD + UNDECIDED_DIFFERENT
+    assert max(similarity(pair) for pair in below) < DEFAULT_THRESHOLD
+
+
+def test_pairs_the_rules_leave_open_reach_the_embedding(embedding_matcher) -> None:
     for predicted, reference in UNDECIDED_SAME:
         decision = embedding_matcher.explain(predicted, reference)
         assert decision.rule == "embedding" and decision.matched, (predicted, decision)
-    for predicted, reference in UNDECIDED_SAME_BELOW_THRESHOLD + UNDECIDED_DIFFERENT:
-        decision = embedding_matcher.explain(predicted, reference)
-        assert decision.rule == "embedding" and not decision.matched, (predicted, decision)
-    highest_negative = max(
-        embedding_matcher.explain(p, r).similarity for p, r in UNDECIDED_DIFFERENT
-    )
-    assert highest_negative < DEFAULT_THRESHOLD
+    for pair in UNDECIDED_SAME_BELOW_THRESHOLD + UNDECIDED_DIFFERENT:
+        decision = embedding_matcher.explain(*pair)
+        if pair in DECIDED_SINCE:
+            same = pair in UNDECIDED_SAME_BELOW_THRESHOLD
+            assert decision.rule == "concept" and decision.matched is same, (pair, decision)
+        else:
+            assert decision.rule == "embedding" and not decision.matched, (pair, decision)
 
 
 def test_known_pairs_never_reach_the_embedding(embedding_matcher: DiagnosisMatcher) -> None:
     # Known-different concepts and negations are decided by the rules, whatever the
-    # embedding similarity ("Hodgkin" vs "non-Hodgkin lymphoma" has cosine 0.92). An
-    # unknown qualifier ("angiocentric glioma") is left to the embedding on purpose.
+    # embedding similarity ("Hodgkin" vs "non-Hodgkin lymphoma" has cosine 0.92).
     for predicted, reference in DIFFERENT:
-        if predicted == "Angiocentric glioma":
-            continue
         assert not embedding_matcher.match(predicted, reference), (predicted, reference)
         assert embedding_matcher.explain(predicted, reference).rule != "embedding"
 
@@ -426,3 +468,324 @@ def test_a_broken_ontology_table_names_its_regeneration(tmp_path):
     path.write_text("groups: [1, 2]\n")
     with pytest.raises(NovaError, match="regenerate it with scripts/tools/make_ontology"):
         DiagnosisMatcher(embedding_fallback=False, ontology_synonyms_path=path)
+
+
+# --- second tuning round: one test per class of error, in our own wording ----------------
+
+
+@pytest.mark.parametrize(
+    ("predicted", "reference", "expected"),
+    [
+        # "CNS WHO grade 3" (2021) and "WHO grade III" (2016) state the same grade
+        ("Oligodendroglioma, WHO grade III", "Oligodendroglioma, CNS WHO grade 3", True),
+        ("Oligodendroglioma, WHO grade II", "Oligodendroglioma, CNS WHO grade 3", False),
+        # a tumour regraded between editions: its two grades are no conflict
+        (
+            "Myxopapillary ependymoma (WHO grade I)",
+            "Myxopapillary ependymoma, CNS WHO grade 2",
+            True,
+        ),
+        ("Ependymoma, WHO grade II", "Ependymoma, CNS WHO grade 3", False),
+    ],
+)
+def test_who_editions_write_grades_differently(matcher, predicted, reference, expected):
+    assert matcher.match(predicted, reference) is expected, matcher.explain(predicted, reference)
+
+
+@pytest.mark.parametrize(
+    ("predicted", "reference", "expected"),
+    [
+        ("Type IIIb FCD", "Focal cortical dysplasia type IIIa", False),
+        ("FCD type 1", "FCD IIb", False),
+        ("Focal cortical dysplasia type II", "Focal cortical dysplasia type IIa", True),
+        ("PF-B ependymoma", "Posterior fossa ependymoma, group A", False),
+        ("Ependymoma", "Posterior fossa ependymoma, group B", True),
+    ],
+)
+def test_lettered_types_and_groups(matcher, predicted, reference, expected):
+    assert matcher.match(predicted, reference) is expected, matcher.explain(predicted, reference)
+
+
+@pytest.mark.parametrize(
+    ("predicted", "reference", "expected"),
+    [
+        ("Krabbe disease", "Leukodystrophy, globoid cell", True),
+        ("Leukodystrophy", "Leukodystrophy, globoid cell", False),  # the group, not Krabbe
+        ("Tuberous sclerosis complex", "Sclerosis, tuberous", True),
+        ("Acoustic neuroma", "Schwannoma, vestibular", True),
+        ("Trigeminal schwannoma", "Schwannoma, vestibular", False),
+        # the words of a known name in another order
+        ("IDH-mutant astrocytoma, grade 3", "Astrocytoma, IDH-mutant, CNS WHO grade 3", True),
+        # a written-out acronym without its function words
+        (
+            "Cerebral autosomal dominant arteriopathy, subcortical infarcts, leukoencephalopathy",
+            "CADASIL",
+            True,
+        ),
+        ("Myoclonic epilepsy and ragged red fibres", "MERRF", True),
+    ],
+)
+def test_word_order_and_function_words(matcher, predicted, reference, expected):
+    assert matcher.match(predicted, reference) is expected, matcher.explain(predicted, reference)
+
+
+@pytest.mark.parametrize(
+    ("predicted", "reference", "expected"),
+    [
+        ("Meningioma cannot be excluded, but favour solitary fibrous tumour", "SFT", True),
+        ("Meningioma cannot be excluded, but favour solitary fibrous tumour", "Meningioma", False),
+        ("Favour pilocytic astrocytoma over haemangioblastoma", "Hemangioblastoma", False),
+        ("Glioblastoma favoured over lymphoma", "Glioblastoma", True),
+        ("Haemangioblastoma vs pilocytic astrocytoma, favouring the latter", "JPA", True),
+        ("Meningioma, most likely atypical", "Atypical meningioma", True),
+        ("Glioblastoma, metastasis also possible", "Metastases", False),
+        ("Medulloblastoma, ependymoma", "Ependymoma", False),
+        ("Lymphoma/glioblastoma", "Glioblastoma", False),
+        ("Differential: lymphoma, glioblastoma", "Glioblastoma", False),
+    ],
+)
+def test_hedged_predictions_commit_to_the_first_or_favoured_diagnosis(
+    matcher, predicted, reference, expected
+):
+    assert matcher.match(predicted, reference) is expected, matcher.explain(predicted, reference)
+
+
+@pytest.mark.parametrize(
+    ("predicted", "reference", "expected"),
+    [
+        # a site inside the other, or on one side only: the disease words decide
+        (
+            "Epithelioid haemangioendothelioma of the thoracic spine",
+            "Epithelioid hemangioendothelioma of the spinal canal",
+            True,
+        ),
+        ("Ruptured aneurysm", "Left ICA terminus aneurysm", True),
+        (
+            "Border-zone infarct between the PCA and MCA territories",
+            "Posterior cerebral artery territory infarct",
+            False,
+        ),
+        # sites that do not overlap
+        ("Anterior communicating artery aneurysm", "Middle cerebral artery aneurysm", False),
+        ("Carotid body tumour", "Glomus jugulare", False),
+        ("Facial nerve schwannoma", "Vestibular schwannoma", False),
+        ("Calvarial meningioma", "Intraventricular meningioma", False),
+    ],
+)
+def test_sites_of_aneurysms_nerves_and_paragangliomas(matcher, predicted, reference, expected):
+    assert matcher.match(predicted, reference) is expected, matcher.explain(predicted, reference)
+
+
+@pytest.mark.parametrize(
+    ("predicted", "reference", "expected"),
+    [
+        ("Ependymoma, RELA fusion-positive", "Supratentorial ependymoma, ZFTA fusion", True),
+        ("Ependymoma, YAP1 fusion", "Supratentorial ependymoma, ZFTA fusion", False),
+        ("Medulloblastoma, SHH-activated", "Medulloblastoma, group 3", False),
+        ("Medulloblastoma", "Medulloblastoma, WNT-activated", True),
+        ("Diffuse midline glioma, H3 K27M-mutant", "Diffuse hemispheric glioma, H3 G34R", False),
+        ("Glioblastoma, IDH-wildtype", "Glioblastoma, IDH-mutant", False),
+        ("Sporadic CJD", "Variant CJD", False),
+    ],
+)
+def test_molecular_groups_and_forms_must_agree(matcher, predicted, reference, expected):
+    assert matcher.match(predicted, reference) is expected, matcher.explain(predicted, reference)
+
+
+@pytest.mark.parametrize(
+    ("predicted", "reference", "expected"),
+    [
+        ("Brain metastases from breast cancer", "Metastatic renal cell carcinoma", False),
+        ("Melanoma metastases", "Cerebral metastases from lung cancer", False),
+        ("Oesophageal carcinoma metastasis", "Esophageal cancer metastases", True),
+        ("Metastases", "Brain metastases from melanoma", True),
+        ("Pneumococcal meningitis", "Meningococcal meningitis", False),
+        ("Bacterial meningitis", "Meningitis due to Listeria", True),
+        ("Cryptococcal meningitis", "Meningitis due to Listeria", False),
+        ("Herpes zoster encephalitis", "Herpes simplex encephalitis", False),
+    ],
+)
+def test_primary_tumours_and_organisms_must_agree(matcher, predicted, reference, expected):
+    assert matcher.match(predicted, reference) is expected, matcher.explain(predicted, reference)
+
+
+@pytest.mark.parametrize(
+    ("predicted", "reference"),
+    [
+        ("Neurodegeneration with brain iron accumulation", "BPAN"),
+        ("Metabolic encephalopathy", "Uraemic encephalopathy"),
+        ("Opportunistic infection", "Cerebral toxoplasmosis"),
+        ("Brain tumour", "Glioblastoma"),
+        ("Spinal dysraphism", "Myelomeningocele"),
+    ],
+)
+def test_umbrella_terms_match_no_member(matcher, predicted, reference):
+    assert not matcher.match(predicted, reference), matcher.explain(predicted, reference)
+
+
+@pytest.mark.parametrize(
+    ("predicted", "reference", "expected"),
+    [
+        ("Forestier disease", "Diffuse idiopathic skeletal hyperostosis", True),
+        ("Louis-Bar syndrome", "Ataxia telangiectasia", True),
+        ("Trigonocephaly", "Metopic craniosynostosis", True),
+        ("Diastematomyelia", "Split cord malformation", True),
+        ("MVNT", "Multinodular and vacuolating neuronal tumour", True),
+        ("SDAVF", "Spinal dural arteriovenous fistula", True),
+        ("svPPA", "Semantic dementia", True),
+        ("bvFTD", "Semantic dementia", False),
+        ("Parkes Weber syndrome", "Weber syndrome", False),
+        ("Dejerine-Sottas disease", "Dejerine syndrome", False),
+        ("Goltz syndrome", "Gorlin syndrome", False),
+        ("Central pontine myelinolysis", "Extrapontine myelinolysis", False),
+        ("Anti-GABA-B receptor encephalitis", "Anti-LGI1 encephalitis", False),
+        ("Systemic sclerosis", "Multiple sclerosis", False),
+        ("Cerebral palsy", "Progressive supranuclear palsy", False),
+        # a grading scale's eponym names no disease
+        ("Miller Fisher syndrome", "Subarachnoid haemorrhage, modified Fisher grade 3", False),
+    ],
+)
+def test_eponyms_abbreviations_and_their_near_misses(matcher, predicted, reference, expected):
+    assert matcher.match(predicted, reference) is expected, matcher.explain(predicted, reference)
+
+
+@pytest.mark.parametrize(
+    ("predicted", "reference"),
+    [
+        ("Lumbar myelomeningocele", "Lumbar myelomeningocoele"),
+        ("Gorlin syndrome", "Naevoid basal cell carcinoma syndrome"),
+        ("Naegleria meningoencephalitis", "Primary amoebic meningoencephalitis"),
+        ("Left MCA infarction", "Left middle cerebral artery infarct"),
+        ("Subarachnoid haemorrhage", "Perimesencephalic non-aneurysmal subarachnoid haemorrhage"),
+        ("Louis-Bar syndrome", "Ataxia/telangiectasia"),  # a slash inside one name
+    ],
+)
+def test_spelling_prefixes_and_word_variants(matcher, predicted, reference):
+    assert matcher.match(predicted, reference), matcher.explain(predicted, reference)
+
+
+@pytest.mark.parametrize(
+    ("predicted", "reference", "expected"),
+    [
+        # extra words that state no qualifier make another disease, not a subtype
+        ("Osteoma", "Osteoid osteoma", False),
+        ("Lymphocytic hypophysitis", "Granulomatous hypophysitis", False),
+        ("Primary CNS lymphoma", "Secondary CNS lymphoma", False),
+        # extra words that only state qualifiers are specificity
+        ("Haemangioendothelioma", "Haemangioendothelioma of the left parietal lobe", True),
+        ("Haemangioendothelioma", "Epithelioid haemangioendothelioma", False),  # unknown word
+        ("Perivascular spaces", "Dilated Virchow-Robin spaces", True),
+    ],
+)
+def test_word_containment_allows_only_qualifier_words(matcher, predicted, reference, expected):
+    assert matcher.match(predicted, reference) is expected, matcher.explain(predicted, reference)
+
+
+@pytest.mark.parametrize(
+    ("predicted", "reference", "expected"),
+    [
+        # a broad reference is matched by a member; a broad prediction matches none
+        ("Sandhoff disease", "GM2 gangliosidosis", True),
+        ("Adrenomyeloneuropathy", "Adrenoleukodystrophy", True),
+        ("Krabbe disease", "Leukodystrophy", True),
+        ("Leukodystrophy", "Krabbe disease", False),
+        ("Leukodystrophy", "Globoid-cell leukodystrophy of infancy", False),
+    ],
+)
+def test_a_broad_reference_is_matched_by_a_member(matcher, predicted, reference, expected):
+    assert matcher.match(predicted, reference) is expected, matcher.explain(predicted, reference)
+
+
+@pytest.mark.parametrize(
+    ("predicted", "reference"),
+    [
+        ("ATRT", "Atypical teratoid/rhabdoid tumour"),  # the slash inside one name
+        ("Recklinghausen disease", "Neurofibromatosis type 1"),  # eponym particle
+        ("Postinfectious encephalomyelitis", "Post-infectious encephalomyelitis"),
+        ("Sjogren syndrome with CNS involvement", "Sjogren syndrome, central nervous system"),
+        ("Heroin-induced leukoencephalopathy", "Heroin leukoencephalopathy"),
+    ],
+)
+def test_name_variants_of_prefixes_particles_and_slashes(matcher, predicted, reference):
+    assert matcher.match(predicted, reference), matcher.explain(predicted, reference)
+
+
+@pytest.mark.parametrize(
+    ("predicted", "reference", "expected"),
+    [
+        # roman numerals beyond four, and "V" only after a word that takes a number
+        ("MPS VI", "Maroteaux-Lamy syndrome", True),
+        ("Mucopolysaccharidosis type VII", "MPS 6", False),
+        (
+            "AVM, Spetzler-Martin grade V",
+            "Spetzler-Martin grade 5 arteriovenous malformation",
+            True,
+        ),
+        # an abbreviation with its type number attached
+        ("SCA-1", "Spinocerebellar ataxia type 1", True),
+        ("PCH2", "Pontocerebellar hypoplasia type 1", False),
+    ],
+)
+def test_numerals_and_numbered_abbreviations(matcher, predicted, reference, expected):
+    assert matcher.match(predicted, reference) is expected, matcher.explain(predicted, reference)
+
+
+@pytest.mark.parametrize(
+    ("predicted", "reference", "expected"),
+    [
+        # a cause written first is a cause, and two causes of one disease still match
+        ("Chemotherapy-induced PRES", "Hypertensive PRES", True),
+        ("Alcohol-related Wernicke encephalopathy", "Wernicke encephalopathy", True),
+        # deep against lobar haemorrhage; a site inside "deep"
+        ("Putaminal haemorrhage", "Basal ganglia haemorrhage", True),
+        ("Left thalamic haemorrhage", "Left deep intracerebral haemorrhage", True),
+        ("Lobar haemorrhage", "Thalamic haemorrhage", False),
+    ],
+)
+def test_causes_written_first_and_sites_of_haemorrhage(matcher, predicted, reference, expected):
+    assert matcher.match(predicted, reference) is expected, matcher.explain(predicted, reference)
+
+
+@pytest.mark.parametrize(
+    ("predicted", "reference"),
+    [
+        ("Progressive multifocal leuko-encephalopathy", "PML"),  # split word joined
+        ("Brain stem glioma", "Diffuse intrinsic pontine glioma"),
+        ("Meningiomata", "Multiple meningiomas"),  # Greek plural
+        ("Venous sinuses thrombosis", "Sinus thrombosis"),
+        ("CSF rhinorrhoea", "CSF rhinorrhea"),
+        ("Sjøgren syndrome", "Sjogren syndrome"),  # a letter Unicode does not decompose
+    ],
+)
+def test_split_words_plurals_and_letters(matcher, predicted, reference):
+    assert matcher.match(predicted, reference), matcher.explain(predicted, reference)
+
+
+def test_no_known_name_holds_a_hedge_phrase(matcher) -> None:
+    # Hedges are dropped before names are looked up: a name holding one ("basilar
+    # impression") would be cut down to another name ("basilar").
+    tables = yaml.safe_load(DEFAULT_SYNONYMS.read_text())
+    names = [n for e in load_knowledge_base().entries for n in e.names]
+    names += [a for name, aliases in tables["concepts"].items() for a in [name, *aliases]]
+    hedges = [h.split() for h in tables["hedges"]]
+    cut = [
+        n
+        for n in names
+        if any(
+            h == n.lower().split()[i : i + len(h)] for h in hedges for i in range(len(n.split()))
+        )
+    ]
+    assert cut == []
+
+
+@pytest.mark.parametrize(
+    ("predicted", "reference", "expected"),
+    [
+        ("Posterior circulation stroke", "Anterior circulation infarct", False),
+        ("Posterior circulation infarct", "Left PICA territory infarct", True),
+        ("Olfactory groove meningioma", "Anterior cranial fossa meningioma", True),
+        ("Middle cranial fossa meningioma", "Olfactory groove meningioma", False),
+    ],
+)
+def test_arterial_circulations_and_cranial_fossae(matcher, predicted, reference, expected):
+    assert matcher.match(predicted, reference) is expected, matcher.explain(predicted, reference)

@@ -180,19 +180,33 @@ def test_report_runs_each_judge_on_the_tasks_it_judges(tmp_path):
     report = write_report(OFFLINE_JUDGES, FIXTURE, tmp_path / "r.json", tmp_path / "r.md")
     on_disk = json.loads((tmp_path / "r.json").read_text())
     assert on_disk == json.loads(json.dumps(report))
-    assert set(report["judges"]["matcher"]["tasks"]) == {"diagnosis"}
+    # Both diagnosis sets are measured, each in its own section.
+    assert set(report["judges"]["matcher"]["tasks"]) == {"diagnosis", "diagnosis-2"}
     assert set(report["judges"]["keywords"]["tasks"]) == {"captioning"}
     # The matcher decides every fixture pair as labelled.
     held = report["judges"]["matcher"]["tasks"]["diagnosis"]["heldout"]
     assert (held["accuracy"]["k"], held["accuracy"]["n"], held["errors"]) == (5, 5, [])
+    second = report["judges"]["matcher"]["tasks"]["diagnosis-2"]
+    assert (second["heldout"]["accuracy"]["k"], second["heldout"]["accuracy"]["n"]) == (4, 4)
+    assert (second["heldout"]["false_match"]["n"], second["heldout"]["missed"]["n"]) == (2, 2)
+    assert (second["tune"]["accuracy"]["k"], second["tune"]["accuracy"]["n"]) == (2, 2)
     sets = report["validation_sets"]
     assert (sets["diagnosis"]["heldout"], sets["diagnosis"]["tune"]) == (5, 3)
+    assert (sets["diagnosis-2"]["heldout"], sets["diagnosis-2"]["tune"]) == (4, 2)
+    assert sets["diagnosis-2"]["path"].endswith("diagnoses-2.jsonl")
     assert report["judges"]["matcher"]["identity"]["diagnosis"]["name"] == "diagnosis-matcher"
     md = (tmp_path / "r.md").read_text()
     assert "## Judge `matcher` (kind diagnosis-matcher)" in md
+    assert "### diagnosis (diagnoses.jsonl)" in md
     assert "#### Diagnosis, held-out half (n = 5)" in md
     assert "| accuracy | 100.0% | 5/5 | 56.6% to 100.0% |" in md
     assert "#### Diagnosis, tuning half (used to tune judges) (n = 3)" in md
+    assert "### diagnosis-2 (diagnoses-2.jsonl)" in md
+    assert "#### Diagnosis, second set, held-out half (n = 4)" in md
+    assert "#### Diagnosis, second set, tuning half (used to tune judges) (n = 2)" in md
+    # 4/4: Wilson interval by the formula, as in the first test.
+    low = wilson_by_formula(4, 4)[0]
+    assert f"| accuracy | 100.0% | 4/4 | {100 * low:.1f}% to 100.0% |" in md
 
 
 def test_a_missing_caption_set_is_one_line(tmp_path):
@@ -201,8 +215,11 @@ def test_a_missing_caption_set_is_one_line(tmp_path):
     (folder / "diagnoses.jsonl").write_text((FIXTURE / "diagnoses.jsonl").read_text())
     report = write_report(OFFLINE_JUDGES, folder, tmp_path / "r.json", tmp_path / "r.md")
     assert report["judges"]["keywords"]["tasks"] == {}
+    assert set(report["judges"]["matcher"]["tasks"]) == {"diagnosis"}
     md = (tmp_path / "r.md").read_text()
     assert f"- captioning: no validation set at {folder / 'captions.jsonl'}; not measured." in md
+    missing = folder / "diagnoses-2.jsonl"
+    assert f"- diagnosis-2: no validation set at {missing}; not measured." in md
 
 
 def llm_judge(base_url: str, key_env: str | None = None) -> dict:
@@ -230,11 +247,14 @@ def test_an_llm_judge_is_measured_through_its_endpoint(tmp_path):
     held = report["judges"]["gpt"]["tasks"]["diagnosis"]["heldout"]
     assert (held["false_match"]["k"], held["false_match"]["n"]) == (2, 2)
     assert (held["missed"]["k"], held["accuracy"]["k"]) == (0, 3)
+    second = report["judges"]["gpt"]["tasks"]["diagnosis-2"]["heldout"]
+    assert (second["false_match"]["k"], second["false_match"]["n"]) == (2, 2)
     # Held-out hand labels: 4 of the 6 captions are abnormal.
     captions = report["judges"]["gpt"]["tasks"]["captioning"]["heldout"]
     assert (captions["abnormal_accuracy"]["k"], captions["abnormal_accuracy"]["n"]) == (4, 6)
-    # One request per distinct diagnosis pair (8) and per distinct caption (10).
-    assert sent == 18
+    # One request per distinct diagnosis pair (8 + 6 of the second set) and per distinct
+    # caption (10).
+    assert sent == 24
 
 
 def test_an_llm_judge_without_its_key_is_skipped_with_one_line(tmp_path, monkeypatch):
@@ -242,7 +262,7 @@ def test_an_llm_judge_without_its_key_is_skipped_with_one_line(tmp_path, monkeyp
     judges = {"gpt": llm_judge("http://127.0.0.1:9/v1", "NOVABENCH_TEST_NO_SUCH_KEY")}
     report = write_report(judges, FIXTURE, tmp_path / "r.json", tmp_path / "r.md")
     skipped = report["judges"]["gpt"]["skipped"]
-    assert set(skipped) == {"diagnosis", "captioning"}
+    assert set(skipped) == {"diagnosis", "diagnosis-2", "captioning"}
     assert "NOVABENCH_TEST_NO_SUCH_KEY" in skipped["diagnosis"]
     assert "\n" not in skipped["diagnosis"]
     md = (tmp_path / "r.md").read_text()
@@ -261,6 +281,9 @@ def test_cli_judge_report_writes_both_files(tmp_path, capsys):
     assert main([*argv, "--out-dir", str(out)]) == 0
     printed = capsys.readouterr().out
     assert "matcher (diagnosis, held-out n=5): accuracy 5/5, false matches 0/2, missed 0/3" in (
+        printed
+    )
+    assert "matcher (diagnosis-2, held-out n=4): accuracy 4/4, false matches 0/2, missed 0/2" in (
         printed
     )
     assert json.loads((out / "report.json").read_text())["judges"]["matcher"]["kind"] == (

@@ -407,7 +407,7 @@ def _config_judges(config_path: Path) -> dict[str, Any]:
 
 def cmd_judge_report(args: argparse.Namespace) -> int:
     from novabench.io import resolve_path
-    from novabench.judges.validation import write_report
+    from novabench.judges.validation import SETS_BY_KEY, write_report
 
     out_dir = Path(args.out_dir)
     report = write_report(
@@ -421,9 +421,9 @@ def cmd_judge_report(args: argparse.Namespace) -> int:
     for name, entry in report["judges"].items():
         for task, reason in entry["skipped"].items():
             print(f"{name} ({task}): skipped, {reason}")
-        for task, splits in entry["tasks"].items():
+        for key, splits in entry["tasks"].items():
             held = splits["heldout"]
-            if task == "diagnosis":
+            if SETS_BY_KEY[key].task == "diagnosis":
                 line = (
                     f"accuracy {held['accuracy']['k']}/{held['accuracy']['n']}, false matches "
                     f"{held['false_match']['k']}/{held['false_match']['n']}, missed "
@@ -434,7 +434,7 @@ def cmd_judge_report(args: argparse.Namespace) -> int:
                 line = "Clinical F1 mean abs. difference " + (
                     "n/a" if mad is None else f"{mad:.1f}"
                 )
-            print(f"{name} ({task}, held-out n={held['n']}): {line}")
+            print(f"{name} ({key}, held-out n={held['n']}): {line}")
     print(f"wrote {out_dir / 'report.md'} and {out_dir / 'report.json'}")
     return 0
 
@@ -448,7 +448,7 @@ def _judge_report_parser(commands: Any) -> None:
         "--validation-dir",
         type=Path,
         default=Path("tests/data/judge_validation"),
-        help="folder with diagnoses.jsonl and captions.jsonl",
+        help="folder with diagnoses.jsonl, diagnoses-2.jsonl and captions.jsonl",
     )
     report.add_argument("--out-dir", type=Path, default=Path("results/judges"))
     report.add_argument("--cache-dir", type=Path, help="LLM judge answers (default: none)")

