@@ -1,0 +1,183 @@
+"""How fast to send requests to a service that throttles: an adaptive window with pacing.
+
+Providers cap requests (and tokens) per minute and answer ``429 Too Many Requests``, often
+with ``Retry-After``, beyond the cap. Rather than asking the user to guess a concurrency that
+stays under the quota, the client finds it, as TCP finds a link's capacity.
+:class:`AdaptiveWindow` holds the logic, driven by explicit events and times (so it is
+tested without clocks); :class:`Pacer` applies it to asyncio tasks.
+
+- The **window** is how many requests may be in flight; ``concurrency`` is its upper bound.
+  It grows by one per answer until the first throttling (slow start, doubling per
+  latency). A 429 cuts it to ``decrease`` times its size, at most once per window: a 429
+  for a request sent before the cut says nothing new, and only takes one place off (the
+  server took one request fewer); slow start then climbs back to the size of the cut. Past
+  it, the window grows by ``increase`` of itself per answer, so that returning to the quota
+  after a cut takes about as many answers (and costs about one rejection) at any quota.
+- Once throttled, sends are also **paced**: spaced evenly at window / smoothed latency per
+  second. Without pacing, requests sent together come back together and are re-sent
+  together, and a token-bucket quota rejects such bursts even when the mean rate fits.
+- ``Retry-After`` holds every new send until it has passed (a quota is per key, not per
+  request), and an optional ``requests_per_minute`` cap spaces sends at most that fast.
+
+Written here rather than taken from a library: the limiters on PyPI (aiolimiter,
+pyrate-limiter) enforce a known rate and none adapts to 429s; botocore's adaptive retry mode
+(the same idea, with a cubic increase) is bound to its own, thread-blocking client.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import math
+import time
+from collections.abc import Callable
+
+# Cut to this fraction of the window on throttling. Gentler than TCP's 0.5: a token-bucket
+# quota refills at a steady rate, so a deep cut only wastes the quota it leaves unused.
+DECREASE = 0.7
+# Growth per answer once throttled, as a share of the window: a cut is made good over about
+# 70 answers whatever the quota (TCP's one place per window is too fast for a quota of a few
+# requests per latency and too slow for hundreds). Each return above the quota costs about
+# one rejected request, so this keeps rejections to a few percent of the requests.
+INCREASE = 0.005
+# Weight of a new latency in the smoothed latency (TCP's SRTT uses 1/8).
+LATENCY_WEIGHT = 0.125
+# The smallest window: one send per 16 latencies. Below one, the window still paces (a free
+# tier may allow fewer requests per minute than one at a time would send).
+MIN_LIMIT = 1 / 16
+
+
+class AdaptiveWindow:
+    """Requests in flight and when the next may leave; all times in seconds from any origin."""
+
+    def __init__(
+        self,
+        start: float,
+        maximum: int,
+        *,
+        requests_per_second: float | None = None,
+        decrease: float = DECREASE,
+        increase: float = INCREASE,
+    ):
+        if maximum < 1 or not 0 < decrease < 1 or increase <= 0:
+            raise ValueError(
+                f"need maximum >= 1, 0 < decrease < 1, increase > 0; "
+                f"got {maximum}, {decrease}, {increase}"
+            )
+        if requests_per_second is not None and requests_per_second <= 0:
+            raise ValueError(f"requests_per_second must be positive, got {requests_per_second}")
+        self.maximum, self.decrease, self.increase = maximum, decrease, increase
+        self.limit = float(min(max(start, MIN_LIMIT), maximum))
+        self.threshold = float(maximum)  # slow start below it (TCP's ssthresh)
+        self.cap_interval = None if requests_per_second is None else 1.0 / requests_per_second
+        self.latency: float | None = None  # smoothed latency of answers
+        self.throttled_once = False
+        self.sent = self.cuts = self.throttles = 0
+        self._cut_at = 0  # the last ticket sent before the latest cut
+        self._last_send = -math.inf
+        self._hold_until = -math.inf
+
+    @property
+    def size(self) -> int:
+        """Requests that may be in flight."""
+        return min(self.maximum, math.ceil(self.limit))  # at least 1: limit > 0
+
+    @property
+    def interval(self) -> float:
+        """Seconds between sends: paced once throttled, and never under the cap's."""
+        paced = 0.0
+        if self.throttled_once and self.latency is not None:
+            paced = self.latency / self.limit
+        return max(paced, self.cap_interval or 0.0)
+
+    def wait(self, now: float) -> float:
+        """Seconds until the next send may leave (0: now), at today's pace and holds."""
+        return max(self._hold_until, self._last_send + self.interval, now) - now
+
+    def send(self, now: float) -> int:
+        """A send leaves now; its ticket orders it against the window's cuts."""
+        self.sent += 1
+        self._last_send = now
+        return self.sent
+
+    def answered(self, ticket: int, latency: float) -> None:
+        """A send got an answer (any that is not a throttling)."""
+        if self.latency is None:
+            self.latency = latency
+        else:
+            self.latency += LATENCY_WEIGHT * (latency - self.latency)
+        # Below the threshold (the size of the last cut): slow start, one place per answer.
+        step = 1.0 if self.limit < self.threshold else self.increase * self.limit
+        self.limit = min(float(self.maximum), self.limit + step)
+
+    def throttled(self, ticket: int, now: float, retry_after: float | None) -> bool:
+        """A send was throttled (429); True if that cut the window."""
+        self.throttles += 1
+        self.throttled_once = True
+        if retry_after is not None:
+            self._hold_until = max(self._hold_until, now + retry_after)
+        if ticket <= self._cut_at:
+            # Sent before the cut: one request more than the quota took, one place fewer
+            # (but not below one place: only a cut goes that low).
+            self.limit = max(min(self.limit, 1.0), self.limit - 1)
+            return False
+        self.limit = self.threshold = max(MIN_LIMIT, self.limit * self.decrease)
+        self._cut_at = self.sent
+        self.cuts += 1
+        return True
+
+
+class Pacer:
+    """Admits asyncio tasks to send under an :class:`AdaptiveWindow`, first come first
+    served. Call :meth:`release` once for every ticket :meth:`acquire` gave."""
+
+    def __init__(self, window: AdaptiveWindow, clock: Callable[[], float] = time.monotonic):
+        self.window, self.clock = window, clock
+        self.in_flight = 0
+        self._waiting: collections.deque[asyncio.Future[None]] = collections.deque()
+        self._turn = asyncio.Lock()
+
+    async def acquire(self) -> int:
+        """Wait for a place in the window, then for the send's turn; the send's ticket."""
+        if self._waiting or self.in_flight >= self.window.size:
+            place = asyncio.get_running_loop().create_future()
+            self._waiting.append(place)
+            try:
+                await place  # the place is handed over, already counted in flight
+            except asyncio.CancelledError:
+                if place.cancelled():
+                    self._waiting.remove(place)
+                else:
+                    self._leave()
+                raise
+        else:
+            self.in_flight += 1
+        try:
+            # One task at a time waits for the next send time, and looks again when it
+            # wakes: a cut or a Retry-After while it slept may have moved that time.
+            async with self._turn:
+                while (wait := self.window.wait(self.clock())) > 0:
+                    await asyncio.sleep(wait)
+                return self.window.send(self.clock())
+        except BaseException:
+            self._leave()
+            raise
+
+    def release(
+        self, ticket: int, *, latency: float | None, throttled: bool, retry_after: float | None
+    ) -> None:
+        """The send of ``ticket`` ended: answered (``latency`` known), throttled, or failed
+        otherwise (neither: a timeout or a server error says nothing about the quota)."""
+        if throttled:
+            self.window.throttled(ticket, self.clock(), retry_after)
+        elif latency is not None:
+            self.window.answered(ticket, latency)
+        self._leave()
+
+    def _leave(self) -> None:
+        self.in_flight -= 1
+        while self._waiting and self.in_flight < self.window.size:
+            place = self._waiting.popleft()
+            if not place.done():
+                self.in_flight += 1
+                place.set_result(None)
