@@ -79,6 +79,50 @@ def test_unreadable_entries_are_ignored_then_rewritten(tmp_path, garbage):
     assert cache.get(key)["response"] == {"raw": "ok"}
 
 
+def test_an_entry_whose_response_does_not_match_its_check_is_ignored(tmp_path):
+    # What a power loss can leave of an entry that was renamed before its data reached the
+    # disk: it must read as absent, never as an answer.
+    cache = ResponseCache(tmp_path)
+    key = request_key(REQUEST)
+    path = cache.put(key, {"raw": "no finding", "usage": None}, REQUEST)
+    entry = json.loads(path.read_text())
+    assert (
+        entry["check"]
+        == hashlib.sha256(
+            json.dumps(entry["response"], sort_keys=True, separators=(",", ":")).encode()
+        ).hexdigest()
+    )
+    entry["response"]["raw"] = "no findinf"
+    path.write_text(json.dumps(entry))
+    assert cache.get(key) is None
+    # Entries written before the check existed have none, and are still read.
+    del entry["check"]
+    path.write_text(json.dumps(entry))
+    assert cache.get(key)["response"]["raw"] == "no findinf"
+
+
+def test_put_flushes_nothing_and_sync_flushes_each_new_entry_and_folder_once(tmp_path, monkeypatch):
+    flushed: list[str] = []
+    real_fsync = os.fsync
+
+    def fsync(fd: int) -> None:
+        flushed.append(os.readlink(f"/proc/self/fd/{fd}"))
+        real_fsync(fd)
+
+    monkeypatch.setattr(os, "fsync", fsync)
+    cache = ResponseCache(tmp_path)
+    requests = [{**REQUEST, "prompt": str(i)} for i in range(5)]
+    paths = [cache.put(request_key(r), {"raw": "ok"}, r) for r in requests]
+    assert flushed == []  # a kill cannot lose these already: no disk flush per entry
+    assert cache.sync() == 5
+    folders = {str(p.parent) for p in paths}
+    assert sorted(flushed) == sorted([str(p) for p in paths] + list(folders))
+    flushed.clear()
+    assert cache.sync() == 0 and flushed == []
+    again = cache.put(request_key(requests[0]), {"raw": "ok"}, requests[0])
+    assert cache.sync() == 1 and sorted(flushed) == sorted([str(again), str(again.parent)])
+
+
 def test_keys_that_are_not_hashes_are_refused(tmp_path):
     cache = ResponseCache(tmp_path)
     for bad in ("../../etc/passwd", "AB" * 32, "ab" * 31):
@@ -113,6 +157,7 @@ i = 0
 while True:
     request = {"prompt": str(i)}
     cache.put(request_key(request), {"raw": str(i) * 20000}, request)
+    print(i, flush=True)  # acknowledged: the entry must survive the kill
     i += 1
 """
 
@@ -121,6 +166,7 @@ while True:
 def test_kill_9_mid_write_never_leaves_a_corrupt_entry(tmp_path, after_s):
     writer = subprocess.Popen(
         [sys.executable, "-c", WRITER, str(tmp_path), str(ROOT / "scripts")],
+        stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
     )
     deadline = time.monotonic() + 10
@@ -132,6 +178,12 @@ def test_kill_9_mid_write_never_leaves_a_corrupt_entry(tmp_path, after_s):
     assert writer.returncode == -signal.SIGKILL, writer.stderr.read()
 
     cache = ResponseCache(tmp_path)
+    acknowledged = writer.stdout.read().split()
+    assert acknowledged
+    for i in acknowledged:  # no fsync per entry, yet none of them is lost to the kill
+        assert (
+            cache.get(request_key({"prompt": i.decode()}))["response"]["raw"] == i.decode() * 20000
+        )
     entries = list(tmp_path.glob("??/*.json"))
     assert len(entries) >= 1
     for path in entries:
