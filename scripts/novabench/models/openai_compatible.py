@@ -27,6 +27,7 @@ import asyncio
 import base64
 import concurrent.futures
 import email.utils
+import functools
 import hashlib
 import json
 import logging
@@ -55,6 +56,8 @@ DUMMY_KEY = "EMPTY"
 RETRY_STATUSES = frozenset({408, 409, 429})
 # A Retry-After longer than this is not waited for in full (the attempt budget still applies).
 MAX_RETRY_AFTER_S = 600.0
+# How often new cache entries are flushed to disk (what a power loss may cost, at most).
+SYNC_EVERY_S = 1.0
 
 DEFAULTS: dict[str, Any] = {
     "temperature": 0.1,  # the paper's generation settings
@@ -137,6 +140,10 @@ def endpoint_address(base_url: str) -> tuple[str, int]:
     return parts.hostname or "", parts.port or (443 if parts.scheme == "https" else 80)
 
 
+# Stands for the image's data URL while the rest of a request is encoded (see body()).
+_IMAGE_SLOT = "\x00image\x00"
+
+
 @dataclass(frozen=True)
 class ChatRequest:
     """One chat-completions request, before it is sent."""
@@ -146,14 +153,21 @@ class ChatRequest:
     system_prompt: str | None
     image_png: bytes | None
 
-    def messages(self) -> list[dict[str, Any]]:
+    @functools.cached_property
+    def image_sha256(self) -> str | None:
+        """Hashed once: the cache key and the log line both need it."""
+        return None if self.image_png is None else _sha256(self.image_png)
+
+    def messages(self, image_url: str | None = None) -> list[dict[str, Any]]:
         messages: list[dict[str, Any]] = []
         if self.system_prompt:
             messages.append({"role": "system", "content": self.system_prompt})
         if self.image_png is None:
             messages.append({"role": "user", "content": self.prompt})
         else:
-            url = "data:image/png;base64," + base64.b64encode(self.image_png).decode("ascii")
+            url = image_url
+            if url is None:
+                url = "data:image/png;base64," + base64.b64encode(self.image_png).decode("ascii")
             messages.append(
                 {
                     "role": "user",
@@ -166,12 +180,31 @@ class ChatRequest:
             )
         return messages
 
+    def body(self, fields: dict[str, Any]) -> bytes:
+        """The JSON body: ``fields`` (model, generation settings) and the messages.
+
+        Encoded once per request and re-sent as is on retries. The image's base64 is spliced
+        into the encoded rest rather than passed through ``json.dumps``, which would scan its
+        ~200 KB for characters to escape (base64 has none): the client's main cost per
+        request, with the ``openai`` client's own walk over the body, which sending these
+        bytes as they are avoids.
+        """
+        if self.image_png is None:
+            return json.dumps({**fields, "messages": self.messages()}).encode()
+        text = json.dumps({**fields, "messages": self.messages(_IMAGE_SLOT)})
+        slot = json.dumps(_IMAGE_SLOT)
+        head, found, tail = text.partition(slot)
+        if not found or slot in tail:  # the slot's spelling also in a prompt: no shortcut
+            return json.dumps({**fields, "messages": self.messages()}).encode()
+        image = base64.b64encode(self.image_png)
+        return b"".join((head.encode(), b'"data:image/png;base64,', image, b'"', tail.encode()))
+
     def describe(self) -> str:
         """The request for a log line: no image bytes (their size and hash instead)."""
         image = (
             "none"
             if self.image_png is None
-            else f"png {len(self.image_png)} bytes sha256={_sha256(self.image_png)[:16]}"
+            else f"png {len(self.image_png)} bytes sha256={self.image_sha256[:16]}"
         )
         system = "none" if not self.system_prompt else f"{len(self.system_prompt)} chars"
         return f"{self.label}: image {image}, system prompt {system}, prompt {self.prompt!r}"
@@ -271,19 +304,17 @@ class Adapter(BaseAdapter):
             "generation": {k: self.config[k] for k in GENERATION_KEYS},
             "system_prompt": request.system_prompt,
             "prompt": request.prompt,
-            "image_sha256": None if request.image_png is None else _sha256(request.image_png),
+            "image_sha256": request.image_sha256,
         }
 
     async def run_requests(
         self, requests: Sequence[ChatRequest], progress: str | None = None
     ) -> list[Response]:
         """Answer every request: cache hits first, then the rest concurrently."""
-        import openai
-
         _quiet_http_loggers()
-        responses: list[Response | None] = [None] * len(requests)
         identities = [self.request_identity(r) for r in requests]
         keys = [request_key(i) for i in identities]
+        responses: list[Response | None] = [None] * len(requests)
         if self.cache is not None:
             self.cache.remove_stale_partials()
             for i, key in enumerate(keys):
@@ -292,45 +323,67 @@ class Adapter(BaseAdapter):
                     responses[i] = _from_cache(entry["response"])
         todo = [i for i, r in enumerate(responses) if r is None]
         meter = _Progress(len(requests), progress, cached=len(requests) - len(todo))
-        if todo:
-            key = _api_key(self.name, self.config)
-            log.info(
-                "%s: %d requests to %s (model %s), %d answered from the cache, concurrency %d",
-                self.name,
-                len(todo),
-                self.config["base_url"],
-                self.config["model"],
-                len(requests) - len(todo),
-                self.config["concurrency"],
-            )
-            client = openai.AsyncOpenAI(
-                api_key=key or DUMMY_KEY,
-                base_url=self.config["base_url"],
-                timeout=openai.Timeout(
-                    self.config["timeout_s"], connect=self.config["connect_timeout_s"]
-                ),
-                max_retries=0,  # retries are ours: counted, logged, bounded
-            )
-            gate = asyncio.Semaphore(self.config["concurrency"])
-
-            async def answer(i: int) -> None:
-                response = await self._send(client, gate, requests[i], key)
-                if response.error is None and self.cache is not None:
-                    # Off the event loop: an fsync must not stall the other requests.
-                    await asyncio.to_thread(
-                        self.cache.put, keys[i], _to_cache(response), identities[i]
-                    )
-                responses[i] = response
-                meter.update(response)
-
-            try:
-                async with client:
-                    await _all_or_none([answer(i) for i in todo])
-            finally:
-                meter.close()
-        else:
+        try:
+            if todo:
+                answers = await self._send_all(
+                    [requests[i] for i in todo], [(keys[i], identities[i]) for i in todo], meter
+                )
+                for i, answer in zip(todo, answers, strict=True):
+                    responses[i] = answer
+        finally:
             meter.close()
         return [r for r in responses if r is not None]
+
+    async def _send_all(
+        self,
+        requests: Sequence[ChatRequest],
+        keyed: Sequence[tuple[str, dict[str, Any]]],
+        meter: _Progress,
+    ) -> list[Response]:
+        """Send requests under one client, ``concurrency`` at a time; cache each answer."""
+        import openai
+
+        key = _api_key(self.name, self.config)
+        cache = self.cache
+        log.info(
+            "%s: %d requests to %s (model %s), %d answered from the cache, concurrency %d",
+            self.name,
+            len(requests),
+            self.config["base_url"],
+            self.config["model"],
+            meter.counts["cached"],
+            self.config["concurrency"],
+        )
+        gate = asyncio.Semaphore(self.config["concurrency"])
+        client = openai.AsyncOpenAI(
+            api_key=key or DUMMY_KEY,
+            base_url=self.config["base_url"],
+            timeout=openai.Timeout(
+                self.config["timeout_s"], connect=self.config["connect_timeout_s"]
+            ),
+            max_retries=0,  # retries are ours: counted, logged, bounded
+        )
+        answers: list[Response | None] = [None] * len(requests)
+
+        async def answer(j: int) -> None:
+            response = await self._send(client, gate, requests[j], key)
+            if response.error is None and cache is not None:
+                # No fsync per entry: a kill cannot lose it once put returns, and the periodic
+                # sync covers a power loss. Off the loop: creating a file can take
+                # milliseconds on a busy disk.
+                await asyncio.to_thread(cache.put, keyed[j][0], _to_cache(response), keyed[j][1])
+            answers[j] = response
+            meter.update(response)
+
+        syncer = None if cache is None else asyncio.create_task(_sync_every(cache, SYNC_EVERY_S))
+        try:
+            async with client:
+                await _all_or_none([answer(j) for j in range(len(requests))])
+        finally:
+            if syncer is not None:
+                syncer.cancel()
+                cache.sync()
+        return [a for a in answers if a is not None]
 
     async def _send(
         self, client: Any, gate: asyncio.Semaphore, request: ChatRequest, key: str | None
@@ -341,10 +394,11 @@ class Adapter(BaseAdapter):
         here and raises, failing the job rather than passing for the model's answer.
         """
         attempts = self.config["max_attempts"]
-        body: dict[str, Any] = {"model": self.config["model"], "messages": request.messages()}
+        fields: dict[str, Any] = {"model": self.config["model"]}
         for name in ("temperature", "max_tokens", "seed"):
             if self.config[name] is not None:
-                body[name] = self.config[name]
+                fields[name] = self.config[name]
+        body = request.body({**fields, **self.config["extra_body"]})
         for attempt in range(1, attempts + 1):
             async with gate:
                 self._log_request(request, attempt)
@@ -383,14 +437,17 @@ class Adapter(BaseAdapter):
                 request.describe(),
             )
 
-    async def _attempt(self, client: Any, body: dict[str, Any]) -> Response | _Failure:
+    async def _attempt(self, client: Any, body: bytes) -> Response | _Failure:
         """One send: the answer, or why the server did not give one."""
         import openai
+        from openai.types.chat import ChatCompletion
 
         started = time.perf_counter()
         try:
-            completion = await client.chat.completions.create(
-                **body, extra_body=self.config["extra_body"] or None
+            # The body goes as encoded bytes: the client's typed create() would walk and
+            # re-encode its ~200 KB on every send. Statuses and errors are the client's own.
+            completion = await client.post(
+                "/chat/completions", cast_to=ChatCompletion, content=body
             )
         except openai.APIStatusError as exc:
             return _status_failure(exc)
@@ -526,7 +583,9 @@ def _status_failure(exc: Any) -> _Failure:
         retryable = False  # a 429 that waiting does not cure
     message = re.sub(r"^Error code: \d+ - ", "", str(exc.message))
     return _Failure(
-        f"HTTP {status}: {_short(message)}", retryable, _retry_after(exc.response.headers)
+        f"HTTP {status}: {_short(message)}",
+        retryable,
+        _retry_after(exc.response.headers),
     )
 
 
@@ -555,6 +614,13 @@ def _response(completion: Any, latency_s: float) -> Response:
             if isinstance(v := getattr(completion.usage, k, None), int)
         }
     return Response(raw=raw, latency_s=latency_s, usage=usage or None)
+
+
+async def _sync_every(cache: ResponseCache, seconds: float) -> None:
+    """Flush new cache entries to disk in batches, off the event loop."""
+    while True:
+        await asyncio.sleep(seconds)
+        await asyncio.to_thread(cache.sync)
 
 
 def _to_cache(response: Response) -> dict[str, Any]:
@@ -631,7 +697,8 @@ class _Progress:
         self.done += 1
         if self.bar is None:
             return
-        self.bar.set_postfix(self.counts, refresh=False)
+        if not self.bar.disable:  # formatting the counts costs as much as a request's JSON
+            self.bar.set_postfix(self.counts, refresh=False)
         self.bar.update(1)
         if self.bar.disable and self.done / self.total >= self.next_log:
             log.info("%s: %d/%d answered %s", self.label, self.done, self.total, self.counts)
