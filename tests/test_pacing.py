@@ -12,21 +12,32 @@ import random
 
 import pytest
 
-from novabench.pacing import DECREASE, INCREASE, LATENCY_WEIGHT, MIN_LIMIT, AdaptiveWindow, Pacer
+from novabench.pacing import (
+    DECREASE,
+    INCREASE,
+    LATENCY_WEIGHT,
+    MIN_LIMIT,
+    SLOW_START_PACE,
+    AdaptiveWindow,
+    Pacer,
+)
 
 # --- the window's rules ---------------------------------------------------------------------
 
 
-def test_slow_start_adds_one_place_per_answer_up_to_the_maximum_without_pacing():
+def test_slow_start_adds_one_place_per_answer_up_to_the_maximum_paced_twice_as_fast():
     window = AdaptiveWindow(1, 5)
+    assert window.wait(0.0) == 0 and window.interval == 0  # no latency known: no pacing
     sizes = []
     for now in range(8):
-        assert window.wait(now) == 0  # never throttled: no pacing
+        assert window.wait(now) == 0  # a second apart: never waits
         ticket = window.send(now)
         window.answered(ticket, latency=0.5)
         sizes.append(window.size)
     assert sizes == [2, 3, 4, 5, 5, 5, 5, 5]
     assert window.sent == 8 and window.throttles == window.cuts == 0
+    # Paced at twice the window's rate: 5 per 0.5 s latency, so 20 sends a second.
+    assert window.interval == pytest.approx(0.5 / (SLOW_START_PACE * 5))
 
 
 def test_a_throttling_cuts_once_per_window_and_each_earlier_send_takes_one_place():
@@ -72,7 +83,7 @@ def test_once_throttled_sends_are_spaced_by_the_smoothed_latency_over_the_window
     for latency in latencies[1:]:
         smoothed += LATENCY_WEIGHT * (latency - smoothed)
     assert window.latency == pytest.approx(smoothed)
-    assert window.wait(10.0) == 0  # not throttled yet
+    assert window.interval == pytest.approx(smoothed / (SLOW_START_PACE * window.limit))
     window.throttled(window.send(10.0), now=10.0, retry_after=None)
     interval = smoothed / window.limit
     assert window.interval == pytest.approx(interval)
@@ -137,10 +148,13 @@ def test_impossible_settings_are_refused(settings, message):
 # --- convergence against a simulated quota (virtual time) -----------------------------------
 
 
-def simulate(rate: float, burst_s: float, start: int, n: int = 906, latency: float = 0.1):
+def simulate(
+    rate: float, burst_s: float, start: int, n: int = 906, latency: float = 0.1, jitter=0.2
+):
     """Drive an AdaptiveWindow (maximum 64) against a token bucket of ``rate`` requests per
     second holding ``burst_s`` seconds of quota, as the adapter does: a 429 comes back at
     once with the wait for the next token, and its request is sent again after that wait.
+    Latencies vary by ``jitter`` (0: answers to sends made together come back together).
     Returns (answers per second over the second half / rate, rejected share of sends)."""
     rng = random.Random(7)
     window = AdaptiveWindow(start, 64)
@@ -177,7 +191,7 @@ def simulate(rate: float, burst_s: float, start: int, n: int = 906, latency: flo
             tokens, filled_at = min(capacity, tokens + (now - filled_at) * rate), now
             if tokens >= 1:
                 tokens -= 1
-                took = latency * rng.uniform(0.8, 1.2)
+                took = latency * rng.uniform(1 - jitter, 1 + jitter)
                 heapq.heappush(events, (now + took, next(order), "answer", (*data, took)))
             else:
                 retry_after = (1 - tokens) / rate
@@ -203,17 +217,19 @@ def simulate(rate: float, burst_s: float, start: int, n: int = 906, latency: flo
 
 @pytest.mark.parametrize("rate", [50, 200])
 @pytest.mark.parametrize("start", [1, 64])
-def test_from_any_start_the_window_converges_on_the_quota_with_few_rejections(rate, start):
-    throughput, rejected = simulate(rate, burst_s=1.0, start=start)
+@pytest.mark.parametrize("jitter", [0.0, 0.2])
+def test_from_any_start_the_window_converges_on_the_quota_with_few_rejections(rate, start, jitter):
+    throughput, rejected = simulate(rate, burst_s=1.0, start=start, jitter=jitter)
     assert throughput >= 0.9
     assert rejected <= 0.05
 
 
 def test_a_quota_below_one_request_per_latency_is_mostly_used():
     # A free tier: 15 requests per minute, 3 s per answer. The window ends below one place,
-    # so it paces; the bucket holds one request, so it smooths nothing.
+    # so it paces; the bucket holds one request, so it smooths nothing. About 80% of the
+    # quota is used (each probe above it costs a rejection and a wait).
     throughput, rejected = simulate(0.25, burst_s=1.0, start=1, n=200, latency=3.0)
-    assert throughput >= 0.8 and rejected <= 0.05
+    assert throughput >= 0.75 and rejected <= 0.05
 
 
 # --- the asyncio pacer ------------------------------------------------------------------------

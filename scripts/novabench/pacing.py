@@ -13,9 +13,12 @@ tested without clocks); :class:`Pacer` applies it to asyncio tasks.
   server took one request fewer); slow start then climbs back to the size of the cut. Past
   it, the window grows by ``increase`` of itself per answer, so that returning to the quota
   after a cut takes about as many answers (and costs about one rejection) at any quota.
-- Once throttled, sends are also **paced**: spaced evenly at window / smoothed latency per
-  second. Without pacing, requests sent together come back together and are re-sent
-  together, and a token-bucket quota rejects such bursts even when the mean rate fits.
+- Sends are also **paced**: spaced evenly at window / smoothed latency per second once
+  throttled, and at twice that before (so that slow start, which doubles the window per
+  latency, spreads each doubling instead of sending it at once, and the first 429 stops it
+  after a few sends rather than a whole window). Without pacing, requests sent together
+  come back together and are re-sent together, and a token-bucket quota rejects such bursts
+  even when the mean rate fits.
 - ``Retry-After`` holds every new send until it has passed (a quota is per key, not per
   request), and an optional ``requests_per_minute`` cap spaces sends at most that fast.
 
@@ -42,6 +45,9 @@ DECREASE = 0.7
 INCREASE = 0.005
 # Weight of a new latency in the smoothed latency (TCP's SRTT uses 1/8).
 LATENCY_WEIGHT = 0.125
+# Before the first throttling, sends are paced this much faster than the window's rate: a
+# burst is spread (TCP paces slow start at twice its rate, too) but the window still binds.
+SLOW_START_PACE = 2.0
 # The smallest window: one send per 16 latencies. Below one, the window still paces (a free
 # tier may allow fewer requests per minute than one at a time would send).
 MIN_LIMIT = 1 / 16
@@ -84,10 +90,11 @@ class AdaptiveWindow:
 
     @property
     def interval(self) -> float:
-        """Seconds between sends: paced once throttled, and never under the cap's."""
+        """Seconds between sends (once a latency is known), and never under the cap's."""
         paced = 0.0
-        if self.throttled_once and self.latency is not None:
-            paced = self.latency / self.limit
+        if self.latency is not None:
+            gain = 1.0 if self.throttled_once else SLOW_START_PACE
+            paced = self.latency / (gain * self.limit)
         return max(paced, self.cap_interval or 0.0)
 
     def wait(self, now: float) -> float:
