@@ -18,6 +18,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -631,6 +632,62 @@ def test_complete_answers_free_prompts_in_order_with_bounded_concurrency(tmp_pat
         other = judge.complete("prompt 5")
         assert not other.cached and other.raw == "echo prompt 5 / None"
         assert len(server.requests) == 13
+
+
+# --- pacing: rate limits, the starting window, a known quota -------------------------------
+
+
+def test_a_throttled_job_slows_down_answers_everything_and_says_how_often(tmp_path, caplog):
+    # 40 requests a second with room for a burst of 4; the job starts with 16 in flight.
+    with FakeOpenAI(
+        lambda seen: Reply(f"echo {seen.prompt}"), latency_s=0.05, rate_limit=(40, 4)
+    ) as server:
+        client = Adapter("api", model(server, concurrency=16, max_attempts=10)["settings"])
+        prompts = [f"prompt {i}" for i in range(60)]
+        with caplog.at_level(logging.WARNING, logger="novabench.models.openai_compatible"):
+            answers = client.complete_many(prompts)
+        stats = server.bucket.stats()
+    assert [a.raw for a in answers] == [f"echo {p}" for p in prompts]
+    rejected = stats["rejected"]
+    # At least the first burst's excess: 16 sent at once, 4 tokens (and one more refilled).
+    assert stats["admitted"] == 60 and rejected >= 16 - 4 - 1
+    pacing = [r.getMessage() for r in caplog.records if "throttled" in r.getMessage()]
+    assert len(pacing) == 1
+    assert pacing[0].startswith(f"api: the server throttled {rejected} of {60 + rejected} sends")
+
+
+def test_the_window_starts_at_initial_concurrency_and_grows_to_concurrency():
+    lock = threading.Lock()
+    in_flight, peak, log = [0], [0], []
+
+    def script(seen):
+        with lock:
+            in_flight[0] += 1
+            peak[0] = max(peak[0], in_flight[0])
+            log.append(("start", seen.prompt))
+        time.sleep(0.05)
+        with lock:
+            in_flight[0] -= 1
+            log.append(("end", seen.prompt))
+        return Reply("ok")
+
+    with FakeOpenAI(script) as server:
+        settings = model(server, concurrency=4, initial_concurrency=1)["settings"]
+        Adapter("api", settings).complete_many([f"prompt {i}" for i in range(16)])
+    # One request alone, then one more per answer (slow start) up to the maximum.
+    assert log[:2] == [("start", "prompt 0"), ("end", "prompt 0")]
+    assert peak[0] == 4
+
+
+def test_requests_per_minute_spaces_the_sends():
+    with FakeOpenAI(lambda seen: Reply("ok")) as server:
+        settings = model(server, concurrency=8, requests_per_minute=600)["settings"]
+        started = time.monotonic()
+        Adapter("api", settings).complete_many([f"prompt {i}" for i in range(6)])
+        took = time.monotonic() - started
+    # 600 a minute: one send per 100 ms, so the sixth leaves 0.5 s after the first, where
+    # eight at once would all be answered at once (a lower bound: a busy machine only adds).
+    assert len(server.requests) == 6 and took >= 0.5
 
 
 # --- checks before any job ------------------------------------------------------------------

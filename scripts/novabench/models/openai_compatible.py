@@ -15,7 +15,10 @@ Robust enough to run overnight against a paid API:
   (the client's own retries are off so the count is ours); other statuses (400, 401, 404...)
   are not; a request that still fails becomes a Response with ``error`` (record status
   ``error``), and the job carries on; any other exception is a bug and fails the job;
-- ``concurrency`` requests in flight per job (an asyncio semaphore); Snakemake's
+- at most ``concurrency`` requests in flight per job, fewer while the server throttles: a
+  429 shrinks the window of requests in flight and paces the sends, answers grow it back
+  (:mod:`novabench.pacing`), so the job finds the provider's quota by itself;
+  ``requests_per_minute`` caps the rate when the quota is known; Snakemake's
   ``api_<provider>`` resource caps jobs per provider across the whole run;
 - the API key is read from the environment variable named by ``api_key_env`` and never
   written anywhere: not in settings, logs, errors, the cache or the predictions.
@@ -47,6 +50,7 @@ from novabench.cache import ResponseCache, request_key
 from novabench.errors import NovaError, settings_error
 from novabench.models.base import Adapter as BaseAdapter
 from novabench.models.base import Response, Sample
+from novabench.pacing import AdaptiveWindow, Pacer
 
 log = logging.getLogger(__name__)
 
@@ -66,6 +70,8 @@ DEFAULTS: dict[str, Any] = {
     "extra_body": {},
     "system_prompt": None,
     "concurrency": 8,
+    "initial_concurrency": None,
+    "requests_per_minute": None,
     "timeout_s": 120.0,
     "connect_timeout_s": 5.0,
     "max_attempts": 6,
@@ -94,6 +100,8 @@ SETTINGS_SCHEMA: dict[str, Any] = {
         "extra_body": {"type": "object"},
         "system_prompt": {"type": ["string", "null"]},
         "concurrency": {"type": "integer", "minimum": 1, "maximum": 1024},
+        "initial_concurrency": {"type": ["integer", "null"], "minimum": 1, "maximum": 1024},
+        "requests_per_minute": {"type": ["number", "null"], "exclusiveMinimum": 0},
         "timeout_s": _POSITIVE,
         "connect_timeout_s": _POSITIVE,
         "max_attempts": {"type": "integer", "minimum": 1, "maximum": 100},
@@ -310,7 +318,7 @@ class Adapter(BaseAdapter):
     async def run_requests(
         self, requests: Sequence[ChatRequest], progress: str | None = None
     ) -> list[Response]:
-        """Answer every request: cache hits first, then the rest concurrently."""
+        """Answer every request: cache hits first, then the rest, paced."""
         _quiet_http_loggers()
         identities = [self.request_identity(r) for r in requests]
         keys = [request_key(i) for i in identities]
@@ -340,21 +348,27 @@ class Adapter(BaseAdapter):
         keyed: Sequence[tuple[str, dict[str, Any]]],
         meter: _Progress,
     ) -> list[Response]:
-        """Send requests under one client, ``concurrency`` at a time; cache each answer."""
+        """Send requests under one client and one pacer; cache each answer."""
         import openai
 
         key = _api_key(self.name, self.config)
         cache = self.cache
+        window = self._window()
         log.info(
-            "%s: %d requests to %s (model %s), %d answered from the cache, concurrency %d",
+            "%s: %d requests to %s (model %s), %d answered from the cache, "
+            "concurrency up to %d (starting at %d)%s",
             self.name,
             len(requests),
             self.config["base_url"],
             self.config["model"],
             meter.counts["cached"],
-            self.config["concurrency"],
+            window.maximum,
+            window.size,
+            ""
+            if window.cap_interval is None
+            else f", at most {self.config['requests_per_minute']}/min",
         )
-        gate = asyncio.Semaphore(self.config["concurrency"])
+        pacer = Pacer(window)
         client = openai.AsyncOpenAI(
             api_key=key or DUMMY_KEY,
             base_url=self.config["base_url"],
@@ -366,7 +380,7 @@ class Adapter(BaseAdapter):
         answers: list[Response | None] = [None] * len(requests)
 
         async def answer(j: int) -> None:
-            response = await self._send(client, gate, requests[j], key)
+            response = await self._send(client, pacer, requests[j], key)
             if response.error is None and cache is not None:
                 # No fsync per entry: a kill cannot lose it once put returns, and the periodic
                 # sync covers a power loss. Off the loop: creating a file can take
@@ -383,12 +397,22 @@ class Adapter(BaseAdapter):
             if syncer is not None:
                 syncer.cancel()
                 cache.sync()
+        _log_pacing(self.name, window)
         return [a for a in answers if a is not None]
 
+    def _window(self) -> AdaptiveWindow:
+        rpm = self.config["requests_per_minute"]
+        start = self.config["initial_concurrency"] or self.config["concurrency"]
+        return AdaptiveWindow(
+            min(start, self.config["concurrency"]),
+            self.config["concurrency"],
+            requests_per_second=None if rpm is None else rpm / 60,
+        )
+
     async def _send(
-        self, client: Any, gate: asyncio.Semaphore, request: ChatRequest, key: str | None
+        self, client: Any, pacer: Pacer, request: ChatRequest, key: str | None
     ) -> Response:
-        """Send one request with bounded, jittered retries.
+        """Send one request with bounded, jittered retries, when the pacer lets it.
 
         API and transport faults become a Response with ``error``; anything else is a bug
         here and raises, failing the job rather than passing for the model's answer.
@@ -400,9 +424,13 @@ class Adapter(BaseAdapter):
                 fields[name] = self.config[name]
         body = request.body({**fields, **self.config["extra_body"]})
         for attempt in range(1, attempts + 1):
-            async with gate:
+            ticket = await pacer.acquire()
+            outcome: Response | _Failure | None = None
+            try:
                 self._log_request(request, attempt)
                 outcome = await self._attempt(client, body)
+            finally:
+                pacer.release(ticket, **_pacing_signal(outcome))
             if isinstance(outcome, Response):
                 return outcome
             reason = _redact(outcome.reason, key)
@@ -573,6 +601,7 @@ class _Failure:
     reason: str
     retryable: bool
     retry_after: float | None = None
+    throttled: bool = False  # a rate limit (429) that waiting cures: the pacer slows down
 
 
 def _status_failure(exc: Any) -> _Failure:
@@ -586,6 +615,7 @@ def _status_failure(exc: Any) -> _Failure:
         f"HTTP {status}: {_short(message)}",
         retryable,
         _retry_after(exc.response.headers),
+        throttled=retryable and status == 429,
     )
 
 
@@ -614,6 +644,29 @@ def _response(completion: Any, latency_s: float) -> Response:
             if isinstance(v := getattr(completion.usage, k, None), int)
         }
     return Response(raw=raw, latency_s=latency_s, usage=usage or None)
+
+
+def _pacing_signal(outcome: Response | _Failure | None) -> dict[str, Any]:
+    """What one send's outcome tells the pacer (None: the send raised, a bug)."""
+    if isinstance(outcome, Response):
+        return {"latency": outcome.latency_s, "throttled": False, "retry_after": None}
+    throttled = isinstance(outcome, _Failure) and outcome.throttled
+    retry_after = outcome.retry_after if throttled else None
+    return {"latency": None, "throttled": throttled, "retry_after": retry_after}
+
+
+def _log_pacing(name: str, window: AdaptiveWindow) -> None:
+    if window.throttles:
+        log.warning(
+            "%s: the server throttled %d of %d sends (429); the window settled at %.1f "
+            "requests in flight (of %d), %d cut(s)",
+            name,
+            window.throttles,
+            window.sent,
+            window.limit,
+            window.maximum,
+            window.cuts,
+        )
 
 
 async def _sync_every(cache: ResponseCache, seconds: float) -> None:
