@@ -29,6 +29,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import concurrent.futures
+import dataclasses
 import email.utils
 import functools
 import hashlib
@@ -318,7 +319,7 @@ class Adapter(BaseAdapter):
     async def run_requests(
         self, requests: Sequence[ChatRequest], progress: str | None = None
     ) -> list[Response]:
-        """Answer every request: cache hits first, then the rest, paced."""
+        """Answer every request: cache hits first, then each distinct request once, paced."""
         _quiet_http_loggers()
         identities = [self.request_identity(r) for r in requests]
         keys = [request_key(i) for i in identities]
@@ -329,15 +330,27 @@ class Adapter(BaseAdapter):
                 entry = self.cache.get(key)
                 if entry is not None:
                     responses[i] = _from_cache(entry["response"])
-        todo = [i for i, r in enumerate(responses) if r is None]
-        meter = _Progress(len(requests), progress, cached=len(requests) - len(todo))
+        # Identical requests (one key) are sent once; the others reuse the answer.
+        copies: dict[str, list[int]] = {}
+        for i, response in enumerate(responses):
+            if response is None:
+                copies.setdefault(keys[i], []).append(i)
+        meter = _Progress(
+            len(requests), progress, cached=len(requests) - sum(map(len, copies.values()))
+        )
         try:
-            if todo:
+            if copies:
+                firsts = [indices[0] for indices in copies.values()]
                 answers = await self._send_all(
-                    [requests[i] for i in todo], [(keys[i], identities[i]) for i in todo], meter
+                    [requests[i] for i in firsts],
+                    [(keys[i], identities[i]) for i in firsts],
+                    meter,
                 )
-                for i, answer in zip(todo, answers, strict=True):
-                    responses[i] = answer
+                for indices, answer in zip(copies.values(), answers, strict=True):
+                    responses[indices[0]] = answer
+                    for i in indices[1:]:
+                        responses[i] = _reused(answer)
+                        meter.update(responses[i])
         finally:
             meter.close()
         return [r for r in responses if r is not None]
@@ -348,7 +361,7 @@ class Adapter(BaseAdapter):
         keyed: Sequence[tuple[str, dict[str, Any]]],
         meter: _Progress,
     ) -> list[Response]:
-        """Send requests under one client and one pacer; cache each answer."""
+        """Send distinct requests under one client and one pacer; cache each answer."""
         import openai
 
         key = _api_key(self.name, self.config)
@@ -490,9 +503,13 @@ class Adapter(BaseAdapter):
         except openai.APIResponseValidationError as exc:
             return _Failure(f"malformed answer: {_short(exc.message)}", True)
         try:
-            return _response(completion, time.perf_counter() - started)
+            response = _response(completion, time.perf_counter() - started)
         except MalformedAnswer as exc:
             return _Failure(f"malformed answer: {exc}", retryable=True)
+        if _blank(completion):
+            # Nothing to parse and nothing refused: a glitch to retry, never to cache.
+            return _Failure("malformed answer: empty content and no refusal", retryable=True)
+        return response
 
     def _backoff(self, attempt: int, retry_after: float | None) -> float:
         """Full-jitter exponential backoff; a server's Retry-After is a lower bound."""
@@ -646,6 +663,20 @@ def _response(completion: Any, latency_s: float) -> Response:
     return Response(raw=raw, latency_s=latency_s, usage=usage or None)
 
 
+def _blank(completion: Any) -> bool:
+    """Neither text (only white space, if any) nor a refusal in a checked chat completion."""
+    message = completion.choices[0].message
+    content = message.content or ""
+    refusal = getattr(message, "refusal", None)
+    return not content.strip() and not (isinstance(refusal, str) and refusal.strip())
+
+
+def _reused(response: Response) -> Response:
+    """The answer of an identical request, for another record: like a cached one, it was
+    not sent again (a failure stays a failure)."""
+    return dataclasses.replace(response, cached=response.error is None)
+
+
 def _pacing_signal(outcome: Response | _Failure | None) -> dict[str, Any]:
     """What one send's outcome tells the pacer (None: the send raised, a bug)."""
     if isinstance(outcome, Response):
@@ -746,7 +777,7 @@ class _Progress:
             self.bar.set_postfix(self.counts, refresh=False)
 
     def update(self, response: Response) -> None:
-        self.counts["errors" if response.error else "ok"] += 1
+        self.counts["errors" if response.error else "cached" if response.cached else "ok"] += 1
         self.done += 1
         if self.bar is None:
             return
