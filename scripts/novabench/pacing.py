@@ -10,15 +10,17 @@ tested without clocks); :class:`Pacer` applies it to asyncio tasks.
   It grows by one per answer until the first throttling (slow start, doubling per
   latency). A 429 cuts it to ``decrease`` times its size, at most once per window: a 429
   for a request sent before the cut says nothing new, and only takes one place off (the
-  server took one request fewer); slow start then climbs back to the size of the cut. Past
-  it, the window grows by ``increase`` of itself per answer, so that returning to the quota
-  after a cut takes about as many answers (and costs about one rejection) at any quota.
+  server took one request fewer); slow start then climbs back to the size of the cut. From
+  there the window grows by ``increase`` of a place per answer, which is 2% per latency at
+  any size, until it passes the size it was cut at; past that, slow start again (the quota
+  held there last time, so room above it is new: another job finished, the quota grew).
 - Sends are also **paced**: spaced evenly at window / smoothed latency per second once
-  throttled, and at twice that before (so that slow start, which doubles the window per
-  latency, spreads each doubling instead of sending it at once, and the first 429 stops it
-  after a few sends rather than a whole window). Without pacing, requests sent together
-  come back together and are re-sent together, and a token-bucket quota rejects such bursts
-  even when the mean rate fits.
+  throttled, and at four times that before. Without pacing, requests sent together come
+  back together and are sent again together: a token-bucket quota rejects such bursts even
+  when the mean rate fits, and a whole window (or slow start's doubling of it) is on the wire
+  before the first 429 comes back. Spread over a quarter of a latency, the first 429 stops
+  a burst after a few sends, while the window, not the pace, still bounds an unthrottled
+  job's rate.
 - ``Retry-After`` holds every new send until it has passed (a quota is per key, not per
   request), and an optional ``requests_per_minute`` cap spaces sends at most that fast.
 
@@ -38,16 +40,20 @@ from collections.abc import Callable
 # Cut to this fraction of the window on throttling. Gentler than TCP's 0.5: a token-bucket
 # quota refills at a steady rate, so a deep cut only wastes the quota it leaves unused.
 DECREASE = 0.7
-# Growth per answer once throttled, as a share of the window: a cut is made good over about
-# 70 answers whatever the quota (TCP's one place per window is too fast for a quota of a few
-# requests per latency and too slow for hundreds). Each return above the quota costs about
-# one rejected request, so this keeps rejections to a few percent of the requests.
-INCREASE = 0.005
+# Growth in places per answer once throttled: a window of W places gets W answers per
+# latency, so it grows by 2% per latency whatever its size, and a cut is made good in about
+# 18 latencies. Each return to the quota costs about one rejected request, so rejections stay
+# at a few percent of the requests for a job alone. Not TCP's one place per window (too fast
+# for a quota of a few requests per latency, too slow for hundreds), and not a share of the
+# window per answer either: then a job sending more grows faster, and of several jobs on one
+# quota the smaller ones starve. Growing at the same relative pace, while the job sending
+# most is the one throttled most, none does.
+INCREASE = 0.02
 # Weight of a new latency in the smoothed latency (TCP's SRTT uses 1/8).
 LATENCY_WEIGHT = 0.125
 # Before the first throttling, sends are paced this much faster than the window's rate: a
-# burst is spread (TCP paces slow start at twice its rate, too) but the window still binds.
-SLOW_START_PACE = 2.0
+# burst is spread (TCP paces slow start at twice its rate) but the window still binds.
+UNTHROTTLED_PACE = 4.0
 # The smallest window: one send per 16 latencies. Below one, the window still paces (a free
 # tier may allow fewer requests per minute than one at a time would send).
 MIN_LIMIT = 1 / 16
@@ -75,6 +81,7 @@ class AdaptiveWindow:
         self.maximum, self.decrease, self.increase = maximum, decrease, increase
         self.limit = float(min(max(start, MIN_LIMIT), maximum))
         self.threshold = float(maximum)  # slow start below it (TCP's ssthresh)
+        self.peak = math.inf  # the window when it was last cut
         self.cap_interval = None if requests_per_second is None else 1.0 / requests_per_second
         self.latency: float | None = None  # smoothed latency of answers
         self.throttled_once = False
@@ -93,7 +100,7 @@ class AdaptiveWindow:
         """Seconds between sends (once a latency is known), and never under the cap's."""
         paced = 0.0
         if self.latency is not None:
-            gain = 1.0 if self.throttled_once else SLOW_START_PACE
+            gain = 1.0 if self.throttled_once else UNTHROTTLED_PACE
             paced = self.latency / (gain * self.limit)
         return max(paced, self.cap_interval or 0.0)
 
@@ -113,9 +120,11 @@ class AdaptiveWindow:
             self.latency = latency
         else:
             self.latency += LATENCY_WEIGHT * (latency - self.latency)
-        # Below the threshold (the size of the last cut): slow start, one place per answer.
-        step = 1.0 if self.limit < self.threshold else self.increase * self.limit
-        self.limit = min(float(self.maximum), self.limit + step)
+        # Slow start (one place per answer) below the threshold (the size of the last cut),
+        # and again past the size the last cut was made at: the quota held there then, so
+        # above it there is new room (another job finished, the quota grew) to find fast.
+        fast = self.limit < self.threshold or self.limit >= self.peak
+        self.limit = min(float(self.maximum), self.limit + (1.0 if fast else self.increase))
 
     def throttled(self, ticket: int, now: float, retry_after: float | None) -> bool:
         """A send was throttled (429); True if that cut the window."""
@@ -128,6 +137,7 @@ class AdaptiveWindow:
             # (but not below one place: only a cut goes that low).
             self.limit = max(min(self.limit, 1.0), self.limit - 1)
             return False
+        self.peak = self.limit
         self.limit = self.threshold = max(MIN_LIMIT, self.limit * self.decrease)
         self._cut_at = self.sent
         self.cuts += 1
