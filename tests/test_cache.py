@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from novabench.cache import ResponseCache, request_key
+from novabench.cache import CacheWriter, ResponseCache, request_key
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -101,15 +101,21 @@ def test_an_entry_whose_response_does_not_match_its_check_is_ignored(tmp_path):
     assert cache.get(key)["response"]["raw"] == "no findinf"
 
 
-def test_put_flushes_nothing_and_sync_flushes_each_new_entry_and_folder_once(tmp_path, monkeypatch):
-    flushed: list[str] = []
+@pytest.fixture
+def flushed(monkeypatch) -> list[str]:
+    """The paths (files and folders) fsynced during the test, in any thread."""
+    paths: list[str] = []
     real_fsync = os.fsync
 
     def fsync(fd: int) -> None:
-        flushed.append(os.readlink(f"/proc/self/fd/{fd}"))
+        paths.append(os.readlink(f"/proc/self/fd/{fd}"))
         real_fsync(fd)
 
     monkeypatch.setattr(os, "fsync", fsync)
+    return paths
+
+
+def test_put_flushes_nothing_and_sync_flushes_each_new_entry_and_folder_once(tmp_path, flushed):
     cache = ResponseCache(tmp_path)
     requests = [{**REQUEST, "prompt": str(i)} for i in range(5)]
     paths = [cache.put(request_key(r), {"raw": "ok"}, r) for r in requests]
@@ -121,6 +127,35 @@ def test_put_flushes_nothing_and_sync_flushes_each_new_entry_and_folder_once(tmp
     assert cache.sync() == 0 and flushed == []
     again = cache.put(request_key(requests[0]), {"raw": "ok"}, requests[0])
     assert cache.sync() == 1 and sorted(flushed) == sorted([str(again), str(again.parent)])
+
+
+def test_the_writer_thread_writes_every_entry_and_flushes_them_when_closed(tmp_path, flushed):
+    cache = ResponseCache(tmp_path)
+    writer = CacheWriter(cache, sync_every_s=3600)  # no periodic sync in this test
+    requests = [{**REQUEST, "prompt": str(i)} for i in range(20)]
+    for request in requests:
+        writer.put(request_key(request), {"raw": request["prompt"]}, request)
+    writer.close()
+    paths = [cache.path(request_key(r)) for r in requests]
+    assert [cache.get(request_key(r))["response"]["raw"] for r in requests] == [
+        r["prompt"] for r in requests
+    ]
+    assert sorted(flushed) == sorted(
+        [str(p) for p in paths] + [str(p) for p in {p.parent for p in paths}]
+    )
+
+
+def test_an_error_in_the_writer_thread_is_raised_in_the_caller(tmp_path, monkeypatch):
+    def full(self, key, response, request):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(ResponseCache, "put", full)
+    writer = CacheWriter(ResponseCache(tmp_path))
+    writer.put(request_key(REQUEST), {"raw": "ok"}, REQUEST)
+    with pytest.raises(OSError, match="No space left on device"):
+        writer.close()
+    with pytest.raises(OSError, match="No space left on device"):  # and by any later put
+        writer.put(request_key(REQUEST), {"raw": "ok"}, REQUEST)
 
 
 def test_keys_that_are_not_hashes_are_refused(tmp_path):
@@ -151,7 +186,7 @@ def test_concurrent_writers_of_one_key_leave_a_complete_entry(tmp_path):
 WRITER = """
 import sys
 sys.path.insert(0, sys.argv[2])
-from novabench.cache import ResponseCache, request_key
+from novabench.cache import CacheWriter, ResponseCache, request_key
 cache = ResponseCache(sys.argv[1])
 i = 0
 while True:

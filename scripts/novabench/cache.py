@@ -37,6 +37,7 @@ import hashlib
 import json
 import logging
 import os
+import queue
 import tempfile
 import threading
 import time
@@ -155,6 +156,55 @@ class ResponseCache:
                     tmp.unlink()
                     removed += 1
         return removed
+
+
+class CacheWriter:
+    """Writes entries from a background thread, so that an event loop sending requests never
+    waits on the disk, and syncs them every ``sync_every_s`` seconds and when closed.
+
+    An entry is safe from a process kill once the thread has written it, normally within a
+    millisecond of :meth:`put`; until then its answer is as good as still in flight (a
+    re-run sends that request again). An error in the thread (a bug, a full disk) is raised
+    by the next :meth:`put` and by :meth:`close`: nothing is dropped quietly.
+    """
+
+    def __init__(self, cache: ResponseCache, sync_every_s: float = 1.0):
+        self.cache, self.sync_every_s = cache, sync_every_s
+        self.error: BaseException | None = None
+        self._queue: queue.SimpleQueue = queue.SimpleQueue()
+        self._thread = threading.Thread(target=self._run, name="cache writer", daemon=True)
+        self._thread.start()
+
+    def put(self, key: str, response: dict[str, Any], request: dict[str, Any]) -> None:
+        if self.error is not None:
+            raise self.error
+        self._queue.put((key, response, request))
+
+    def close(self) -> None:
+        """Write what is queued, sync, stop; raise the thread's error if it had one."""
+        self._queue.put(None)
+        self._thread.join()
+        if self.error is not None:
+            raise self.error
+
+    def _run(self) -> None:
+        next_sync = time.monotonic() + self.sync_every_s
+        try:
+            while True:
+                try:
+                    item = self._queue.get(timeout=max(0.0, next_sync - time.monotonic()))
+                except queue.Empty:
+                    item = ()
+                if item is None:
+                    self.cache.sync()
+                    return
+                if item:
+                    self.cache.put(*item)
+                if time.monotonic() >= next_sync:
+                    self.cache.sync()
+                    next_sync = time.monotonic() + self.sync_every_s
+        except BaseException as exc:  # raised in the caller's thread by put() and close()
+            self.error = exc
 
 
 def _write_atomically(path: Path, data: bytes) -> None:

@@ -7,9 +7,10 @@ and :meth:`Adapter.complete_many` answer free prompts outside a prediction job.
 
 Robust enough to run overnight against a paid API:
 
-- every successful answer goes into a content-addressed cache (:mod:`novabench.cache`)
-  before anything else happens, so a killed job resumes without re-sending a request that
-  already succeeded; failures are never cached;
+- every successful answer goes into a content-addressed cache (:mod:`novabench.cache`) as
+  soon as it arrives (written by a thread, flushed to disk in batches), so a killed job
+  resumes without re-sending a request that already succeeded; failures are never cached;
+  identical requests in one job are sent once;
 - 429, 408/409, 5xx, timeouts, connection errors and malformed answers are retried with
   exponential backoff and full jitter, honouring ``Retry-After``, up to ``max_attempts`` sends
   (the client's own retries are off so the count is ours); other statuses (400, 401, 404...)
@@ -29,6 +30,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import concurrent.futures
+import contextlib
 import dataclasses
 import email.utils
 import functools
@@ -41,13 +43,13 @@ import re
 import socket
 import sys
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
 from urllib.parse import urlsplit
 
-from novabench.cache import ResponseCache, request_key
+from novabench.cache import CacheWriter, ResponseCache, request_key
 from novabench.errors import NovaError, settings_error
 from novabench.models.base import Adapter as BaseAdapter
 from novabench.models.base import Response, Sample
@@ -282,7 +284,7 @@ class Adapter(BaseAdapter):
             ChatRequest(s.filename, s.prompt, self.config["system_prompt"], s.image_png)
             for s in samples
         ]
-        yield from _run_sync(self.run_requests(requests, progress=f"{self.name}"))
+        yield from self._answer(requests, progress=f"{self.name}")
 
     def complete(
         self, prompt: str, system_prompt: str | None = None, image_png: bytes | None = None
@@ -303,7 +305,7 @@ class Adapter(BaseAdapter):
             ChatRequest(f"prompt {i}", p, system, img)
             for i, (p, img) in enumerate(zip(prompts, images, strict=True))
         ]
-        return _run_sync(self.run_requests(requests, progress=None))
+        return self._answer(requests, progress=None)
 
     def request_identity(self, request: ChatRequest) -> dict[str, Any]:
         """The cache key's content: everything that determines the answer, no secrets."""
@@ -316,10 +318,8 @@ class Adapter(BaseAdapter):
             "image_sha256": request.image_sha256,
         }
 
-    async def run_requests(
-        self, requests: Sequence[ChatRequest], progress: str | None = None
-    ) -> list[Response]:
-        """Answer every request: cache hits first, then each distinct request once, paced."""
+    def _answer(self, requests: Sequence[ChatRequest], progress: str | None) -> list[Response]:
+        """Answer every request: cache hits first, then each distinct request once."""
         _quiet_http_loggers()
         identities = [self.request_identity(r) for r in requests]
         keys = [request_key(i) for i in identities]
@@ -341,7 +341,7 @@ class Adapter(BaseAdapter):
         try:
             if copies:
                 firsts = [indices[0] for indices in copies.values()]
-                answers = await self._send_all(
+                answers = self._send_distinct(
                     [requests[i] for i in firsts],
                     [(keys[i], identities[i]) for i in firsts],
                     meter,
@@ -355,18 +355,14 @@ class Adapter(BaseAdapter):
             meter.close()
         return [r for r in responses if r is not None]
 
-    async def _send_all(
+    def _send_distinct(
         self,
         requests: Sequence[ChatRequest],
         keyed: Sequence[tuple[str, dict[str, Any]]],
         meter: _Progress,
     ) -> list[Response]:
-        """Send distinct requests under one client and one pacer; cache each answer."""
-        import openai
-
-        key = _api_key(self.name, self.config)
-        cache = self.cache
-        window = self._window()
+        """Send the requests that need an answer; Responses in request order."""
+        rpm = self.config["requests_per_minute"]
         log.info(
             "%s: %d requests to %s (model %s), %d answered from the cache, "
             "concurrency up to %d (starting at %d)%s",
@@ -375,12 +371,30 @@ class Adapter(BaseAdapter):
             self.config["base_url"],
             self.config["model"],
             meter.counts["cached"],
-            window.maximum,
-            window.size,
-            ""
-            if window.cap_interval is None
-            else f", at most {self.config['requests_per_minute']}/min",
+            self.config["concurrency"],
+            self.config["initial_concurrency"] or self.config["concurrency"],
+            "" if rpm is None else f", at most {rpm}/min",
         )
+        answers: list[Response | None] = [None] * len(requests)
+
+        def record(j: int, response: Response) -> None:
+            answers[j] = response
+            meter.update(response)
+
+        _run_sync(self._send_all(requests, keyed, record))
+        return [a for a in answers if a is not None]
+
+    async def _send_all(
+        self,
+        requests: Sequence[ChatRequest],
+        keyed: Sequence[tuple[str, dict[str, Any]]],
+        record: Callable[[int, Response], None],
+    ) -> None:
+        """Send requests under one client and one pacer; cache each answer, then record it."""
+        import openai
+
+        key = _api_key(self.name, self.config)
+        window = self._window()
         pacer = Pacer(window)
         client = openai.AsyncOpenAI(
             api_key=key or DUMMY_KEY,
@@ -390,28 +404,27 @@ class Adapter(BaseAdapter):
             ),
             max_retries=0,  # retries are ours: counted, logged, bounded
         )
-        answers: list[Response | None] = [None] * len(requests)
+        # Entries are written by a thread (the loop never waits on the disk) without an fsync
+        # each, and flushed in batches every second and at the end (see novabench.cache).
+        writer = None if self.cache is None else CacheWriter(self.cache, SYNC_EVERY_S)
 
         async def answer(j: int) -> None:
             response = await self._send(client, pacer, requests[j], key)
-            if response.error is None and cache is not None:
-                # No fsync per entry: a kill cannot lose it once put returns, and the periodic
-                # sync covers a power loss. Off the loop: creating a file can take
-                # milliseconds on a busy disk.
-                await asyncio.to_thread(cache.put, keyed[j][0], _to_cache(response), keyed[j][1])
-            answers[j] = response
-            meter.update(response)
+            if response.error is None and writer is not None:
+                writer.put(keyed[j][0], _to_cache(response), keyed[j][1])
+            record(j, response)
 
-        syncer = None if cache is None else asyncio.create_task(_sync_every(cache, SYNC_EVERY_S))
         try:
             async with client:
                 await _all_or_none([answer(j) for j in range(len(requests))])
-        finally:
-            if syncer is not None:
-                syncer.cancel()
-                cache.sync()
+        except BaseException:
+            if writer is not None:
+                with contextlib.suppress(Exception):  # the first error is the one to see
+                    writer.close()
+            raise
+        if writer is not None:
+            writer.close()
         _log_pacing(self.name, window)
-        return [a for a in answers if a is not None]
 
     def _window(self) -> AdaptiveWindow:
         rpm = self.config["requests_per_minute"]
@@ -435,11 +448,14 @@ class Adapter(BaseAdapter):
         for name in ("temperature", "max_tokens", "seed"):
             if self.config[name] is not None:
                 fields[name] = self.config[name]
-        body = request.body({**fields, **self.config["extra_body"]})
+        body: bytes | None = None
         for attempt in range(1, attempts + 1):
             ticket = await pacer.acquire()
             outcome: Response | _Failure | None = None
             try:
+                # Encoded once, when its turn comes: encoding every request of the job up
+                # front would hold the first sends back and all the bodies in memory.
+                body = body or request.body({**fields, **self.config["extra_body"]})
                 self._log_request(request, attempt)
                 outcome = await self._attempt(client, body)
             finally:
@@ -698,13 +714,6 @@ def _log_pacing(name: str, window: AdaptiveWindow) -> None:
             window.maximum,
             window.cuts,
         )
-
-
-async def _sync_every(cache: ResponseCache, seconds: float) -> None:
-    """Flush new cache entries to disk in batches, off the event loop."""
-    while True:
-        await asyncio.sleep(seconds)
-        await asyncio.to_thread(cache.sync)
 
 
 def _to_cache(response: Response) -> dict[str, Any]:
