@@ -12,8 +12,9 @@ tested without clocks); :class:`Pacer` applies it to asyncio tasks.
   for a request sent before the cut says nothing new, and only takes one place off (the
   server took one request fewer); slow start then climbs back to the size of the cut. From
   there the window grows by ``increase`` of a place per answer, which is 2% per latency at
-  any size, until it passes the size it was cut at; past that, slow start again (the quota
-  held there last time, so room above it is new: another job finished, the quota grew).
+  any size, until it is back at the size it was cut at; then slow start again (the quota
+  that refused that size has taken it this time: there may be new room, another job having
+  finished or the quota grown, and it is found fast; if not, the next 429 comes at once).
 - Sends are also **paced**: spaced evenly at window / smoothed latency per second once
   throttled, and at four times that before. Without pacing, requests sent together come
   back together and are sent again together: a token-bucket quota rejects such bursts even
@@ -120,9 +121,10 @@ class AdaptiveWindow:
             self.latency = latency
         else:
             self.latency += LATENCY_WEIGHT * (latency - self.latency)
-        # Slow start (one place per answer) below the threshold (the size of the last cut),
-        # and again past the size the last cut was made at: the quota held there then, so
-        # above it there is new room (another job finished, the quota grew) to find fast.
+        # Slow start (one place per answer) below the threshold (the size after the last
+        # cut), and again once back at the size that was cut without a 429 on the way: the
+        # quota takes it now, so look fast for room above (another job finished, the quota
+        # grew); if there is none, the next 429 says so at once.
         fast = self.limit < self.threshold or self.limit >= self.peak
         self.limit = min(float(self.maximum), self.limit + (1.0 if fast else self.increase))
 
