@@ -6,10 +6,16 @@ reset the connection, answer garbage). Every request is recorded, so tests can a
 exactly what was sent and how often. Built on the standard library's threading HTTP server
 (one thread per connection), which is plenty for a few hundred requests in flight.
 
-Run as a script it serves a fixed answer after a fixed latency, for the throughput
-benchmark::
+Optionally it admits requests through a token bucket (``rate_limit=(per_second, burst)``),
+as providers enforce a requests-per-minute quota: a request beyond it gets an immediate 429
+with ``Retry-After`` (whole seconds) and ``retry-after-ms`` (the wait for the next token).
+``GET /stats`` returns (and resets) the counts of admitted and rejected requests and the
+times admitted.
+
+Run as a script it serves a fixed answer after a fixed latency, for the benchmarks::
 
     python tests/openai_server.py --latency-ms 100      # prints "port <n>", serves until killed
+    python tests/openai_server.py --latency-ms 100 --rate-per-s 50 --burst-s 1
 """
 
 from __future__ import annotations
@@ -18,6 +24,7 @@ import argparse
 import base64
 import hashlib
 import json
+import math
 import socket
 import struct
 import sys
@@ -75,6 +82,37 @@ class Garbage:
 
 
 Action = Reply | Fail | Hang | Reset | Garbage
+
+
+class TokenBucket:
+    """``per_second`` tokens a second, holding at most ``burst``; one token per request."""
+
+    def __init__(self, per_second: float, burst: float):
+        self.per_second, self.burst = per_second, max(1.0, burst)
+        self.tokens, self.filled_at = self.burst, time.monotonic()
+        self.admitted: list[float] = []  # time.monotonic() of each admitted request
+        self.rejected = 0
+        self._lock = threading.Lock()
+
+    def take(self) -> float:
+        """0 if the request is admitted, else the seconds until a token is there."""
+        with self._lock:
+            now = time.monotonic()
+            self.tokens = min(self.burst, self.tokens + (now - self.filled_at) * self.per_second)
+            self.filled_at = now
+            if self.tokens >= 1:
+                self.tokens -= 1
+                self.admitted.append(now)
+                return 0.0
+            self.rejected += 1
+            return (1 - self.tokens) / self.per_second
+
+    def stats(self) -> dict[str, Any]:
+        """Counts and admission times since the last call."""
+        with self._lock:
+            out = {"admitted": len(self.admitted), "rejected": self.rejected}
+            out["admitted_at"], self.admitted, self.rejected = self.admitted, [], 0
+        return out
 
 
 @dataclass
@@ -168,12 +206,14 @@ class FakeOpenAI:
         latency_s: float = 0.0,
         expected_key: str | None = None,
         fixed_answer: str | None = None,
+        rate_limit: tuple[float, float] | None = None,
         host: str = "127.0.0.1",
         port: int = 0,
     ):
         self.script = script or (lambda seen: Reply())
         self.latency_s = latency_s
         self.expected_key = expected_key
+        self.bucket = None if rate_limit is None else TokenBucket(*rate_limit)
         # Benchmark mode: every request gets this answer, unread and unrecorded, so that the
         # server spends next to no CPU on a machine it shares with the client it measures.
         self.fixed_answer = (
@@ -264,9 +304,30 @@ def _handler(server: FakeOpenAI) -> type[BaseHTTPRequestHandler]:
         ) -> None:
             self._send_bytes(status, json.dumps(payload).encode(), headers)
 
+        def do_GET(self) -> None:
+            if self.path.rstrip("/").endswith("/stats") and server.bucket is not None:
+                self._send_json(200, server.bucket.stats())
+            else:
+                self._send_json(404, {"error": {"message": f"no route {self.path}"}})
+
+        def _throttled(self) -> bool:
+            """Beyond the quota: a 429 at once, saying when the next token comes."""
+            wait = 0.0 if server.bucket is None else server.bucket.take()
+            if wait > 0:
+                message = "Rate limit reached for requests. Please try again later."
+                headers = {
+                    "Retry-After": str(math.ceil(wait)),
+                    "retry-after-ms": str(math.ceil(wait * 1000)),
+                }
+                error = {"message": message, "type": "requests", "code": "rate_limit_exceeded"}
+                self._send_json(429, {"error": error}, headers)
+            return wait > 0
+
         def do_POST(self) -> None:
             length = int(self.headers.get("Content-Length", 0))
             data = self.rfile.read(length)
+            if self._throttled():
+                return
             if server.fixed_answer is not None:  # benchmark mode: nothing parsed or recorded
                 time.sleep(server.latency_s)
                 self._send_bytes(200, server.fixed_answer)
@@ -323,8 +384,18 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument(
         "--answer", default='[{"bbox_2d": [100, 120, 160, 160], "label": "lesion"}]'
     )
+    parser.add_argument("--rate-per-s", type=float, help="admit this many requests a second")
+    parser.add_argument("--burst-s", type=float, default=1.0, help="the bucket holds this long")
     args = parser.parse_args(argv)
-    server = FakeOpenAI(fixed_answer=args.answer, latency_s=args.latency_ms / 1000, port=args.port)
+    rate_limit = None
+    if args.rate_per_s:
+        rate_limit = (args.rate_per_s, args.rate_per_s * args.burst_s)
+    server = FakeOpenAI(
+        fixed_answer=args.answer,
+        latency_s=args.latency_ms / 1000,
+        rate_limit=rate_limit,
+        port=args.port,
+    )
     print(f"port {server._server.server_address[1]}", flush=True)
     try:
         server._server.serve_forever()

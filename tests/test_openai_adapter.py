@@ -18,6 +18,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -325,21 +326,24 @@ def test_refusals_empty_answers_and_failures_are_counted_apart(small, tmp_path):
     with FakeOpenAI(script) as server:
         cfg = model(server, max_attempts=3)
         with pytest.raises(
-            NovaError, match=r"1 of 4 requests failed \(25.0% > max_error_rate 10.0%\)"
+            NovaError, match=r"2 of 4 requests failed \(50.0% > max_error_rate 10.0%\)"
         ):
             predict(dataset, tmp_path, cfg)
         assert not (tmp_path / "localization-api.jsonl").exists()
-        cfg["max_error_rate"] = 30
+        cfg["max_error_rate"] = 60
         records, summary = predict(dataset, tmp_path, cfg)
         sent = counts(server, names)
-    # The three answers were cached by the first run; the failure was not, and was retried
-    # exactly max_attempts times in each run.
-    assert sent == {refusal: 1, empty: 1, failing: 6, fine: 1}
+    # The refusal and the fine answer were cached by the first run; the failure and the
+    # empty answer were not, and were retried exactly max_attempts times in each run.
+    assert sent == {refusal: 1, empty: 6, failing: 6, fine: 1}
     # The API's refusal field, also when the answer comes back from the cache.
     assert records[refusal]["status"] == "refusal" and records[refusal]["cached"]
     assert records[refusal]["raw"] == "I'm sorry, I can't help with that."
     assert records[refusal]["error"] == "the API flagged the answer as a refusal"
-    assert records[empty]["status"] == "parse_error"
+    assert records[empty]["status"] == "error" and records[empty]["raw"] is None
+    assert records[empty]["error"] == (
+        "malformed answer: empty content and no refusal (after 3 attempt(s))"
+    )
     assert records[failing]["status"] == "error" and records[failing]["raw"] is None
     assert (
         "HTTP 500" in records[failing]["error"]
@@ -349,23 +353,24 @@ def test_refusals_empty_answers_and_failures_are_counted_apart(small, tmp_path):
     assert summary["status_counts"] == {
         "ok": 1,
         "no_finding": 0,
-        "parse_error": 1,
+        "parse_error": 0,
         "refusal": 1,
-        "error": 1,
+        "error": 2,
         "missing": 0,
     }
-    assert summary["n_cached"] == 3
+    assert summary["n_cached"] == 2
 
     # Once the server recovers (same address: the URL is part of the cache key), a re-run
-    # sends only the failed request.
+    # sends only the failed requests.
     healthy = FakeOpenAI(
         lambda seen: Reply(answer(names[seen.image_sha256], "pixel_xyxy")), port=port(server)
     )
     with healthy:
         records, summary = predict(dataset, tmp_path, cfg)
-        assert counts(healthy, names) == {failing: 1}
+        assert counts(healthy, names) == {failing: 1, empty: 1}
     assert records[failing]["status"] == ("no_finding" if failing == NORMAL else "ok")
-    assert summary["n_cached"] == 3
+    assert records[empty]["status"] == ("no_finding" if empty == NORMAL else "ok")
+    assert summary["n_cached"] == 2
 
 
 def test_rate_limits_honour_retry_after_and_client_errors_are_not_retried(small, tmp_path):
@@ -449,6 +454,49 @@ def test_malformed_answers_are_retried_then_recorded_as_errors(tmp_path, garbage
     assert response.error.startswith("malformed answer: ") and reason in response.error
     assert response.error.endswith("(after 2 attempt(s))")
     assert not list(tmp_path.rglob("*.json"))  # failures are never cached
+
+
+@pytest.mark.parametrize(
+    ("reply", "sent"),
+    [
+        (Reply(content=""), 2),
+        (Reply(content=" \n"), 2),
+        (Reply(content=None), 2),
+        (Reply(content=None, refusal="I can't help with that."), 1),
+        (Reply(content="", refusal="I can't help with that."), 1),
+    ],
+)
+def test_an_empty_answer_is_retried_and_never_cached_unlike_a_refusal(tmp_path, reply, sent):
+    with FakeOpenAI(lambda seen: reply) as server:
+        client = Adapter("api", model(server, max_attempts=2)["settings"], cache_dir=tmp_path)
+        response = client.complete("prompt")
+        assert len(server.requests) == sent
+    cached = list(tmp_path.rglob("*.json"))
+    if sent == 2:
+        assert response.raw is None and not cached
+        assert response.error == (
+            "malformed answer: empty content and no refusal (after 2 attempt(s))"
+        )
+    else:  # a refusal is the model's answer, cached and scored as such
+        assert response.error is None and len(cached) == 1
+
+
+def test_identical_requests_in_one_job_are_sent_once(tmp_path):
+    def script(seen):
+        return Fail(503) if seen.prompt == "down" else Reply(f"echo {seen.prompt}")
+
+    with FakeOpenAI(script) as server:
+        client = Adapter("api", model(server, max_attempts=2)["settings"], cache_dir=tmp_path)
+        prompts = ["a", "b", "a", "down", "a", "down"]
+        answers = client.complete_many(prompts)
+        sent = sorted(seen.prompt for seen in server.requests)
+    assert sent == ["a", "b", "down", "down"]  # "down" failed twice: max_attempts, once
+    assert [a.raw for a in answers] == ["echo a", "echo b", "echo a", None, "echo a", None]
+    # The copies were not sent again: like cached answers (a failure stays a failure).
+    assert [a.cached for a in answers] == [False, False, True, False, True, False]
+    assert answers[5].error == answers[3].error == "HTTP 503: scripted failure (after 2 attempt(s))"
+    assert answers[2].usage == answers[0].usage is not None
+    assert len(list(tmp_path.rglob("*.json"))) == 2
 
 
 @pytest.mark.parametrize(
@@ -678,6 +726,62 @@ def test_complete_answers_free_prompts_in_order_with_bounded_concurrency(tmp_pat
         other = judge.complete("prompt 5")
         assert not other.cached and other.raw == "echo prompt 5 / None"
         assert len(server.requests) == 13
+
+
+# --- pacing: rate limits, the starting window, a known quota -------------------------------
+
+
+def test_a_throttled_job_slows_down_answers_everything_and_says_how_often(tmp_path, caplog):
+    # 40 requests a second with room for a burst of 4; the job starts with 16 in flight.
+    with FakeOpenAI(
+        lambda seen: Reply(f"echo {seen.prompt}"), latency_s=0.05, rate_limit=(40, 4)
+    ) as server:
+        client = Adapter("api", model(server, concurrency=16, max_attempts=10)["settings"])
+        prompts = [f"prompt {i}" for i in range(60)]
+        with caplog.at_level(logging.WARNING, logger="novabench.models.openai_compatible"):
+            answers = client.complete_many(prompts)
+        stats = server.bucket.stats()
+    assert [a.raw for a in answers] == [f"echo {p}" for p in prompts]
+    rejected = stats["rejected"]
+    # At least the first burst's excess: 16 sent at once, 4 tokens (and one more refilled).
+    assert stats["admitted"] == 60 and rejected >= 16 - 4 - 1
+    pacing = [r.getMessage() for r in caplog.records if "throttled" in r.getMessage()]
+    assert len(pacing) == 1
+    assert pacing[0].startswith(f"api: the server throttled {rejected} of {60 + rejected} sends")
+
+
+def test_the_window_starts_at_initial_concurrency_and_grows_to_concurrency():
+    lock = threading.Lock()
+    in_flight, peak, log = [0], [0], []
+
+    def script(seen):
+        with lock:
+            in_flight[0] += 1
+            peak[0] = max(peak[0], in_flight[0])
+            log.append(("start", seen.prompt))
+        time.sleep(0.05)
+        with lock:
+            in_flight[0] -= 1
+            log.append(("end", seen.prompt))
+        return Reply("ok")
+
+    with FakeOpenAI(script) as server:
+        settings = model(server, concurrency=4, initial_concurrency=1)["settings"]
+        Adapter("api", settings).complete_many([f"prompt {i}" for i in range(16)])
+    # One request alone, then one more per answer (slow start) up to the maximum.
+    assert log[:2] == [("start", "prompt 0"), ("end", "prompt 0")]
+    assert peak[0] == 4
+
+
+def test_requests_per_minute_spaces_the_sends():
+    with FakeOpenAI(lambda seen: Reply("ok")) as server:
+        settings = model(server, concurrency=8, requests_per_minute=600)["settings"]
+        started = time.monotonic()
+        Adapter("api", settings).complete_many([f"prompt {i}" for i in range(6)])
+        took = time.monotonic() - started
+    # 600 a minute: one send per 100 ms, so the sixth leaves 0.5 s after the first, where
+    # eight at once would all be answered at once (a lower bound: a busy machine only adds).
+    assert len(server.requests) == 6 and took >= 0.5
 
 
 # --- checks before any job ------------------------------------------------------------------

@@ -228,6 +228,56 @@ def test_api_caps_are_the_same_in_both_profiles():
     assert providers <= set(slurm)
 
 
+# A job that outlives Snakemake: a separate process, it finishes after Snakemake is killed.
+SLOW_JOB = textwrap.dedent(
+    """
+    rule all:
+        input: "done.txt"
+
+    rule slow:
+        output: "done.txt"
+        shell: "sleep 2; date +%s.%N > {output}"
+    """
+)
+
+
+@pytest.mark.slow
+def test_after_kill_9_unlock_then_the_profiles_rerun_the_jobs_that_were_running(tmp_path):
+    snakefile, workdir = tmp_path / "Snakefile", tmp_path / "run"
+    snakefile.write_text(SLOW_JOB)
+    command = snakemake_command(workdir, "--cores", "1", snakefile=snakefile)
+    killed = subprocess.Popen(command[4:], cwd=ROOT, env=clean_env(), stdin=subprocess.DEVNULL)
+    deadline = time.monotonic() + 60
+    while not list((workdir / ".snakemake" / "incomplete").glob("*")):
+        assert killed.poll() is None and time.monotonic() < deadline
+        time.sleep(0.05)
+    killed.kill()  # Snakemake only; its job runs on and writes its output
+    killed.wait()
+    while not (workdir / "done.txt").exists():
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+    first = (workdir / "done.txt").read_text()
+
+    # Snakemake cannot tell the lock of a killed run from one still running: --unlock once.
+    locked = snakemake(workdir, "--cores", "1", snakefile=snakefile)
+    assert locked.returncode != 0
+    assert "IncompleteFilesException" in tail(locked) or "LockException" in tail(locked)
+    assert snakemake(workdir, "--unlock", "--cores", "1", snakefile=snakefile).returncode == 0
+    # Without a profile the marked output still stops the run ...
+    plain = snakemake(workdir, "--cores", "1", snakefile=snakefile)
+    assert plain.returncode != 0 and "IncompleteFilesException" in tail(plain)
+    # ... with either profile the job is planned again (the SLURM one in a dry run) and run.
+    planned = snakemake(
+        workdir, "-n", "--workflow-profile", "workflow/profiles/slurm", snakefile=snakefile
+    )
+    assert planned.returncode == 0 and "rule slow:" in tail(planned), tail(planned)
+    rerun = snakemake(
+        workdir, "--workflow-profile", "workflow/profiles/workstation", snakefile=snakefile
+    )
+    assert rerun.returncode == 0, tail(rerun)
+    assert (workdir / "done.txt").read_text() != first
+
+
 # --- the SLURM profile on a real SLURM ----------------------------------------------------
 
 

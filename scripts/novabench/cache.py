@@ -7,26 +7,43 @@ so an interrupted overnight run resumes where it stopped and a finished one is f
 re-run.
 
 Layout: one small JSON file per entry, ``<root>/<key[:2]>/<key>.json``. Each file is
-written to a temporary name in the same folder, flushed and fsynced, then renamed over its
-final name (``os.replace`` is atomic on POSIX), so a reader sees either no entry or a
-complete one, and a crash at any moment loses at most the entries being written. Files
-rather than SQLite because several jobs (one per task) write one model's cache at once and
-a rename needs no locking, and because an entry can be inspected with ``cat``. Entries that
-cannot be read (garbage left by a faulty disk or a hand edit) are ignored, so the request is
-simply sent again and the entry rewritten.
+written to a temporary name in the same folder, then renamed over its final name
+(``os.replace`` is atomic on POSIX), so a reader sees either no entry or a complete one.
+Files rather than SQLite because several jobs (one per task) write one model's cache at once
+and a rename needs no locking, and because an entry can be inspected with ``cat``.
+
+What a crash can lose:
+
+- a killed process (``kill -9``, out of memory): nothing that :meth:`ResponseCache.put`
+  returned from. The written file is in the kernel's page cache, which outlives the
+  process, and the rename has made it visible; a write cut short leaves only a temporary
+  file, which readers never see and which is swept once stale;
+- a power loss or kernel crash: the entries written since the last :meth:`ResponseCache.sync`
+  (which fsyncs the new files and their folders, in one batch rather than once per entry,
+  which would cost a disk flush per answer). Such an entry may come back empty or partly
+  written; each entry carries the sha256 of its response, so a damaged one is ignored and
+  the request sent again, never read as an answer.
+
+Entries that cannot be read (garbage left by a faulty disk or a hand edit) are ignored, so
+the request is simply sent again and the entry rewritten.
 """
 
 from __future__ import annotations
 
+import concurrent.futures
 import contextlib
+import functools
 import hashlib
 import json
 import logging
+import os
+import queue
+import tempfile
+import threading
 import time
 from pathlib import Path
 from typing import Any
 
-from novabench.io import atomic_write_bytes
 from novabench.provenance import canonical_json
 
 log = logging.getLogger(__name__)
@@ -42,11 +59,19 @@ def request_key(request: dict[str, Any]) -> str:
     return hashlib.sha256(canonical_json({"v": FORMAT_VERSION, **request}).encode()).hexdigest()
 
 
+def response_check(response: dict[str, Any]) -> str:
+    """The sha256 of a stored response, which proves an entry whole when it is read."""
+    return hashlib.sha256(canonical_json(response).encode()).hexdigest()
+
+
 class ResponseCache:
-    """Entries under one folder (one per model); safe for concurrent processes."""
+    """Entries under one folder (one per model); safe for concurrent processes and threads."""
 
     def __init__(self, root: Path):
         self.root = Path(root)
+        self._unsynced: list[Path] = []  # written since the last sync
+        self._lock = threading.Lock()
+        self._syncing = threading.Lock()
 
     def path(self, key: str) -> Path:
         if len(key) != 64 or any(c not in "0123456789abcdef" for c in key):
@@ -68,10 +93,17 @@ class ResponseCache:
         if not isinstance(entry, dict) or entry.get("key") != key or "response" not in entry:
             log.warning("ignoring malformed cache entry %s; the request is re-sent", path)
             return None
+        # Entries written before the check was added have none; they were fsynced one by one.
+        if "check" in entry and entry["check"] != response_check(entry["response"]):
+            log.warning("ignoring damaged cache entry %s; the request is re-sent", path)
+            return None
         return entry
 
     def put(self, key: str, response: dict[str, Any], request: dict[str, Any]) -> Path:
-        """Store one successful response atomically; returns the entry's path."""
+        """Store one successful response atomically; returns the entry's path.
+
+        Safe from a process kill once this returns; from a power loss after :meth:`sync`.
+        """
         path = self.path(key)
         entry = {
             "v": FORMAT_VERSION,
@@ -79,14 +111,33 @@ class ResponseCache:
             "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
             "request": request,
             "response": response,
+            "check": response_check(response),
         }
         data = json.dumps(entry, ensure_ascii=False, sort_keys=True, indent=1).encode("utf-8")
-        # A unique temporary name: jobs of several tasks may write the same entry at once.
-        atomic_write_bytes(path, data, fsync=True, unique=True, suffix=_PARTIAL_SUFFIX)
-        # The folder is not fsynced after the rename: that only matters on a power loss,
-        # where it could lose the newest entries (re-sent next time) but never corrupt one,
-        # and it would double the cost of every write.
+        _write_atomically(path, data)
+        with self._lock:
+            self._unsynced.append(path)
         return path
+
+    def sync(self) -> int:
+        """Flush the entries written since the last sync, and their folders, to disk; returns
+        how many entries. Call it every second or so, and before a job's outputs are written.
+        """
+        # One sync at a time: a sync that returns has also waited for one under way in
+        # another thread, so every entry put before the call is on disk.
+        with self._syncing:
+            with self._lock:
+                paths, self._unsynced = self._unsynced, []
+            if not paths:
+                return 0
+            # In parallel: the file system commits concurrent fsyncs together, so hundreds
+            # of entries take about as long as one (300 in 0.04 s here, 1 s one by one).
+            # The folders after their files: their fsync makes the renames durable.
+            folders = {path.parent for path in paths}
+            with concurrent.futures.ThreadPoolExecutor(min(16, len(paths))) as pool:
+                list(pool.map(_fsync, paths))
+                list(pool.map(functools.partial(_fsync, directory=True), folders))
+            return len(paths)
 
     def __contains__(self, key: str) -> bool:
         return self.get(key) is not None
@@ -105,3 +156,83 @@ class ResponseCache:
                     tmp.unlink()
                     removed += 1
         return removed
+
+
+class CacheWriter:
+    """Writes entries from a background thread, so that an event loop sending requests never
+    waits on the disk, and syncs them every ``sync_every_s`` seconds and when closed.
+
+    An entry is safe from a process kill once the thread has written it, normally within a
+    millisecond of :meth:`put`; until then its answer is as good as still in flight (a
+    re-run sends that request again). An error in the thread (a bug, a full disk) is raised
+    by the next :meth:`put` and by :meth:`close`: nothing is dropped quietly.
+    """
+
+    def __init__(self, cache: ResponseCache, sync_every_s: float = 1.0):
+        self.cache, self.sync_every_s = cache, sync_every_s
+        self.error: BaseException | None = None
+        self._queue: queue.SimpleQueue = queue.SimpleQueue()
+        self._thread = threading.Thread(target=self._run, name="cache writer", daemon=True)
+        self._thread.start()
+
+    def put(self, key: str, response: dict[str, Any], request: dict[str, Any]) -> None:
+        if self.error is not None:
+            raise self.error
+        self._queue.put((key, response, request))
+
+    def close(self) -> None:
+        """Write what is queued, sync, stop; raise the thread's error if it had one."""
+        self._queue.put(None)
+        self._thread.join()
+        if self.error is not None:
+            raise self.error
+
+    def _run(self) -> None:
+        next_sync = time.monotonic() + self.sync_every_s
+        try:
+            while True:
+                try:
+                    item = self._queue.get(timeout=max(0.0, next_sync - time.monotonic()))
+                except queue.Empty:
+                    item = ()
+                if item is None:
+                    self.cache.sync()
+                    return
+                if item:
+                    self.cache.put(*item)
+                if time.monotonic() >= next_sync:
+                    self.cache.sync()
+                    next_sync = time.monotonic() + self.sync_every_s
+        except BaseException as exc:  # raised in the caller's thread by put() and close()
+            self.error = exc
+
+
+def _write_atomically(path: Path, data: bytes) -> None:
+    """``data`` to a fresh temporary file renamed over ``path``: what ``io.atomic_write_bytes``
+    does, with one open and no ``mkdir`` per entry (creating files is the cost that matters
+    at hundreds of entries per second). The temporary name is unique: jobs of several tasks
+    may write the same entry at once."""
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=_PARTIAL_SUFFIX, dir=path.parent)
+    except FileNotFoundError:  # the folder's first entry (or the folder was deleted)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=_PARTIAL_SUFFIX, dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+
+
+def _fsync(path: Path, directory: bool = False) -> None:
+    try:
+        fd = os.open(path, os.O_RDONLY | (os.O_DIRECTORY if directory else 0))
+    except FileNotFoundError:
+        return  # replaced or deleted since it was written: nothing of ours left to flush
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)

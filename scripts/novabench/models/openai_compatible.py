@@ -7,15 +7,19 @@ and :meth:`Adapter.complete_many` answer free prompts outside a prediction job.
 
 Robust enough to run overnight against a paid API:
 
-- every successful answer goes into a content-addressed cache (:mod:`novabench.cache`)
-  before anything else happens, so a killed job resumes without re-sending a request that
-  already succeeded; failures are never cached;
+- every successful answer goes into a content-addressed cache (:mod:`novabench.cache`) as
+  soon as it arrives (written by a thread, flushed to disk in batches), so a killed job
+  resumes without re-sending a request that already succeeded; failures are never cached;
+  identical requests in one job are sent once;
 - 429, 408/409, 5xx, timeouts, connection errors and malformed answers are retried with
   exponential backoff and full jitter, honouring ``Retry-After``, up to ``max_attempts`` sends
   (the client's own retries are off so the count is ours); other statuses (400, 401, 404...)
   are not; a request that still fails becomes a Response with ``error`` (record status
   ``error``), and the job carries on; any other exception is a bug and fails the job;
-- ``concurrency`` requests in flight per job (an asyncio semaphore); Snakemake's
+- at most ``concurrency`` requests in flight per job, fewer while the server throttles: a
+  429 shrinks the window of requests in flight and paces the sends, answers grow it back
+  (:mod:`novabench.pacing`), so the job finds the provider's quota by itself;
+  ``requests_per_minute`` caps the rate when the quota is known; Snakemake's
   ``api_<provider>`` resource caps jobs per provider across the whole run;
 - the API key is read from the environment variable named by ``api_key_env`` and never
   written anywhere: not in settings, logs, errors, the cache or the predictions.
@@ -26,7 +30,10 @@ from __future__ import annotations
 import asyncio
 import base64
 import concurrent.futures
+import contextlib
+import dataclasses
 import email.utils
+import functools
 import hashlib
 import json
 import logging
@@ -35,16 +42,17 @@ import random
 import re
 import socket
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
 from urllib.parse import urlsplit
 
-from novabench.cache import ResponseCache, request_key
+from novabench.cache import CacheWriter, ResponseCache, request_key
 from novabench.errors import NovaError, settings_error
 from novabench.models.base import Adapter as BaseAdapter
 from novabench.models.base import Response, Sample
+from novabench.pacing import AdaptiveWindow, Pacer
 from novabench.progress import Progress
 
 log = logging.getLogger(__name__)
@@ -55,6 +63,8 @@ DUMMY_KEY = "EMPTY"
 RETRY_STATUSES = frozenset({408, 409, 429})
 # A Retry-After longer than this is not waited for in full (the attempt budget still applies).
 MAX_RETRY_AFTER_S = 600.0
+# How often new cache entries are flushed to disk (what a power loss may cost, at most).
+SYNC_EVERY_S = 1.0
 
 DEFAULTS: dict[str, Any] = {
     "temperature": 0.1,  # the paper's generation settings
@@ -63,6 +73,8 @@ DEFAULTS: dict[str, Any] = {
     "extra_body": {},
     "system_prompt": None,
     "concurrency": 8,
+    "initial_concurrency": None,
+    "requests_per_minute": None,
     "timeout_s": 120.0,
     "connect_timeout_s": 5.0,
     "max_attempts": 6,
@@ -91,6 +103,8 @@ SETTINGS_SCHEMA: dict[str, Any] = {
         "extra_body": {"type": "object"},
         "system_prompt": {"type": ["string", "null"]},
         "concurrency": {"type": "integer", "minimum": 1, "maximum": 1024},
+        "initial_concurrency": {"type": ["integer", "null"], "minimum": 1, "maximum": 1024},
+        "requests_per_minute": {"type": ["number", "null"], "exclusiveMinimum": 0},
         "timeout_s": _POSITIVE,
         "connect_timeout_s": _POSITIVE,
         "max_attempts": {"type": "integer", "minimum": 1, "maximum": 100},
@@ -137,6 +151,10 @@ def endpoint_address(base_url: str) -> tuple[str, int]:
     return parts.hostname or "", parts.port or (443 if parts.scheme == "https" else 80)
 
 
+# Stands for the image's data URL while the rest of a request is encoded (see body()).
+_IMAGE_SLOT = "\x00image\x00"
+
+
 @dataclass(frozen=True)
 class ChatRequest:
     """One chat-completions request, before it is sent."""
@@ -146,14 +164,21 @@ class ChatRequest:
     system_prompt: str | None
     image_png: bytes | None
 
-    def messages(self) -> list[dict[str, Any]]:
+    @functools.cached_property
+    def image_sha256(self) -> str | None:
+        """Hashed once: the cache key and the log line both need it."""
+        return None if self.image_png is None else _sha256(self.image_png)
+
+    def messages(self, image_url: str | None = None) -> list[dict[str, Any]]:
         messages: list[dict[str, Any]] = []
         if self.system_prompt:
             messages.append({"role": "system", "content": self.system_prompt})
         if self.image_png is None:
             messages.append({"role": "user", "content": self.prompt})
         else:
-            url = "data:image/png;base64," + base64.b64encode(self.image_png).decode("ascii")
+            url = image_url
+            if url is None:
+                url = "data:image/png;base64," + base64.b64encode(self.image_png).decode("ascii")
             messages.append(
                 {
                     "role": "user",
@@ -166,12 +191,31 @@ class ChatRequest:
             )
         return messages
 
+    def body(self, fields: dict[str, Any]) -> bytes:
+        """The JSON body: ``fields`` (model, generation settings) and the messages.
+
+        Encoded once per request and re-sent as is on retries. The image's base64 is spliced
+        into the encoded rest rather than passed through ``json.dumps``, which would scan its
+        ~200 KB for characters to escape (base64 has none): the client's main cost per
+        request, with the ``openai`` client's own walk over the body, which sending these
+        bytes as they are avoids.
+        """
+        if self.image_png is None:
+            return json.dumps({**fields, "messages": self.messages()}).encode()
+        text = json.dumps({**fields, "messages": self.messages(_IMAGE_SLOT)})
+        slot = json.dumps(_IMAGE_SLOT)
+        head, found, tail = text.partition(slot)
+        if not found or slot in tail:  # the slot's spelling also in a prompt: no shortcut
+            return json.dumps({**fields, "messages": self.messages()}).encode()
+        image = base64.b64encode(self.image_png)
+        return b"".join((head.encode(), b'"data:image/png;base64,', image, b'"', tail.encode()))
+
     def describe(self) -> str:
         """The request for a log line: no image bytes (their size and hash instead)."""
         image = (
             "none"
             if self.image_png is None
-            else f"png {len(self.image_png)} bytes sha256={_sha256(self.image_png)[:16]}"
+            else f"png {len(self.image_png)} bytes sha256={self.image_sha256[:16]}"
         )
         system = "none" if not self.system_prompt else f"{len(self.system_prompt)} chars"
         return f"{self.label}: image {image}, system prompt {system}, prompt {self.prompt!r}"
@@ -238,7 +282,7 @@ class Adapter(BaseAdapter):
     # -- answering ----------------------------------------------------------------------
 
     def predict(self, samples: Sequence[Sample]) -> Iterator[Response]:
-        yield from _run_sync(self.run_requests(self.requests_for(samples), progress=self.name))
+        yield from self._answer(self.requests_for(samples), progress=self.name)
 
     def requests_for(self, samples: Sequence[Sample]) -> list[ChatRequest]:
         """The request of each sample, as :meth:`predict` sends it (the estimate counts
@@ -249,7 +293,7 @@ class Adapter(BaseAdapter):
         ]
 
     def cached(self, request: ChatRequest) -> Response | None:
-        """The cached answer to ``request``, as :meth:`run_requests` would use it, or None."""
+        """The cached answer to ``request``, as :meth:`predict` would use it, or None."""
         return self._cached(request_key(self.request_identity(request)))
 
     def _cached(self, key: str) -> Response | None:
@@ -277,7 +321,7 @@ class Adapter(BaseAdapter):
             ChatRequest(f"prompt {i}", p, system, img)
             for i, (p, img) in enumerate(zip(prompts, images, strict=True))
         ]
-        return _run_sync(self.run_requests(requests, progress=progress))
+        return self._answer(requests, progress=progress)
 
     def request_identity(self, request: ChatRequest) -> dict[str, Any]:
         """The cache key's content: everything that determines the answer, no secrets."""
@@ -287,25 +331,25 @@ class Adapter(BaseAdapter):
             "generation": {k: self.config[k] for k in GENERATION_KEYS},
             "system_prompt": request.system_prompt,
             "prompt": request.prompt,
-            "image_sha256": None if request.image_png is None else _sha256(request.image_png),
+            "image_sha256": request.image_sha256,
         }
 
-    async def run_requests(
-        self, requests: Sequence[ChatRequest], progress: str | None = None
-    ) -> list[Response]:
-        """Answer every request: cache hits first, then the rest concurrently."""
-        import openai
-
+    def _answer(self, requests: Sequence[ChatRequest], progress: str | None) -> list[Response]:
+        """Answer every request: cache hits first, then each distinct request once."""
         _quiet_http_loggers()
-        responses: list[Response | None] = [None] * len(requests)
         identities = [self.request_identity(r) for r in requests]
         keys = [request_key(i) for i in identities]
+        responses: list[Response | None] = [None] * len(requests)
         if self.cache is not None:
             self.cache.remove_stale_partials()
             for i, key in enumerate(keys):
                 responses[i] = self._cached(key)
-        todo = [i for i, r in enumerate(responses) if r is None]
-        cached = len(requests) - len(todo)
+        # Identical requests (one key) are sent once; the others reuse the answer.
+        copies: dict[str, list[int]] = {}
+        for i, response in enumerate(responses):
+            if response is None:
+                copies.setdefault(keys[i], []).append(i)
+        cached = len(requests) - sum(map(len, copies.values()))
         meter = Progress(
             len(requests),
             progress,
@@ -313,63 +357,128 @@ class Adapter(BaseAdapter):
             initial=cached,
             counts={"ok": 0, "errors": 0, "cached": cached},
         )
-        if todo:
-            key = _api_key(self.name, self.config)
-            log.info(
-                "%s: %d requests to %s (model %s), %d answered from the cache, concurrency %d",
-                self.name,
-                len(todo),
-                self.config["base_url"],
-                self.config["model"],
-                len(requests) - len(todo),
-                self.config["concurrency"],
-            )
-            client = openai.AsyncOpenAI(
-                api_key=key or DUMMY_KEY,
-                base_url=self.config["base_url"],
-                timeout=openai.Timeout(
-                    self.config["timeout_s"], connect=self.config["connect_timeout_s"]
-                ),
-                max_retries=0,  # retries are ours: counted, logged, bounded
-            )
-            gate = asyncio.Semaphore(self.config["concurrency"])
-
-            async def answer(i: int) -> None:
-                response = await self._send(client, gate, requests[i], key)
-                if response.error is None and self.cache is not None:
-                    # Off the event loop: an fsync must not stall the other requests.
-                    await asyncio.to_thread(
-                        self.cache.put, keys[i], _to_cache(response), identities[i]
-                    )
-                responses[i] = response
-                meter.update("errors" if response.error else "ok")
-
-            try:
-                async with client:
-                    await _all_or_none([answer(i) for i in todo])
-            finally:
-                meter.close()
-        else:
+        try:
+            if copies:
+                firsts = [indices[0] for indices in copies.values()]
+                answers = self._send_distinct(
+                    [requests[i] for i in firsts],
+                    [(keys[i], identities[i]) for i in firsts],
+                    meter,
+                )
+                for indices, answer in zip(copies.values(), answers, strict=True):
+                    responses[indices[0]] = answer
+                    for i in indices[1:]:
+                        responses[i] = _reused(answer)
+                        meter.update(_outcome(responses[i]))
+        finally:
             meter.close()
         return [r for r in responses if r is not None]
 
+    def _send_distinct(
+        self,
+        requests: Sequence[ChatRequest],
+        keyed: Sequence[tuple[str, dict[str, Any]]],
+        meter: Progress,
+    ) -> list[Response]:
+        """Send the requests that need an answer; Responses in request order."""
+        rpm = self.config["requests_per_minute"]
+        log.info(
+            "%s: %d requests to %s (model %s), %d answered from the cache, "
+            "concurrency up to %d (starting at %d)%s",
+            self.name,
+            len(requests),
+            self.config["base_url"],
+            self.config["model"],
+            meter.counts["cached"],
+            self.config["concurrency"],
+            self.config["initial_concurrency"] or self.config["concurrency"],
+            "" if rpm is None else f", at most {rpm}/min",
+        )
+        answers: list[Response | None] = [None] * len(requests)
+
+        def record(j: int, response: Response) -> None:
+            answers[j] = response
+            meter.update(_outcome(response))
+
+        _run_sync(self._send_all(requests, keyed, record))
+        return [a for a in answers if a is not None]
+
+    async def _send_all(
+        self,
+        requests: Sequence[ChatRequest],
+        keyed: Sequence[tuple[str, dict[str, Any]]],
+        record: Callable[[int, Response], None],
+    ) -> None:
+        """Send requests under one client and one pacer; cache each answer, then record it."""
+        import openai
+
+        key = _api_key(self.name, self.config)
+        window = self._window()
+        pacer = Pacer(window)
+        client = openai.AsyncOpenAI(
+            api_key=key or DUMMY_KEY,
+            base_url=self.config["base_url"],
+            timeout=openai.Timeout(
+                self.config["timeout_s"], connect=self.config["connect_timeout_s"]
+            ),
+            max_retries=0,  # retries are ours: counted, logged, bounded
+        )
+        # Entries are written by a thread (the loop never waits on the disk) without an fsync
+        # each, and flushed in batches every second and at the end (see novabench.cache).
+        writer = None if self.cache is None else CacheWriter(self.cache, SYNC_EVERY_S)
+
+        async def answer(j: int) -> None:
+            response = await self._send(client, pacer, requests[j], key)
+            if response.error is None and writer is not None:
+                writer.put(keyed[j][0], _to_cache(response), keyed[j][1])
+            record(j, response)
+
+        try:
+            async with client:
+                await _all_or_none([answer(j) for j in range(len(requests))])
+        except BaseException:
+            if writer is not None:
+                with contextlib.suppress(Exception):  # the first error is the one to see
+                    writer.close()
+            raise
+        if writer is not None:
+            writer.close()
+        _log_pacing(self.name, window)
+
+    def _window(self) -> AdaptiveWindow:
+        rpm = self.config["requests_per_minute"]
+        start = self.config["initial_concurrency"] or self.config["concurrency"]
+        return AdaptiveWindow(
+            min(start, self.config["concurrency"]),
+            self.config["concurrency"],
+            requests_per_second=None if rpm is None else rpm / 60,
+        )
+
     async def _send(
-        self, client: Any, gate: asyncio.Semaphore, request: ChatRequest, key: str | None
+        self, client: Any, pacer: Pacer, request: ChatRequest, key: str | None
     ) -> Response:
-        """Send one request with bounded, jittered retries.
+        """Send one request with bounded, jittered retries, when the pacer lets it.
 
         API and transport faults become a Response with ``error``; anything else is a bug
         here and raises, failing the job rather than passing for the model's answer.
         """
         attempts = self.config["max_attempts"]
-        body: dict[str, Any] = {"model": self.config["model"], "messages": request.messages()}
+        fields: dict[str, Any] = {"model": self.config["model"]}
         for name in ("temperature", "max_tokens", "seed"):
             if self.config[name] is not None:
-                body[name] = self.config[name]
+                fields[name] = self.config[name]
+        body: bytes | None = None
         for attempt in range(1, attempts + 1):
-            async with gate:
+            ticket = await pacer.acquire()
+            outcome: Response | _Failure | None = None
+            try:
+                # Encoded once, when its turn comes: encoding every request of the job up
+                # front would hold the first sends back and all the bodies in memory.
+                body = body or request.body({**fields, **self.config["extra_body"]})
                 self._log_request(request, attempt)
                 outcome = await self._attempt(client, body)
+            finally:
+                pacer.release(ticket, **_pacing_signal(outcome))
             if isinstance(outcome, Response):
                 return outcome
             reason = _redact(outcome.reason, key)
@@ -404,14 +513,17 @@ class Adapter(BaseAdapter):
                 request.describe(),
             )
 
-    async def _attempt(self, client: Any, body: dict[str, Any]) -> Response | _Failure:
+    async def _attempt(self, client: Any, body: bytes) -> Response | _Failure:
         """One send: the answer, or why the server did not give one."""
         import openai
+        from openai.types.chat import ChatCompletion
 
         started = time.perf_counter()
         try:
-            completion = await client.chat.completions.create(
-                **body, extra_body=self.config["extra_body"] or None
+            # The body goes as encoded bytes: the client's typed create() would walk and
+            # re-encode its ~200 KB on every send. Statuses and errors are the client's own.
+            completion = await client.post(
+                "/chat/completions", cast_to=ChatCompletion, content=body
             )
         except openai.APIStatusError as exc:
             return _status_failure(exc)
@@ -426,9 +538,13 @@ class Adapter(BaseAdapter):
         except openai.APIResponseValidationError as exc:
             return _Failure(f"malformed answer: {_short(exc.message)}", True)
         try:
-            return _response(completion, time.perf_counter() - started)
+            response = _response(completion, time.perf_counter() - started)
         except MalformedAnswer as exc:
             return _Failure(f"malformed answer: {exc}", retryable=True)
+        if _blank(completion):
+            # Nothing to parse and nothing refused: a glitch to retry, never to cache.
+            return _Failure("malformed answer: empty content and no refusal", retryable=True)
+        return response
 
     def _backoff(self, attempt: int, retry_after: float | None) -> float:
         """Full-jitter exponential backoff; a server's Retry-After is a lower bound."""
@@ -537,6 +653,7 @@ class _Failure:
     reason: str
     retryable: bool
     retry_after: float | None = None
+    throttled: bool = False  # a rate limit (429) that waiting cures: the pacer slows down
 
 
 def _status_failure(exc: Any) -> _Failure:
@@ -547,7 +664,10 @@ def _status_failure(exc: Any) -> _Failure:
         retryable = False  # a 429 that waiting does not cure
     message = re.sub(r"^Error code: \d+ - ", "", str(exc.message))
     return _Failure(
-        f"HTTP {status}: {_short(message)}", retryable, _retry_after(exc.response.headers)
+        f"HTTP {status}: {_short(message)}",
+        retryable,
+        _retry_after(exc.response.headers),
+        throttled=retryable and status == 429,
     )
 
 
@@ -590,6 +710,43 @@ def _response(completion: Any, latency_s: float) -> Response:
         served_model=served.get("model"),
         system_fingerprint=served.get("system_fingerprint"),
     )
+
+
+def _blank(completion: Any) -> bool:
+    """Neither text (only white space, if any) nor a refusal in a checked chat completion."""
+    message = completion.choices[0].message
+    content = message.content or ""
+    refusal = getattr(message, "refusal", None)
+    return not content.strip() and not (isinstance(refusal, str) and refusal.strip())
+
+
+def _reused(response: Response) -> Response:
+    """The answer of an identical request, for another record: like a cached one, it was
+    not sent again (a failure stays a failure)."""
+    return dataclasses.replace(response, cached=response.error is None)
+
+
+def _pacing_signal(outcome: Response | _Failure | None) -> dict[str, Any]:
+    """What one send's outcome tells the pacer (None: the send raised, a bug)."""
+    if isinstance(outcome, Response):
+        return {"latency": outcome.latency_s, "throttled": False, "retry_after": None}
+    throttled = isinstance(outcome, _Failure) and outcome.throttled
+    retry_after = outcome.retry_after if throttled else None
+    return {"latency": None, "throttled": throttled, "retry_after": retry_after}
+
+
+def _log_pacing(name: str, window: AdaptiveWindow) -> None:
+    if window.throttles:
+        log.warning(
+            "%s: the server throttled %d of %d sends (429); the window settled at %.1f "
+            "requests in flight (of %d), %d cut(s)",
+            name,
+            window.throttles,
+            window.sent,
+            window.limit,
+            window.maximum,
+            window.cuts,
+        )
 
 
 def _to_cache(response: Response) -> dict[str, Any]:
@@ -649,3 +806,8 @@ def _run_sync(coroutine: Any) -> Any:
         return asyncio.run(coroutine)
     with concurrent.futures.ThreadPoolExecutor(max_workers=1) as pool:
         return pool.submit(asyncio.run, coroutine).result()
+
+
+def _outcome(response: Response) -> str:
+    """How a response counts on the progress bar."""
+    return "errors" if response.error else "cached" if response.cached else "ok"
