@@ -3,6 +3,7 @@
 from pathlib import Path
 
 from novabench.report.agreement import write_agreement
+from novabench.report.labels import dataset_label, read_manifest
 from novabench.rules import log, run
 
 
@@ -16,6 +17,7 @@ def main(smk):
         judges=smk.params.judges,
         out_csv=Path(smk.output.table),
         out_md=Path(smk.output.md),
+        dataset_label=dataset_label(read_manifest(Path(smk.input.dataset_manifest))),
     )
     log.info("judge agreement: %d comparisons", len(table))
 

@@ -11,6 +11,7 @@ import pytest
 from novabench.config import check_reporting
 from novabench.errors import ConfigError
 from novabench.report.agreement import agreement_table, cohen_kappa, judge_labels
+from upstream import IMAGES
 
 
 def test_cohen_kappa_by_hand():
@@ -104,3 +105,37 @@ def test_reporting_config_checks():
         check_reporting(config(agreement_judges={"diagnosis": ["keywords"]}))
     with pytest.raises(ConfigError, match="the task's own judge"):
         check_reporting(config(agreement_judges={"diagnosis": ["matcher"]}))
+
+
+def test_the_agreement_table_names_its_dataset(dataset, tmp_path):
+    from pathlib import Path
+
+    from novabench.predict import run_predictions
+    from novabench.report.agreement import write_agreement
+
+    root = Path(__file__).resolve().parents[1]
+    predictions = tmp_path / "gold.jsonl"
+    run_predictions(
+        dataset=dataset,
+        task="captioning",
+        model_name="gold",
+        model_cfg={"adapter": "gold", "tasks": ["captioning"]},
+        prompt_path=root / "config" / "prompts" / "captioning-v1.txt",
+        out=predictions,
+        summary_out=tmp_path / "gold.summary.json",
+    )
+    judges = [{"name": name, "kind": "keyword-lexicon"} for name in ("lexicon", "lexicon-2")]
+    table = write_agreement(
+        dataset_path=dataset,
+        predictions={"captioning": [predictions]},
+        judges={"captioning": judges},
+        out_csv=tmp_path / "agreement.csv",
+        out_md=tmp_path / "agreement.md",
+        cache_dir=None,
+        dataset_label="synthetic sample (not NOVA)",
+    )
+    md = (tmp_path / "agreement.md").read_text()
+    assert md.startswith("## Judge agreement on synthetic sample (not NOVA)\n")
+    # one comparison: the gold captions, abnormal labels, the two judges; every image
+    assert list(table["model"]) == ["gold"] and list(table["n_images"]) == [len(IMAGES)]
+    assert "| captioning | gold | abnormal | lexicon vs lexicon-2 |" in md

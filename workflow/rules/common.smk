@@ -224,6 +224,13 @@ def task_models(task):
 
 
 REPORT_TASKS = [task for task in PLAN.tasks() if task_models(task)]
+# What the statistics and figure jobs read of `reporting:`: the failure limits only mark
+# rows of the tables and the leaderboard, so changing them re-runs those two jobs only.
+REPORT_SETTINGS = {
+    key: value
+    for key, value in config["reporting"].items()
+    if key not in ("min_answered", "max_error_rate")
+}
 # Only what the report reads of each model (its adapter decides control or model), so
 # that editing a model's settings does not re-run the report.
 REPORT_MODELS = {
@@ -343,6 +350,8 @@ def report_tables():
 def agreement_inputs(wildcards):
     return {
         "dataset": DATASET,
+        # The table's title names the dataset.
+        "dataset_manifest": MANIFEST,
         "predictions": [
             results(f"predictions/{task}/{model}.jsonl")
             for task in AGREEMENT_JUDGES

@@ -39,7 +39,7 @@ rule statistics:
     params:
         dataset_label=DATASET_LABEL,
         models=REPORT_MODELS,
-        reporting=config["reporting"],
+        reporting=REPORT_SETTINGS,
         judge=lambda wildcards: PLAN.judge(wildcards.task),
     script:
         "../../scripts/make_statistics.py"
@@ -131,7 +131,7 @@ rule figure_metrics:
         family="metrics",
         task=lambda wildcards: wildcards.task,
         models=REPORT_MODELS,
-        reporting=config["reporting"],
+        reporting=REPORT_SETTINGS,
     script:
         "../../scripts/make_figures.py"
 
@@ -165,7 +165,7 @@ rule figure_breakdown:
         task=lambda wildcards: wildcards.task,
         axis=lambda wildcards: wildcards.axis,
         models=REPORT_MODELS,
-        reporting=config["reporting"],
+        reporting=REPORT_SETTINGS,
     script:
         "../../scripts/make_figures.py"
 
@@ -203,7 +203,7 @@ rule figure_task:
         family=lambda wildcards: wildcards.family,
         task=lambda wildcards: wildcards.task,
         models=REPORT_MODELS,
-        reporting=config["reporting"],
+        reporting=REPORT_SETTINGS,
         judge=lambda wildcards: PLAN.judge(wildcards.task),
     script:
         "../../scripts/make_figures.py"
@@ -280,6 +280,6 @@ rule figure_judge_agreement:
         family="judge_agreement",
         task=None,
         models=REPORT_MODELS,
-        reporting=config["reporting"],
+        reporting=REPORT_SETTINGS,
     script:
         "../../scripts/make_figures.py"

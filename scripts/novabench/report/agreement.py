@@ -102,8 +102,10 @@ def write_agreement(
     out_csv: Path,
     out_md: Path,
     cache_dir: Path | None = Path("results/cache"),
+    dataset_label: str | None = None,
 ) -> pd.DataFrame:
-    """Rule `judge_agreement`: re-judge every prediction file of each task with each judge.
+    """Rule `judge_agreement`: re-judge every prediction file of each task with each judge;
+    ``dataset_label`` (``report.labels.dataset_label``) names the data in the title.
 
     LLM judges answer from the same response cache as scoring, so re-judging predictions
     that were already scored sends no request.
@@ -131,7 +133,7 @@ def write_agreement(
     Path(out_csv).parent.mkdir(parents=True, exist_ok=True)
     table.to_csv(out_csv, index=False)
     lines = [
-        "## Judge agreement",
+        "## Judge agreement" + (f" on {dataset_label}" if dataset_label else ""),
         "",
         "Cohen's kappa between judges on the same predictions (per-image labels).",
         "",
