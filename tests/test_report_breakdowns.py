@@ -35,16 +35,16 @@ def test_lesion_size_tertiles():
     low, high = np.quantile([2, 4, 6, 8, 10, 12], [1 / 3, 2 / 3])
     assert (round(low, 2), round(high, 2)) == (5.33, 8.67)
     assert labels == [
-        "small (≤ 5 px)",
-        "small (≤ 5 px)",
-        "medium (5–9 px)",
-        "medium (5–9 px)",
-        "large (> 9 px)",
-        "large (> 9 px)",
+        "small ≤5 px",
+        "small ≤5 px",
+        "medium 5–9 px",
+        "medium 5–9 px",
+        "large >9 px",
+        "large >9 px",
         NO_GOLD_BOX,
     ]
     order = breakdown_order("lesion_size", labels)
-    assert order == ["small (≤ 5 px)", "medium (5–9 px)", "large (> 9 px)", NO_GOLD_BOX]
+    assert order == ["small ≤5 px", "medium 5–9 px", "large >9 px", NO_GOLD_BOX]
 
 
 def test_pathology_category_uses_the_knowledge_base():

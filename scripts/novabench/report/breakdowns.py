@@ -50,11 +50,7 @@ def lesion_size(dataset: pd.DataFrame) -> pd.Series:
     if not len(known):
         return pd.Series(NO_GOLD_BOX, index=dataset.index)
     low, high = np.quantile(known, [1 / 3, 2 / 3])
-    names = (
-        f"small (≤ {low:.0f} px)",
-        f"medium ({low:.0f}–{high:.0f} px)",
-        f"large (> {high:.0f} px)",
-    )
+    names = (f"small ≤{low:.0f} px", f"medium {low:.0f}–{high:.0f} px", f"large >{high:.0f} px")
     tertile = np.where(sizes <= low, 0, np.where(sizes <= high, 1, 2))
     labels = [NO_GOLD_BOX if np.isnan(s) else names[t] for s, t in zip(sizes, tertile, strict=True)]
     return pd.Series(labels, index=dataset.index)

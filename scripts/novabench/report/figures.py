@@ -201,7 +201,8 @@ _NOTE: contextvars.ContextVar[str | None] = contextvars.ContextVar("note", defau
 def save(fig: plt.Figure, png: Path, pdf: Path, dpi: int | None = None) -> None:
     note = _NOTE.get()
     if note:
-        fig.text(0.0, 0.0, note, fontsize=6, color="0.35", ha="left", va="top")
+        # Above the figure: legends sit below the axes.
+        fig.text(0.0, 1.0, note, fontsize=6, color="0.35", ha="left", va="bottom")
     for path in (png, pdf):
         Path(path).parent.mkdir(parents=True, exist_ok=True)
     options = {"dpi": dpi} if dpi else {}
@@ -607,7 +608,7 @@ def plot_breakdown(
             if ok.any():
                 _errorbar(ax, centres[ok], values[ok], yerr=err[:, ok])
         counts = table.groupby("category")["n_images"].max()
-        ticks = [f"{c.replace(' ', chr(10))}\n(n={int(counts.get(c, 0))})" for c in present]
+        ticks = [f"{_tick(c)}\n(n={int(counts.get(c, 0))})" for c in present]
         slanted = {"rotation": 30, "ha": "right"} if len(present) > 5 else {}
         ax.set_xticks(x, ticks, **slanted)
         ax.set_ylabel(label)
@@ -761,6 +762,11 @@ def _figure_metrics(ctx: FigureContext) -> None:
 
 def _figure_judge_agreement(ctx: FigureContext) -> None:
     plot_judge_agreement(pd.read_csv(ctx.table), ctx.png, ctx.pdf)
+
+
+def _tick(category: str) -> str:
+    """A category as a tick label: a long one breaks at its first space."""
+    return category.replace(" ", "\n", 1) if len(category) > 10 else category
 
 
 def breakdown_order(axis: str, present: Sequence[str]) -> list[str]:
