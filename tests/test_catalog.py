@@ -273,12 +273,3 @@ def test_a_new_price_re_runs_no_prediction_but_a_new_setting_does(tmp_path, data
     )
     assert re.search(r"^predict\s+1$", reseeded.stdout, re.MULTILINE), reseeded.stdout
     assert "reason: Params have changed since last execution" in reseeded.stdout
-
-
-def test_open_families_agree_with_the_local_adapters_family_table():
-    from novabench import vlm_families
-
-    for key, family in FAMILIES.items():
-        local = vlm_families.FAMILIES.get(key)
-        if local is not None and family.box_format is not None:
-            assert family.box_format == local.box_format, key

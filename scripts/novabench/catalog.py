@@ -33,6 +33,7 @@ from typing import Any
 
 import yaml
 
+from novabench import vlm_families
 from novabench.errors import ConfigError
 from novabench.tokens import IMAGE_RULES
 
@@ -46,11 +47,17 @@ class Family:
     """What the catalog knows about a family of models, whoever serves them."""
 
     title: str
-    #: The box convention the family was trained to answer in; None: it follows the prompt.
+    #: The box convention the family answers in; None: it follows the prompt.
     box_format: str | None
     #: Image tokens per image for the estimate: a rule of novabench.estimate.IMAGE_RULES,
     #: or a fixed count.
     image_tokens: str | int
+
+
+def _open(model_type: str, title: str, image_tokens: str | int) -> Family:
+    """An open family: its box convention is the one the local adapter applies to it
+    (``vlm_families``), so a vLLM-served and a local model of a family answer alike."""
+    return Family(title, vlm_families.FAMILIES[model_type].box_format, image_tokens)
 
 
 # Keys of the open families are transformers' ``model_type`` names, as in the hf_local
@@ -62,24 +69,22 @@ FAMILIES: dict[str, Family] = {
     "mistral": Family("Mistral", None, "pixtral16"),
     # xAI publishes no image-token rule we could check: 448-px tiles of 256 plus one.
     "grok": Family("xAI Grok", None, 1280),
-    "qwen2_vl": Family("Qwen2-VL", "xyxy_1000", "qwen2_vl"),
-    "qwen2_5_vl": Family("Qwen2.5-VL", "qwen25_bbox_2d", "qwen2_vl"),
-    "qwen3_vl": Family("Qwen3-VL", "xyxy_1000", "qwen3_vl"),
-    "qwen3_vl_moe": Family("Qwen3-VL (MoE)", "xyxy_1000", "qwen3_vl"),
-    # LLaVA's grounding data (RefCOCO, Visual Genome) writes [x1, y1, x2, y2] in 0-1.
-    "llava": Family("LLaVA-1.5", "xyxy_01", 576),  # 336 px / 14-px patches = 24 x 24
-    "llava_next": Family("LLaVA-NeXT", "xyxy_01", 2880),  # 2x2 grid of 576 + a base view
-    "llava_onevision": Family("LLaVA-OneVision", "xyxy_01", 3645),  # 2x2 grid of 729 + base
-    "idefics3": Family("Idefics3", None, 2873),  # 4x4 tiles of 364 px + global, 169 each
-    "smolvlm": Family("SmolVLM", None, 1377),  # 4x4 tiles of 384 px + global, 81 each
-    "gemma3": Family("Gemma 3 / MedGemma", None, 256),  # fixed 896x896 view
-    # PaliGemma answers "detect lesion" in <loc> tokens (boxes.py: paligemma_loc).
-    "paligemma": Family("PaliGemma", "paligemma_loc", 1024),  # 448 px / 14-px patches
-    "internvl": Family("InternVL", "xyxy_1000", 256),  # one 448-px tile for a square image
-    "mistral3": Family("Mistral Small 3.1", None, "mistral28"),
-    "pixtral": Family("Pixtral", None, "pixtral16"),
+    "qwen2_vl": _open("qwen2_vl", "Qwen2-VL", "qwen2_vl"),
+    "qwen2_5_vl": _open("qwen2_5_vl", "Qwen2.5-VL", "qwen2_vl"),
+    "qwen3_vl": _open("qwen3_vl", "Qwen3-VL", "qwen3_vl"),
+    "qwen3_vl_moe": _open("qwen3_vl_moe", "Qwen3-VL (MoE)", "qwen3_vl"),
+    "llava": _open("llava", "LLaVA-1.5", 576),  # 336 px / 14-px patches = 24 x 24
+    "llava_next": _open("llava_next", "LLaVA-NeXT", 2880),  # 2x2 grid of 576 + a base view
+    "llava_onevision": _open("llava_onevision", "LLaVA-OneVision", 3645),  # 2x2 of 729 + base
+    "idefics3": _open("idefics3", "Idefics3", 2873),  # 4x4 tiles of 364 px + global, 169 each
+    "smolvlm": _open("smolvlm", "SmolVLM", 1377),  # 4x4 tiles of 384 px + global, 81 each
+    "gemma3": _open("gemma3", "Gemma 3 / MedGemma", 256),  # fixed 896x896 view
+    "paligemma": _open("paligemma", "PaliGemma", 1024),  # 448 px / 14-px patches
+    "internvl": _open("internvl", "InternVL", 256),  # one 448-px tile for a square image
+    "mistral3": _open("mistral3", "Mistral Small 3.1", "mistral28"),
+    "pixtral": _open("pixtral", "Pixtral", "pixtral16"),
     # Llama 3.2 Vision reads the image by cross-attention: one token in the prompt.
-    "mllama": Family("Llama 3.2 Vision", None, 1),
+    "mllama": _open("mllama", "Llama 3.2 Vision", 1),
     "baseline": Family("novabench baseline", None, 0),
 }
 
