@@ -128,7 +128,3 @@ def refusal_reason(text: str | None) -> str | None:
     if referring:
         return f"the model only referred to a professional: {referring[0][:80]!r}"
     return None
-
-
-def is_refusal(text: str | None) -> bool:
-    return refusal_reason(text) is not None
