@@ -19,8 +19,8 @@ pair, standardized jointly; see that folder's README) and prints, for one split:
   protocol's canonical strings; a concept the two name differently counts as a miss.
 - Normal/abnormal accuracy of the judge's labels (both captions of every pair).
 
-The judge scores a pair with ``judge_pair(reference, prediction)`` when it has one (joint
-standardization), else with ``extract`` on each caption.
+The judge scores a pair as the scorer does (``judges.base.judge_caption_pairs``: with
+``judge_pair`` when it has one, for joint standardization, else with ``extract``).
 
     python scripts/benchmarks/caption_judge_agreement.py --split tune --errors
     python scripts/benchmarks/caption_judge_agreement.py --split heldout
@@ -43,7 +43,7 @@ sys.path.insert(0, str(ROOT / "scripts"))
 
 from nltk.stem.porter import PorterStemmer  # noqa: E402
 
-from novabench.judges.base import NEGATED_PREFIX  # noqa: E402
+from novabench.judges.base import NEGATED_PREFIX, judge_caption_pairs  # noqa: E402
 from novabench.judges.keywords import KeywordJudge  # noqa: E402
 from novabench.metrics.captioning import set_f1, split_keywords  # noqa: E402
 
@@ -65,19 +65,13 @@ def _error(judge_f1: float | None, hand_f1: float | None) -> float:
     return abs(judge_f1 - hand_f1)
 
 
-def _judge_pair(judge, reference: str, prediction: str):
-    pair = getattr(judge, "judge_pair", None)
-    if pair is not None:
-        return pair(reference, prediction)
-    return judge.extract(reference), judge.extract(prediction)
-
-
 def evaluate(judge, pairs: list[dict]) -> tuple[dict, list[dict]]:
     """Summary numbers and one row per pair."""
     rows = []
     found = hand_total = judge_total = correct_labels = 0
-    for pair in pairs:
-        verdicts = _judge_pair(judge, pair["reference"], pair["prediction"])
+    # The scorer's own call path: judge_pairs, judge_pair or extract, whichever it has.
+    judged = judge_caption_pairs(judge, [(p["reference"], p["prediction"]) for p in pairs])
+    for pair, verdicts in zip(pairs, judged, strict=True):
         sides = [split_keywords(v.keywords) for v in verdicts]
         hand = [pair["reference_labels"], pair["prediction_labels"]]
         row = {"id": pair["id"], "phenomenon": pair["phenomenon"], "sides": sides}
