@@ -151,17 +151,23 @@ class KnowledgeBase:
         for candidate in (re.sub(r"\([^)]*\)", " ", text), text):
             key = f" {_name_key(candidate)} "
             best = max(
-                (
-                    (len(name), entry.category)
-                    for entry in self.entries
-                    for name in map(_name_key, entry.names)
-                    if name and f" {name} " in key
-                ),
+                ((len(name), category) for name, category in self._category_names if name in key),
                 default=None,
             )
             if best is not None:
                 return best[1]
         return UNKNOWN_CATEGORY
+
+    @functools.cached_property
+    def _category_names(self) -> tuple[tuple[str, str], ...]:
+        """(`` name ``, category) of every name and synonym, normalized once: a dataset's
+        categories are looked up once per image."""
+        return tuple(
+            (f" {name} ", entry.category)
+            for entry in self.entries
+            for name in map(_name_key, entry.names)
+            if name
+        )
 
 
 def _name_key(name: str) -> str:
