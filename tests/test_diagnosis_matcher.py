@@ -789,3 +789,42 @@ def test_no_known_name_holds_a_hedge_phrase(matcher) -> None:
 )
 def test_arterial_circulations_and_cranial_fossae(matcher, predicted, reference, expected):
     assert matcher.match(predicted, reference) is expected, matcher.explain(predicted, reference)
+
+
+@pytest.mark.parametrize(
+    ("predicted", "reference", "expected"),
+    [
+        # A slash inside a code ("1p/19q-codeleted") splits no alternative off the
+        # reference, so its grade still counts.
+        ("anaplastic oligodendroglioma", "Oligodendroglioma, 1p/19q-codeleted, grade II", False),
+        ("oligodendroglioma", "Oligodendroglioma, 1p/19q-codeleted, grade II", True),
+        # A word that states a qualifier is compared as one, not read as a new kind.
+        ("suprasellar pilocytic astrocytoma", "Pilomyxoid astrocytoma of the hypothalamus", True),
+        # "normal" inside a known name negates nothing.
+        ("Hakim-Adams syndrome", "Normal-pressure hydrocephalus", True),
+        # "X-like" names another disease; inside a known name it is just a word.
+        ("Susac-like syndrome", "Susac syndrome", False),
+        ("SMART syndrome", "Stroke-like migraine attacks after radiation therapy", True),
+        # Territories named after "between" bound a watershed infarct.
+        ("Border zone infarct between the MCA and PCA territories", "PCA infarct", False),
+        ("watershed infarct", "Infarct in the middle cerebral artery territory", False),
+        # Patterns, aggressiveness and course are qualifiers.
+        ("HIE, watershed pattern", "Hypoxic-ischemic encephalopathy, central pattern", False),
+        ("aggressive haemangioma of the vertebral body", "Typical vertebral hemangioma", False),
+        ("multiphasic disseminated encephalomyelitis", "ADEM", False),
+        # Adjective and noun of the meninges; a drug class for the drug.
+        ("lymphomatous infiltration of the meninges", "Lymphomatous meningeal infiltration", True),
+        ("chemotherapy-induced leukoencephalopathy", "Methotrexate leukoencephalopathy", True),
+    ],
+)
+def test_codes_qualifier_words_like_names_and_patterns(matcher, predicted, reference, expected):
+    assert matcher.match(predicted, reference) is expected
+
+
+def test_a_bracketed_name_keeps_the_side_of_the_title(matcher):
+    reference = "Left mesial temporal sclerosis (hippocampal sclerosis)"
+    assert matcher.explain("right hippocampal sclerosis", reference).rule == (
+        "qualifier:laterality"
+    )
+    assert matcher.match("left-sided hippocampal sclerosis", reference)
+    assert matcher.match("hippocampal sclerosis", reference)

@@ -51,7 +51,7 @@ import os
 import re
 import unicodedata
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -323,6 +323,11 @@ class _Analysis:
     # those that state any qualifier.
     site_words: frozenset[str] = frozenset()
     qualifier_words: frozenset[str] = frozenset()
+    # Negation words outside any known name ("normal" in "normal pressure hydrocephalus"
+    # negates nothing).
+    negation_words: frozenset[str] = frozenset()
+    # "X-like disease" names a disease of its own, not X.
+    like_name: bool = False
 
 
 @dataclass(frozen=True)
@@ -343,7 +348,7 @@ class DiagnosisMatcher:
     """
 
     name = "diagnosis-matcher"
-    version = "3"
+    version = "4"
 
     def __init__(
         self,
@@ -665,6 +670,9 @@ class DiagnosisMatcher:
         core_end = self._clause_end(tokens, covered)
         # Qualifiers also come from an "in" clause: "epilepsy in the left frontal lobe".
         qualifier_end = self._clause_end(tokens, covered, skip=(("in",),))
+        if "between" in tokens[:qualifier_end]:
+            # "infarct between the ACA and MCA territories" lies in neither territory.
+            qualifier_end = tokens.index("between")
 
         def negated_at(start: int) -> bool:
             return start > 0 and not covered[start - 1] and tokens[start - 1] in self._negations
@@ -672,7 +680,12 @@ class DiagnosisMatcher:
         negated = any(not covered[i] and tokens[i] in self._negations for i in range(core_end))
         usable = [m for m in matches if not negated_at(m[0])]
         core = [m for m in usable if m[0] < core_end] or usable
-        ignorable = self._generic_modifiers | self._generic_heads | self._negations
+        qualifier_tokens = tokens[:qualifier_end] if core_end > 0 else tokens
+        stated, words_of = self._stated_qualifiers(tokens, qualifier_tokens)
+        stating = frozenset().union(*words_of.values())
+        # A word that states a qualifier ("hypothalamic pilocytic astrocytoma") is
+        # compared as that qualifier, not read as an unknown kind of the disease.
+        ignorable = self._generic_modifiers | self._generic_heads | self._negations | stating
         concepts = tuple(
             (
                 cid,
@@ -682,8 +695,7 @@ class DiagnosisMatcher:
         )
         core_tokens = tokens[:core_end] if core_end > 0 else tokens
         words = frozenset(t for t in core_tokens if t not in self._generic_modifiers)
-        qualifier_tokens = tokens[:qualifier_end] if core_end > 0 else tokens
-        stated, words_of = self._stated_qualifiers(tokens, qualifier_tokens)
+        loose = frozenset(t for t, known in zip(tokens, covered, strict=True) if not known)
         inherent = [self._concepts[cid].qualifiers for cid, partial in concepts if not partial]
         return _Analysis(
             text=" ".join(tokens),
@@ -695,7 +707,9 @@ class DiagnosisMatcher:
             site_words=frozenset().union(
                 *(w for g, w in words_of.items() if g in qualifiers.SITE_GROUPS)
             ),
-            qualifier_words=frozenset().union(*words_of.values()),
+            qualifier_words=stating,
+            negation_words=loose & self._negations,
+            like_name="like" in loose,
         )
 
     def _cause_last(self, text: str) -> str:
@@ -885,6 +899,8 @@ class DiagnosisMatcher:
             return True, "normalized-equal"  # also "moya moya" = "moyamoya"
         if p.negated != r.negated:
             return False, "negation"
+        if p.like_name != r.like_name:
+            return False, "like-name"
         ignore = ("grade",) if self._regraded_pair(p, r) else ()
         if group := qualifiers.conflict(p.qualifiers, r.qualifiers, self._qualifier_table, ignore):
             return False, f"qualifier:{group}"
@@ -897,7 +913,7 @@ class DiagnosisMatcher:
             # "cyst", "tumor": no disease named. A vague reference, though, may still be
             # matched by a more specific prediction (embedding step).
             return False, "nonspecific"
-        if bool(set(p.tokens) & self._negations) != bool(set(r.tokens) & self._negations):
+        if bool(p.negation_words) != bool(r.negation_words):
             # Embeddings barely see "non-" ("Hodgkin" vs "non-Hodgkin lymphoma": 0.92).
             return False, "negation"
         return None, "undecided"
@@ -912,9 +928,7 @@ class DiagnosisMatcher:
         whole = self.normalize(reference)
         if whole and self.normalize(predicted) == whole:
             return MatchDecision(True, "normalized-equal")
-        references = [
-            self._analyse(self._uninverted(t)) for t in _reference_alternatives(reference)
-        ]
+        references = self._reference_readings(reference)
         references += self._compound_parts(reference)
         predictions = [
             self._analyse(self._uninverted(t))
@@ -942,6 +956,24 @@ class DiagnosisMatcher:
         ] or references
         best = max(self.similarity(predictions[0].text, r.text) for r in candidates)
         return MatchDecision(best >= self.threshold, "embedding", round(best, 4))
+
+    def _reference_readings(self, reference: str) -> list[_Analysis]:
+        """The reference's alternatives, analysed; a bracketed alternative name keeps the
+        main title's qualifiers ("Left hemiatrophy (Dyke-Davidoff-Masson syndrome)" is
+        a left-sided one)."""
+        readings = [self._analyse(self._uninverted(t)) for t in _reference_alternatives(reference)]
+        bracketed = {
+            alt
+            for inner in _PARENTHESIS.findall(reference)
+            for alt in _reference_alternatives(inner)
+        }
+        main = readings[0].qualifiers
+        return [
+            replace(r, qualifiers={**main, **r.qualifiers}) if t in bracketed and i > 0 else r
+            for i, (t, r) in enumerate(
+                zip(_reference_alternatives(reference), readings, strict=True)
+            )
+        ]
 
     def _commit(self, predicted: str) -> str:
         """The part of a prediction it commits to: the diagnosis it favours ("X cannot be
@@ -1039,7 +1071,9 @@ def _split_slash(text: str) -> list[str]:
         return parts
     out = [parts[0]]
     for part in parts[1:]:
-        left, right = out[-1].split()[-1:] or [""], part.split()[:1] or [""]
+        # The letters and digits touching the slash: "1p/19q-codeleted" is one code.
+        left = re.findall(r"[A-Za-z0-9]+$", out[-1]) or [""]
+        right = re.findall(r"^[A-Za-z0-9]+", part) or [""]
         if len(left[0]) <= 3 and len(right[0]) <= 3:
             out[-1] = f"{out[-1]}/{part}"
         else:
