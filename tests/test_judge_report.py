@@ -106,7 +106,10 @@ STUB_KEYWORDS = {
         kw("hyperintense", "temporal lobe", "axial", "t2"),
     ),
     "c-02": (kw("Ring-enhancing", "mass", "coronal", "t1"), kw("coronal", "t1", "normal")),
-    "c-03": (kw("sagittal", "t1", abnormal=False), kw("sagittal", "t1", "hemorrhage")),
+    "c-03": (
+        kw("sagittal", "t1", "neg:hemorrhages", abnormal=False),
+        kw("sagittal", "t1", "hemorrhage"),
+    ),
     "c-04": (
         kw("restricted diffusion", "left", "thalamus", "dwi"),
         kw("restricted diffusion", "left", "thalamus", "dwi"),
@@ -136,10 +139,16 @@ def test_caption_f1_differences_keywords_and_labels():
     assert held["clinical_f1_mad"] == pytest.approx(20 / 3)
     assert held["modality_f1_mad"] == pytest.approx(0.0)
     assert (held["clinical_f1_n"], held["clinical_f1_undefined_mismatch"]) == (3, 0)
-    # Keywords after cleaning ("Ring-enhancing" = "ring enhancing"): 20 shared of the
-    # judge's 5+4+4+3+2+3 = 21 and the hand's 5+5+4+2+3+3 = 22.
-    assert (held["keyword_precision"]["k"], held["keyword_precision"]["n"]) == (20, 21)
-    assert (held["keyword_recall"]["k"], held["keyword_recall"]["n"]) == (20, 22)
+    # Clinical keywords only, compared after cleaning ("Ring-enhancing" = "ring enhancing"),
+    # with the judge's negation written as the hand labels write it and words stemmed
+    # ("neg:hemorrhages" = "no hemorrhage"). Per caption (judge/hand/shared): c-01 3/3/3
+    # and 2/3/2, c-02 2/2/2 and 1 ("normal")/0/0, c-03 1/1/1 and 1/1/1: 9 shared of 10.
+    assert (held["keyword_precision"]["k"], held["keyword_precision"]["n"]) == (9, 10)
+    assert (held["keyword_recall"]["k"], held["keyword_recall"]["n"]) == (9, 10)
+    assert (held["clinical_f1_within_5"]["k"], held["clinical_f1_within_5"]["n"]) == (2, 3)
+    # Dataset means: hand (100 + 0 + 0) / 3, judge (80 + 0 + 0) / 3.
+    assert held["clinical_f1_mean_hand"] == pytest.approx(100 / 3)
+    assert held["clinical_f1_mean_judge"] == pytest.approx(80 / 3)
     # Six captions; the judge calls c-02's normal prediction abnormal.
     assert (held["abnormal_accuracy"]["k"], held["abnormal_accuracy"]["n"]) == (5, 6)
     assert [w["id"] for w in held["worst"]] == ["c-01"]

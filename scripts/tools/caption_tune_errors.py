@@ -40,8 +40,8 @@ def print_errors(rows: list[dict]) -> None:
             f"\n{pair['id']} {pair['phenomenon']}: clinical hand {_f1(hand_c)} judge "
             f"{_f1(judge_c)}; modality hand {_f1(hand_m)} judge {_f1(judge_m)}"
         )
-        sides = zip(("ref", "pred"), row["hand_keywords"], row["judge_keywords"], row["labels"])
-        for side, hand, judge, (hand_label, judge_label) in sides:
+        sides = ("ref", "pred"), row["hand_keywords"], row["judge_keywords"], row["labels"]
+        for side, hand, judge, (hand_label, judge_label) in zip(*sides, strict=True):
             print(f"  {side} hand:  {sorted(hand)} abnormal={hand_label}")
             print(f"  {side} judge: {sorted(judge)} abnormal={judge_label}")
 

@@ -10,7 +10,7 @@ protocol: keywords of both captions of a pair, standardized jointly
 Negation and uncertainty use the NegEx/ConText algorithm (trigger phrases with a direction,
 pseudo-triggers, scope terminators) written here over the lexicon's own matches. medspaCy's
 ConText and negspaCy were measured against it on the tuning half of the judge validation
-set (``scripts/benchmarks/caption_judge_agreement.py``) and did no better; they would add
+set (the judge report, ``novabench judge-report``) and did no better; they would add
 spaCy to every scoring job, so the hand-written scope is kept.
 """
 

@@ -21,16 +21,18 @@ is missing; its answers are cached like a model's when it runs.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import math
+import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from novabench.errors import NovaError
-from novabench.judges.base import judge_kind, make_judge
+from novabench.judges.base import NEGATED_PREFIX, judge_kind, make_judge
 from novabench.judges.llm import clean_keyword
 
 SPLITS = ("heldout", "tune")
@@ -175,6 +177,24 @@ def _clean(keywords: Sequence[str]) -> frozenset[str]:
     return frozenset(k for k in (clean_keyword(x) for x in keywords) if k)
 
 
+@functools.cache
+def _stem(word: str) -> str:
+    from nltk.stem.porter import PorterStemmer
+
+    return PorterStemmer().stem(word)
+
+
+def comparable_keyword(keyword: str) -> tuple[str, ...]:
+    """A keyword as compared with a hand keyword: a negated finding written as the hand
+    labels write it ("neg:enhancement" -> "no enhancement"), lower-case words, each
+    Porter-stemmed, so that "hyperintense" and "hyperintensity" are one keyword. A concept
+    the judge and the labeller name with different words still counts as a miss."""
+    keyword = clean_keyword(keyword)
+    if keyword.startswith(NEGATED_PREFIX):
+        keyword = "no " + keyword[len(NEGATED_PREFIX) :]
+    return tuple(_stem(w) for w in re.findall(r"[a-z0-9]+", keyword))
+
+
 def _hand(labels: Mapping[str, Any]) -> tuple[frozenset[str], frozenset[str], bool]:
     """(clinical, modality, abnormal) of one caption's hand labels, cleaned like a judge's."""
     from novabench.metrics.captioning import MODALITY_KEYWORDS
@@ -189,11 +209,11 @@ def _hand(labels: Mapping[str, Any]) -> tuple[frozenset[str], frozenset[str], bo
     return _clean(labels.get("clinical") or []), modality, bool(labels.get("abnormal"))
 
 
-def _difference(a: float | None, b: float | None) -> float | None:
+def f1_difference(a: float | None, b: float | None) -> float | None:
     return None if a is None or b is None else abs(a - b)
 
 
-def _caption_rows(judge: Any, pairs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def caption_rows(judge: Any, pairs: list[dict[str, Any]]) -> list[dict[str, Any]]:
     # Imported here: judge modules import nothing from metrics at import time (base.py).
     from novabench.judges.base import judge_caption_pairs
     from novabench.metrics.captioning import set_f1, split_keywords
@@ -214,18 +234,20 @@ def _caption_rows(judge: Any, pairs: list[dict[str, Any]]) -> list[dict[str, Any
             {
                 "pair": pair,
                 "f1": f1,
-                "hand_keywords": [hand_ref[0] | hand_ref[1], hand_pred[0] | hand_pred[1]],
-                "judge_keywords": [_clean(ref_kw.keywords), _clean(pred_kw.keywords)],
+                # Precision and recall are of the clinical keywords: the modality words
+                # come from a closed set both sides name alike.
+                "hand_keywords": [hand_ref[0], hand_pred[0]],
+                "judge_keywords": [judge_ref[0], judge_pred[0]],
                 "labels": [(hand_ref[2], ref_kw.abnormal), (hand_pred[2], pred_kw.abnormal)],
             }
         )
     return rows
 
 
-def _caption_split(rows: list[dict[str, Any]]) -> dict[str, Any]:
+def caption_split(rows: list[dict[str, Any]]) -> dict[str, Any]:
     out: dict[str, Any] = {"n": len(rows)}
     for family in ("clinical", "modality"):
-        diffs = [_difference(*r["f1"][family]) for r in rows]
+        diffs = [f1_difference(*r["f1"][family]) for r in rows]
         defined = [d for d in diffs if d is not None]
         out[f"{family}_f1_mad"] = math.fsum(defined) / len(defined) if defined else None
         out[f"{family}_f1_n"] = len(defined)
@@ -233,9 +255,15 @@ def _caption_split(rows: list[dict[str, Any]]) -> dict[str, Any]:
         out[f"{family}_f1_undefined_mismatch"] = sum(
             (a is None) != (b is None) for a, b in (r["f1"][family] for r in rows)
         )
-    hits = sum(len(h & j) for r in rows for h, j in zip(*_kw(r), strict=True))
-    n_judge = sum(len(j) for r in rows for j in r["judge_keywords"])
-    n_hand = sum(len(h) for r in rows for h in r["hand_keywords"])
+        # Dataset means can agree while pairs do not (errors cancel): both are shown.
+        for who, at in (("hand", 0), ("judge", 1)):
+            values = [r["f1"][family][at] for r in rows if r["f1"][family][at] is not None]
+            out[f"{family}_f1_mean_{who}"] = math.fsum(values) / len(values) if values else None
+        out[f"{family}_f1_within_5"] = proportion(sum(d <= 5 for d in defined), len(defined))
+    keys = [_keyword_keys(r) for r in rows]
+    hits = sum(len(h & j) for hand, judge in keys for h, j in zip(hand, judge, strict=True))
+    n_judge = sum(len(j) for _, judge in keys for j in judge)
+    n_hand = sum(len(h) for hand, _ in keys for h in hand)
     out["keyword_precision"] = proportion(hits, n_judge)
     out["keyword_recall"] = proportion(hits, n_hand)
     labels = [pair for r in rows for pair in r["labels"]]
@@ -245,12 +273,16 @@ def _caption_split(rows: list[dict[str, Any]]) -> dict[str, Any]:
     return out
 
 
-def _kw(row: dict[str, Any]) -> tuple[list[frozenset[str]], list[frozenset[str]]]:
-    return row["hand_keywords"], row["judge_keywords"]
+def _keyword_keys(row: dict[str, Any]) -> tuple[list[set], list[set]]:
+    """Per caption of the pair, the hand and the judge clinical keywords as compared."""
+    return (
+        [{comparable_keyword(k) for k in side} for side in row["hand_keywords"]],
+        [{comparable_keyword(k) for k in side} for side in row["judge_keywords"]],
+    )
 
 
 def _badness(row: dict[str, Any]) -> float:
-    diffs = [_difference(*row["f1"][f]) for f in ("clinical", "modality")]
+    diffs = [f1_difference(*row["f1"][f]) for f in ("clinical", "modality")]
     undefined = sum((a is None) != (b is None) for a, b in row["f1"].values())
     return max([d for d in diffs if d is not None] + [100.0 * bool(undefined)] + [0.0])
 
@@ -271,8 +303,8 @@ def _worst_entry(row: dict[str, Any]) -> dict[str, Any]:
 
 def caption_agreement(judge: Any, pairs: list[dict[str, Any]]) -> dict[str, Any]:
     """Per split: F1 differences to the hand labels, keyword precision/recall, labels."""
-    rows = _caption_rows(judge, pairs)
-    return {s: _caption_split([r for r in rows if r["pair"]["split"] == s]) for s in SPLITS}
+    rows = caption_rows(judge, pairs)
+    return {s: caption_split([r for r in rows if r["pair"]["split"] == s]) for s in SPLITS}
 
 
 # --- every configured judge -------------------------------------------------------------------
@@ -378,7 +410,7 @@ def _table(header: Sequence[str], rows: Sequence[Sequence[Any]]) -> list[str]:
     return lines + ["| " + " | ".join(cell(c) for c in row) + " |" for row in rows]
 
 
-def _diagnosis_md(split: str, stats: dict[str, Any], title: str = "Diagnosis") -> list[str]:
+def diagnosis_markdown(split: str, stats: dict[str, Any], title: str = "Diagnosis") -> list[str]:
     lines = [f"#### {title}, {SPLIT_TITLES[split]} (n = {stats['n']})", ""]
     lines += _table(
         ["metric", "rate", "count", "Wilson 95% CI"],
@@ -405,7 +437,7 @@ def _f1(value: float | None) -> str:
     return "n/a" if value is None else f"{value:.1f}"
 
 
-def _caption_md(split: str, stats: dict[str, Any], title: str = "Captioning") -> list[str]:
+def caption_markdown(split: str, stats: dict[str, Any], title: str = "Captioning") -> list[str]:
     lines = [f"#### {title}, {SPLIT_TITLES[split]} (n = {stats['n']})", ""]
     rows = [
         [
@@ -416,9 +448,19 @@ def _caption_md(split: str, stats: dict[str, Any], title: str = "Captioning") ->
         ]
         for family in ("clinical", "modality")
     ]
+    for family in ("clinical", "modality"):
+        rate, count, _ = _share(stats[f"{family}_f1_within_5"])
+        rows.append([f"{family.title()} F1 within 5 points of hand F1", rate, f"{count} pairs"])
+        rows.append(
+            [
+                f"{family.title()} F1, dataset mean (hand / judge)",
+                f"{_f1(stats[f'{family}_f1_mean_hand'])} / {_f1(stats[f'{family}_f1_mean_judge'])}",
+                "means can agree while pairs differ",
+            ]
+        )
     for key, title in (
-        ("keyword_precision", "keyword precision"),
-        ("keyword_recall", "keyword recall"),
+        ("keyword_precision", "clinical keyword precision"),
+        ("keyword_recall", "clinical keyword recall"),
         ("abnormal_accuracy", "normal/abnormal accuracy"),
     ):
         rate, count, interval = _share(stats[key])
@@ -454,7 +496,7 @@ def render_markdown(report: dict[str, Any]) -> str:
                 f"held-out, {record['tune']} tuning), sha256 {record['sha256'][:12]}"
             )
     lines += ["", "Quote the held-out half; the tuning half was used to improve the judges.", ""]
-    render = {"diagnosis": _diagnosis_md, "captioning": _caption_md}
+    render = {"diagnosis": diagnosis_markdown, "captioning": caption_markdown}
     for name, entry in report["judges"].items():
         lines += [f"## Judge `{name}` (kind {entry['kind']})", ""]
         for key, reason in entry["skipped"].items():
