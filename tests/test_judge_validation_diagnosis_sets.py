@@ -1,7 +1,8 @@
-"""Integrity of the second hand-labelled diagnosis set (all pairs held out).
+"""Integrity of the second and third hand-labelled diagnosis sets.
 
-The README beside the file states its counts; these tests recount the file and compare,
-so an edit to either one that is not carried to the other fails here.
+The README beside each file states its counts; these tests recount the file and compare,
+so an edit to either one that is not carried to the other fails here. (The first set has
+its own tests: its README is the folder's shared one.)
 """
 
 import collections
@@ -12,27 +13,33 @@ from pathlib import Path
 import pytest
 
 HERE = Path(__file__).parent / "data" / "judge_validation"
-PAIRS_PATH = HERE / "diagnoses-2.jsonl"
-README_PATH = HERE / "README-diagnoses-2.md"
 FIELDS = {"id", "split", "phenomenon", "reference", "prediction", "match", "why"}
+# Per set: the id pattern, and the heading of the README table of counts per split.
+SETS = {
+    "diagnoses-2": (r"dx-\d{3}", "### Split"),
+    "diagnoses-3": (r"dx3-[ab]-\d{3}", "### Counts per part"),
+}
+every_set = pytest.mark.parametrize("name", sorted(SETS))
 
 
-def _pairs() -> list[dict]:
+def _pairs(name: str) -> list[dict]:
+    path = HERE / f"{name}.jsonl"
     pairs = []
-    for number, line in enumerate(PAIRS_PATH.read_text(encoding="utf-8").splitlines(), 1):
+    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
         try:
             pair = json.loads(line)
         except json.JSONDecodeError as err:
-            pytest.fail(f"{PAIRS_PATH.name} line {number} is not JSON: {err}")
+            pytest.fail(f"{path.name} line {number} is not JSON: {err}")
         pairs.append(pair)
     return pairs
 
 
-def _table(heading: str) -> list[dict]:
+def _table(name: str, heading: str) -> list[dict]:
     """Rows of the first Markdown table after `heading`, as dicts keyed by its header."""
-    lines = README_PATH.read_text(encoding="utf-8").splitlines()
+    readme = HERE / f"README-{name}.md"
+    lines = readme.read_text(encoding="utf-8").splitlines()
     if heading not in lines:
-        pytest.fail(f"{README_PATH.name} has no heading {heading!r}")
+        pytest.fail(f"{readme.name} has no heading {heading!r}")
     start = lines.index(heading) + 1
     table = []
     for line in lines[start:]:
@@ -54,47 +61,52 @@ def _counts(pairs: list[dict]) -> dict[str, int]:
     }
 
 
-def test_every_line_is_a_pair_with_the_documented_fields_and_types():
-    for pair in _pairs():
+@every_set
+def test_every_line_is_a_pair_with_the_documented_fields_and_types(name):
+    for pair in _pairs(name):
         assert set(pair) == FIELDS, pair.get("id")
-        assert re.fullmatch(r"dx-\d{3}", pair["id"]), pair["id"]
+        assert re.fullmatch(SETS[name][0], pair["id"]), pair["id"]
         assert pair["split"] in ("tune", "heldout"), pair["id"]
         assert isinstance(pair["match"], bool), pair["id"]
         for field in ("phenomenon", "reference", "prediction", "why"):
             assert isinstance(pair[field], str) and pair[field].strip(), (pair["id"], field)
 
 
-def test_ids_are_unique():
-    ids = [p["id"] for p in _pairs()]
+@every_set
+def test_ids_are_unique(name):
+    ids = [p["id"] for p in _pairs(name)]
     repeated = [i for i, n in collections.Counter(ids).items() if n > 1]
     assert not repeated
 
 
-def test_no_pair_is_written_twice():
+@every_set
+def test_no_pair_is_written_twice(name):
     seen = collections.Counter(
-        (p["reference"].casefold(), p["prediction"].casefold()) for p in _pairs()
+        (p["reference"].casefold(), p["prediction"].casefold()) for p in _pairs(name)
     )
     assert [k for k, n in seen.items() if n > 1] == []
 
 
-def test_size_and_balance_of_labels():
-    pairs = _pairs()
+@every_set
+def test_size_and_balance_of_labels(name):
+    pairs = _pairs(name)
     assert len(pairs) >= 200
     share = sum(p["match"] for p in pairs) / len(pairs)
     assert 0.45 <= share <= 0.55, f"{share:.1%} of pairs match"
 
 
-def test_exact_pairs_differ_at_most_in_letter_case():
-    exact = [p for p in _pairs() if p["phenomenon"] == "exact"]
+@every_set
+def test_exact_pairs_differ_at_most_in_letter_case(name):
+    exact = [p for p in _pairs(name) if p["phenomenon"] == "exact"]
     assert exact
     for pair in exact:
         assert pair["match"] is True, pair["id"]
         assert pair["reference"].casefold() == pair["prediction"].casefold(), pair["id"]
 
 
-def test_readme_counts_per_split_and_label_equal_the_file():
-    rows = _table("### Split")
-    pairs = _pairs()
+def test_the_second_sets_counts_per_split_equal_its_readme():
+    rows = _table("diagnoses-2", "### Split")
+    pairs = _pairs("diagnoses-2")
     stated = {
         row["split"]: {k: int(row[k]) for k in ("pairs", "match", "no match")} for row in rows
     }
@@ -104,20 +116,33 @@ def test_readme_counts_per_split_and_label_equal_the_file():
     assert stated == actual
 
 
-def test_readme_counts_per_phenomenon_equal_the_file():
-    rows = _table("### Counts per phenomenon")
+def test_the_third_set_is_all_held_out_and_its_counts_per_part_equal_its_readme():
+    pairs = _pairs("diagnoses-3")
+    assert {p["split"] for p in pairs} == {"heldout"}
+    rows = _table("diagnoses-3", "### Counts per part")
+    stated = {row["part"]: {k: int(row[k]) for k in ("pairs", "match", "no match")} for row in rows}
+    parts = {
+        "a": [p for p in pairs if p["id"][4] == "a"],
+        "b": [p for p in pairs if p["id"][4] == "b"],
+    }
+    assert stated == {"a": _counts(parts["a"]), "b": _counts(parts["b"]), "all": _counts(pairs)}
+
+
+@every_set
+def test_readme_counts_per_phenomenon_equal_the_file(name):
+    rows = _table(name, "### Counts per phenomenon")
     stated = {
         row["phenomenon"]: {k: int(row[k]) for k in ("pairs", "match", "no match")} for row in rows
     }
     by_tag = collections.defaultdict(list)
-    for pair in _pairs():
+    for pair in _pairs(name):
         by_tag[pair["phenomenon"]].append(pair)
     assert stated == {tag: _counts(tag_pairs) for tag, tag_pairs in by_tag.items()}
 
 
-def test_the_split_alternates_within_each_phenomenon_and_label():
+def test_the_second_sets_split_alternates_within_each_phenomenon_and_label():
     seen = collections.Counter()
-    for pair in _pairs():
+    for pair in _pairs("diagnoses-2"):
         key = (pair["phenomenon"], pair["match"])
         expected = "tune" if seen[key] % 2 == 0 else "heldout"
         seen[key] += 1

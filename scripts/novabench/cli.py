@@ -422,21 +422,34 @@ def cmd_judge_report(args: argparse.Namespace) -> int:
         for task, reason in entry["skipped"].items():
             print(f"{name} ({task}): skipped, {reason}")
         for key, splits in entry["tasks"].items():
-            held = splits["heldout"]
-            if SETS_BY_KEY[key].task == "diagnosis":
-                line = (
-                    f"accuracy {held['accuracy']['k']}/{held['accuracy']['n']}, false matches "
-                    f"{held['false_match']['k']}/{held['false_match']['n']}, missed "
-                    f"{held['missed']['k']}/{held['missed']['n']}"
-                )
-            else:
-                mad = held["clinical_f1_mad"]
-                line = "Clinical F1 mean abs. difference " + (
-                    "n/a" if mad is None else f"{mad:.1f}"
-                )
-            print(f"{name} ({key}, held-out n={held['n']}): {line}")
+            for line in _agreement_lines(SETS_BY_KEY[key], splits):
+                print(f"{name} ({key}, {line}")
     print(f"wrote {out_dir / 'report.md'} and {out_dir / 'report.json'}")
     return 0
+
+
+def _agreement_lines(vset: Any, splits: dict[str, Any]) -> list[str]:
+    """One line per held-out subset of a set's agreement numbers."""
+    from novabench.judges.validation import NEW_PAIRS
+
+    lines = []
+    for subset in ("heldout", NEW_PAIRS):
+        held = splits.get(subset)
+        if not held or not held["n"]:
+            continue
+        if vset.task == "diagnosis":
+            line = (
+                f"accuracy {held['accuracy']['k']}/{held['accuracy']['n']}, false matches "
+                f"{held['false_match']['k']}/{held['false_match']['n']}, missed "
+                f"{held['missed']['k']}/{held['missed']['n']}"
+            )
+        else:
+            mad = held["clinical_f1_mad"]
+            line = "Clinical F1 mean abs. difference " + ("n/a" if mad is None else f"{mad:.1f}")
+        which = "held-out" if vset.reported("heldout") else "held-out half, tuned on"
+        which += ", new pairs" if subset == NEW_PAIRS else ""
+        lines.append(f"{which} n={held['n']}): {line}")
+    return lines
 
 
 def _judge_report_parser(commands: Any) -> None:
@@ -448,7 +461,7 @@ def _judge_report_parser(commands: Any) -> None:
         "--validation-dir",
         type=Path,
         default=Path("tests/data/judge_validation"),
-        help="folder with diagnoses.jsonl, diagnoses-2.jsonl and captions.jsonl",
+        help="folder with the validation sets (diagnoses*.jsonl, captions.jsonl)",
     )
     report.add_argument("--out-dir", type=Path, default=Path("results/judges"))
     report.add_argument("--cache-dir", type=Path, help="LLM judge answers (default: none)")

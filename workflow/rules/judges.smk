@@ -6,7 +6,12 @@ JUDGE_VALIDATION = Path(workflow.basedir) / "tests" / "data" / "judge_validation
 # The sets that exist (the caption set may not be written yet).
 JUDGE_VALIDATION_SETS = [
     str(JUDGE_VALIDATION / name)
-    for name in ("diagnoses.jsonl", "diagnoses-2.jsonl", "captions.jsonl")
+    for name in (
+        "diagnoses.jsonl",
+        "diagnoses-2.jsonl",
+        "diagnoses-3.jsonl",
+        "captions.jsonl",
+    )
     if (JUDGE_VALIDATION / name).exists()
 ]
 

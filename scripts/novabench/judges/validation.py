@@ -36,7 +36,9 @@ from novabench.judges.base import NEGATED_PREFIX, judge_kind, make_judge
 from novabench.judges.llm import clean_keyword
 
 SPLITS = ("heldout", "tune")
-SPLIT_TITLES = {"heldout": "held-out half", "tune": "tuning half (used to tune judges)"}
+# The held-out pairs of a fresh set that repeat no pair of a set the judges were tuned on
+# (independent authors write some identical pairs; those are not a fresh measurement).
+NEW_PAIRS = "heldout-new"
 MAX_EXAMPLES = 25
 DIAGNOSIS_FIELDS = ("id", "split", "phenomenon", "reference", "prediction", "match")
 CAPTION_FIELDS = (
@@ -52,25 +54,56 @@ CAPTION_FIELDS = (
 
 @dataclass(frozen=True)
 class ValidationSet:
-    """One hand-labelled set: its key in the report, the task it measures, its file."""
+    """One hand-labelled set: its key in the report, the task it measures, its file, and
+    the halves that were used to tune the judges (their numbers are not independent)."""
 
     key: str
     task: str
     filename: str
     fields: tuple[str, ...]
     title: str
+    tuned_on: tuple[str, ...] = ("tune",)
+
+    def split_title(self, split: str) -> str:
+        if split == NEW_PAIRS:
+            return "held-out half, only the pairs that repeat no pair of a tuning set"
+        half = "held-out half" if split == "heldout" else "tuning half"
+        if split in self.tuned_on:
+            return f"{half} (used to tune the judges: not an independent measurement)"
+        return half
+
+    def reported(self, split: str) -> bool:
+        """The half to quote: held out and never used for tuning."""
+        return split == "heldout" and split not in self.tuned_on
 
 
 VALIDATION_SETS = (
-    ValidationSet("diagnosis", "diagnosis", "diagnoses.jsonl", DIAGNOSIS_FIELDS, "Diagnosis"),
-    # Written later and independently, to measure the judge after it was tuned on the
-    # first set; its own README gives its labelling rules.
+    # The first two diagnosis sets were each measured once on their held-out half and
+    # then used whole to tune the matcher; the third, written blind after that, is all
+    # held out and is the one to quote. Each set's README gives its labelling rules.
+    ValidationSet(
+        "diagnosis",
+        "diagnosis",
+        "diagnoses.jsonl",
+        DIAGNOSIS_FIELDS,
+        "Diagnosis, first set",
+        ("tune", "heldout"),
+    ),
     ValidationSet(
         "diagnosis-2",
         "diagnosis",
         "diagnoses-2.jsonl",
         DIAGNOSIS_FIELDS,
         "Diagnosis, second set",
+        ("tune", "heldout"),
+    ),
+    ValidationSet(
+        "diagnosis-3",
+        "diagnosis",
+        "diagnoses-3.jsonl",
+        DIAGNOSIS_FIELDS,
+        "Diagnosis, third set",
+        (),
     ),
     ValidationSet("captioning", "captioning", "captions.jsonl", CAPTION_FIELDS, "Captioning"),
 )
@@ -136,13 +169,23 @@ def _verdicts(judge: Any, pairs: list[dict[str, Any]]) -> list[bool]:
     return [bool(top1) for top1, _ in answers]
 
 
+def _subsets(pairs: list[dict[str, Any]]) -> tuple[str, ...]:
+    return (*SPLITS, NEW_PAIRS) if any("seen_in_tuning" in p for p in pairs) else SPLITS
+
+
+def _in_subset(pair: dict[str, Any], subset: str) -> bool:
+    if subset == NEW_PAIRS:
+        return pair["split"] == "heldout" and not pair["seen_in_tuning"]
+    return pair["split"] == subset
+
+
 def diagnosis_agreement(judge: Any, pairs: list[dict[str, Any]]) -> dict[str, Any]:
     """Per split: accuracy, false-match and missed-match rates, and the errors."""
     verdicts = _verdicts(judge, pairs)
     explain = getattr(judge, "explain", None)
     out: dict[str, Any] = {}
-    for split in SPLITS:
-        rows = [(p, v) for p, v in zip(pairs, verdicts, strict=True) if p["split"] == split]
+    for split in _subsets(pairs):
+        rows = [(p, v) for p, v in zip(pairs, verdicts, strict=True) if _in_subset(p, split)]
         false_match = [p for p, v in rows if v and not p["match"]]
         missed = [p for p, v in rows if not v and p["match"]]
         positives = sum(p["match"] for p, _ in rows)
@@ -365,7 +408,32 @@ def load_sets(folder: Path) -> tuple[dict[str, list[dict[str, Any]]], dict[str, 
             continue
         pairs[vset.key] = read_pairs(path, vset.fields)
         files[vset.key] = _file_record(path, pairs[vset.key])
+    _mark_seen_in_tuning(pairs, files)
     return pairs, files
+
+
+def _pair_key(pair: Mapping[str, Any]) -> tuple[str, str]:
+    return (
+        " ".join(pair["reference"].casefold().split()),
+        " ".join(pair["prediction"].casefold().split()),
+    )
+
+
+def _mark_seen_in_tuning(pairs: dict[str, list[dict[str, Any]]], files: dict[str, Any]) -> None:
+    """Flag each pair of a set never tuned on that repeats a pair of a tuned set."""
+    for vset in VALIDATION_SETS:
+        if vset.tuned_on or not pairs.get(vset.key):
+            continue
+        tuned = {
+            _pair_key(p)
+            for other in VALIDATION_SETS
+            if other.task == vset.task and other.tuned_on
+            for p in pairs.get(other.key, [])
+            if p["split"] in other.tuned_on
+        }
+        for pair in pairs[vset.key]:
+            pair["seen_in_tuning"] = _pair_key(pair) in tuned
+        files[vset.key]["seen_in_tuning"] = sum(p["seen_in_tuning"] for p in pairs[vset.key])
 
 
 def write_report(
@@ -410,8 +478,8 @@ def _table(header: Sequence[str], rows: Sequence[Sequence[Any]]) -> list[str]:
     return lines + ["| " + " | ".join(cell(c) for c in row) + " |" for row in rows]
 
 
-def diagnosis_markdown(split: str, stats: dict[str, Any], title: str = "Diagnosis") -> list[str]:
-    lines = [f"#### {title}, {SPLIT_TITLES[split]} (n = {stats['n']})", ""]
+def diagnosis_markdown(split: str, stats: dict[str, Any], vset: ValidationSet) -> list[str]:
+    lines = [f"#### {vset.title}, {vset.split_title(split)} (n = {stats['n']})", ""]
     lines += _table(
         ["metric", "rate", "count", "Wilson 95% CI"],
         [
@@ -437,8 +505,8 @@ def _f1(value: float | None) -> str:
     return "n/a" if value is None else f"{value:.1f}"
 
 
-def caption_markdown(split: str, stats: dict[str, Any], title: str = "Captioning") -> list[str]:
-    lines = [f"#### {title}, {SPLIT_TITLES[split]} (n = {stats['n']})", ""]
+def caption_markdown(split: str, stats: dict[str, Any], vset: ValidationSet) -> list[str]:
+    lines = [f"#### {vset.title}, {vset.split_title(split)} (n = {stats['n']})", ""]
     rows = [
         [
             f"{family.title()} F1, mean absolute difference to hand F1 (points)",
@@ -495,7 +563,16 @@ def render_markdown(report: dict[str, Any]) -> str:
                 f"- {key}: {record['path']}, {record['n']} pairs ({record['heldout']} "
                 f"held-out, {record['tune']} tuning), sha256 {record['sha256'][:12]}"
             )
-    lines += ["", "Quote the held-out half; the tuning half was used to improve the judges.", ""]
+            if "seen_in_tuning" in record:
+                lines[-1] += (
+                    f"; {record['seen_in_tuning']} repeat a pair of a tuning set (reported apart)"
+                )
+    lines += [
+        "",
+        "Quote only the halves titled plainly 'held-out half': the others were used to "
+        "improve the judges.",
+        "",
+    ]
     render = {"diagnosis": diagnosis_markdown, "captioning": caption_markdown}
     for name, entry in report["judges"].items():
         lines += [f"## Judge `{name}` (kind {entry['kind']})", ""]
@@ -504,8 +581,9 @@ def render_markdown(report: dict[str, Any]) -> str:
         for key, splits in entry["tasks"].items():
             vset = SETS_BY_KEY[key]
             lines += [f"### {key} ({vset.filename})", ""]
-            for split in SPLITS:
-                lines += render[vset.task](split, splits[split], vset.title)
+            for split in (s for s in (*SPLITS, NEW_PAIRS) if s in splits):
+                if splits[split]["n"]:  # a set written all held out has no tuning half
+                    lines += render[vset.task](split, splits[split], vset)
         if not entry["tasks"] and not entry["skipped"]:
             lines += ["No task of this judge has a validation set.", ""]
     return "\n".join(lines).rstrip() + "\n"
