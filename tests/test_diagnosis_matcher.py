@@ -409,7 +409,11 @@ def test_a_group_name_matches_no_member_but_a_parent_name_does(matcher):
     assert not matcher.match("Mitochondrial disorder", "Leigh syndrome")
     assert matcher.match("Leukodystrophy", "Leukodystrophies")
     assert matcher.match("High-grade glioma", "Glioblastoma, IDH-wildtype")
-    assert matcher.match("Viral encephalitis", "HSV-1 encephalitis")
+    # The organism defines an infection: the class heading names none of them, while a
+    # broad reference is matched by a member.
+    assert not matcher.match("Viral encephalitis", "HSV-1 encephalitis")
+    assert matcher.match("HSV-1 encephalitis", "Viral encephalitis")
+    assert not matcher.match("autoimmune limbic encephalitis", "anti-LGI1 encephalitis")
 
 
 EPONYMS_AND_NAMES = [
@@ -828,3 +832,38 @@ def test_a_bracketed_name_keeps_the_side_of_the_title(matcher):
     )
     assert matcher.match("left-sided hippocampal sclerosis", reference)
     assert matcher.match("hippocampal sclerosis", reference)
+
+
+@pytest.mark.parametrize(
+    ("predicted", "reference", "expected"),
+    [
+        # Spinal levels are locations; a text is compared by its most specific site.
+        ("lumbar epidural abscess", "Spinal epidural abscess at C5-C6", False),
+        ("thoracic spinal epidural abscess", "Spinal epidural abscess at T8", True),
+        # A gene's status is a molecular type, read from the whole text.
+        (
+            "SHH medulloblastoma with TP53 mutation",
+            "Medulloblastoma, SHH, and TP53-wildtype",
+            False,
+        ),
+        ("SHH-activated medulloblastoma", "Medulloblastoma, SHH-activated and TP53-wildtype", True),
+        # Leptomeningeal against dural disease.
+        ("dural metastasis from prostate cancer", "Leptomeningeal metastases, prostate", False),
+        # A bracketed organism qualifies the whole reference.
+        ("aspergillus brain abscess", "Brain abscess (Nocardia)", False),
+        ("bacterial brain abscess", "Brain abscess (Nocardia)", True),
+        # Onset forms of one inherited disease.
+        ("adult-onset Krabbe disease", "Late-infantile Krabbe disease", False),
+        ("juvenile Krabbe disease", "Krabbe disease", True),
+        # "X in <named> syndrome" is matched by the syndrome, known to the tables or not.
+        ("Noonan syndrome", "Optic pathway glioma in Noonan syndrome", True),
+        # "description, probably X" commits to X; abbreviations of organisms are written out.
+        ("ring-enhancing lesion, probably tuberculoma", "Tuberculoma", True),
+        ("CMV encephalitis", "Cytomegalovirus encephalitis", True),
+        # An inverted title with a closing type.
+        ("SCA3", "Ataxia, spinocerebellar, type 3", True),
+        ("SCA2", "Ataxia, spinocerebellar, type 3", False),
+    ],
+)
+def test_levels_genes_compartments_onsets_and_titles(matcher, predicted, reference, expected):
+    assert matcher.match(predicted, reference) is expected

@@ -348,7 +348,7 @@ class DiagnosisMatcher:
     """
 
     name = "diagnosis-matcher"
-    version = "4"
+    version = "5"
 
     def __init__(
         self,
@@ -780,8 +780,8 @@ class DiagnosisMatcher:
         table = self._qualifier_table
         stated, words = qualifiers.extract_with_words(qualifier_tokens, table)
         whole = qualifiers.extract(tokens, table) if qualifier_tokens != tokens else stated
-        stated = {g: v for g, v in stated.items() if g not in qualifiers.WHOLE_TEXT_GROUPS}
-        stated.update((g, whole[g]) for g in qualifiers.WHOLE_TEXT_GROUPS if g in whole)
+        stated = {g: v for g, v in stated.items() if not qualifiers.whole_text_group(g)}
+        stated.update((g, v) for g, v in whole.items() if qualifiers.whole_text_group(g))
         return stated, words
 
     def _clause_end(self, tokens: list[str], covered: list[bool], skip=()) -> int:
@@ -958,21 +958,24 @@ class DiagnosisMatcher:
         return MatchDecision(best >= self.threshold, "embedding", round(best, 4))
 
     def _reference_readings(self, reference: str) -> list[_Analysis]:
-        """The reference's alternatives, analysed; a bracketed alternative name keeps the
-        main title's qualifiers ("Left hemiatrophy (Dyke-Davidoff-Masson syndrome)" is
-        a left-sided one)."""
-        readings = [self._analyse(self._uninverted(t)) for t in _reference_alternatives(reference)]
+        """The reference's alternatives, analysed. A bracketed alternative name keeps the
+        main title's qualifiers ("Left hemiatrophy (Dyke-Davidoff-Masson syndrome)" is a
+        left-sided one), and the title takes those its brackets state ("osteomyelitis
+        (Pseudomonas)" is a bacterial one)."""
+        texts = _reference_alternatives(reference)
+        readings = [self._analyse(self._uninverted(t)) for t in texts]
         bracketed = {
             alt
             for inner in _PARENTHESIS.findall(reference)
             for alt in _reference_alternatives(inner)
         }
-        main = readings[0].qualifiers
-        return [
-            replace(r, qualifiers={**main, **r.qualifiers}) if t in bracketed and i > 0 else r
-            for i, (t, r) in enumerate(
-                zip(_reference_alternatives(reference), readings, strict=True)
-            )
+        from_brackets = [
+            r.qualifiers for t, r in zip(texts[1:], readings[1:], strict=True) if t in bracketed
+        ]
+        main = qualifiers.with_inherent(readings[0].qualifiers, from_brackets)
+        return [replace(readings[0], qualifiers=main)] + [
+            replace(r, qualifiers={**main, **r.qualifiers}) if t in bracketed else r
+            for t, r in zip(texts[1:], readings[1:], strict=True)
         ]
 
     def _commit(self, predicted: str) -> str:
@@ -1005,7 +1008,8 @@ class DiagnosisMatcher:
             named = [a for a in _LISTED.split(before) if a.strip()]
             after = named[-1] if "latter" in after.lower() else named[0]
         after = re.split(r"\s+over\s+", after, maxsplit=1, flags=re.IGNORECASE)[0]
-        return after if self._names_disease(after) else text
+        # A known disease, or an unknown kind of one ("probably venous epidural hematoma").
+        return after if self._analyse(after).core_concepts else text
 
     def _first_listed(self, text: str) -> str:
         """ "X, Y" where both name a disease lists alternatives: the first counts."""
@@ -1018,9 +1022,13 @@ class DiagnosisMatcher:
         """An index-style title read in natural order ("Leukodystrophy, metachromatic" ->
         "metachromatic leukodystrophy") when that order names a more specific disease."""
         head, comma, tail = text.partition(",")
-        if not comma or "," in tail or not head.strip() or not 0 < len(tail.split()) <= 3:
+        tail, _, typed = tail.partition(",")
+        # "Ataxia, spinocerebellar, type 6": a closing type or grade stays at the end.
+        if typed and not re.fullmatch(r"\s*(?:type|grade)\s+\w+\s*", typed, re.IGNORECASE):
             return text
-        inverted = f"{tail.strip()} {head.strip()}"
+        if not comma or not head.strip() or not 0 < len(tail.split()) <= 3:
+            return text
+        inverted = f"{tail.strip()} {head.strip()} {typed.strip()}".strip()
         before = {c for c, partial in self._analyse(text).core_concepts if not partial}
         after = {c for c, partial in self._analyse(inverted).core_concepts if not partial}
         return inverted if after - before else text
@@ -1038,7 +1046,9 @@ class DiagnosisMatcher:
         if len(parts) < 2:
             return []
         tail = self._analyse(parts[1])
-        return [tail] if any(not partial for _, partial in tail.core_concepts) else []
+        # A named syndrome counts even when the tables do not know it ("in Marfan syndrome").
+        named = re.search(r"\b(?:syndrome|disease|complex)\s*$", parts[1], re.IGNORECASE)
+        return [tail] if named or any(not partial for _, partial in tail.core_concepts) else []
 
     def match(self, predicted: str, reference: str) -> bool:
         """True when ``predicted`` names the reference's core disease."""
@@ -1057,7 +1067,10 @@ _PARENTHESIS = re.compile(r"[(\[]([^()\[\]]*)[)\]]")
 # What separates the diagnoses a prediction lists ("X vs Y", "X or Y", "X, Y").
 _LISTED = re.compile(r"\s+(?:vs\.?|versus|or)\s+|,|;|/", re.IGNORECASE)
 # Words that mark the diagnosis a prediction favours ("favour X", "X vs Y, most likely Y").
-_FAVOUR = re.compile(r"\b(?:favou?r(?:s|ed|ing)?|(?:most|more) likely)\b(?!\s+than)", re.IGNORECASE)
+_FAVOUR = re.compile(
+    r"\b(?:favou?r(?:s|ed|ing)?|(?:most|more) likely)\b(?!\s+than)|,\s*(?:most\s+)?probably\b",
+    re.IGNORECASE,
+)
 
 
 def _strip_parentheses(text: str) -> str:

@@ -26,12 +26,26 @@ _GRADE_WORDS = {"grade", "who"}
 _STAGE_WORDS = {"stage"}
 _CODE_WITH_NUMBER = re.compile(r"^[a-z]{2,4}(\d{1,2})$")
 _TYPE_LETTER = re.compile(r"^(?:type|group)([a-z])$")
+# Spinal segments written as levels ("L4", "T11", "C1"), and the region each lies in.
+_SPINAL_LEVEL = re.compile(r"^([ctls])(\d{1,2})$")
+_SEGMENTS = {"c": "cervical", "t": "thoracic", "l": "lumbar", "s": "sacral"}
+# Gene symbols with a digit ("tp53", "idh1", "h3f3a"); a few without one.
+_GENE = re.compile(r"^[a-z]{1,6}\d{1,3}[a-z]?$")
+_GENES_WITHOUT_DIGIT = frozenset({"atrx", "braf", "egfr", "pten", "tert", "mgmt", "nf", "myc"})
 # A numbered type with a letter subtype ("2b", read from "IIb"): within its number.
 _LETTERED_NUMBER = re.compile(r"^(\d{1,2})([a-d])$")
 # Groups read from the whole text, not only before its first clause: the primary tumour
 # ("metastases from melanoma") and the organism ("meningitis due to Listeria") often
 # follow a connector.
 WHOLE_TEXT_GROUPS = ("cause", "primary")
+# So is a gene's status ("medulloblastoma, SHH-activated and TP53-mutant").
+GENE_STATUS_SUFFIX = " status"
+
+
+def whole_text_group(group: str) -> bool:
+    return group in WHOLE_TEXT_GROUPS or group.endswith(GENE_STATUS_SUFFIX)
+
+
 # Groups that name where a lesion is (or, for a metastasis, where it came from): their
 # words say nothing about what the disease is, so the disease words are compared
 # without them.
@@ -103,7 +117,13 @@ def _numbers(tokens: Sequence[str]) -> Qualifiers:
     found: dict[str, set[str]] = {}
     for i, token in enumerate(tokens):
         previous = tokens[i - 1] if i else ""
-        if token.isdigit() or _LETTERED_NUMBER.match(token):
+        following = tokens[i + 1 : i + 3]
+        if level := _SPINAL_LEVEL.match(token):
+            # "L4-L5", "T11", "C1": the spinal segment is a location like "lumbar".
+            found.setdefault("location", set()).add(_SEGMENTS[level.group(1)])
+        elif gene_status := _gene_status(token, following):
+            found.setdefault(token + GENE_STATUS_SUFFIX, set()).add(gene_status)
+        elif token.isdigit() or _LETTERED_NUMBER.match(token):
             if previous in _GRADE_WORDS:
                 group = "grade"
             elif previous in _STAGE_WORDS:
@@ -116,6 +136,21 @@ def _numbers(tokens: Sequence[str]) -> Qualifiers:
         elif match := _CODE_WITH_NUMBER.match(token):
             found.setdefault("type", set()).add(str(int(match.group(1))))
     return {group: frozenset(values) for group, values in found.items()}
+
+
+def _gene_status(token: str, following: Sequence[str]) -> str | None:
+    """ "TP53-mutant" / "TP53-wildtype": the status of a named gene, a molecular type.
+
+    Only for a gene-like symbol (letters and digits, at most 8 characters, with a digit
+    or in capitals upstream: the tokens are lower-case here, so a digit is required
+    unless the symbol is a known short gene such as "atrx" or "braf")."""
+    if not following or not (_GENE.fullmatch(token) or token in _GENES_WITHOUT_DIGIT):
+        return None
+    if following[0] in ("mutant", "mutated", "mutation"):
+        return "mutant"
+    if following[0] == "wildtype" or list(following) == ["wild", "type"]:
+        return "wildtype"
+    return None
 
 
 def extract(tokens: Sequence[str], table: QualifierTable) -> Qualifiers:
@@ -161,8 +196,23 @@ def with_inherent(stated: Qualifiers, inherent: Iterable[Qualifiers]) -> Qualifi
 def conflict(
     a: Qualifiers, b: Qualifiers, table: QualifierTable, ignore: Iterable[str] = ()
 ) -> str | None:
-    """The first group that both state with no agreeing pair of values, or None."""
+    """The first group that both state with no agreeing pair of values, or None.
+
+    Each side is compared by its most specific values: "spinal epidural abscess at L4-L5"
+    states "lumbar", and its "spinal" must not agree with another text's "cervical"."""
     for group in sorted(set(a) & set(b) - set(ignore)):
-        if not any(table.related(group, x, y) for x in a[group] for y in b[group]):
+        narrow_a, narrow_b = (
+            _most_specific(group, a[group], table),
+            _most_specific(group, b[group], table),
+        )
+        if not any(table.related(group, x, y) for x in narrow_a for y in narrow_b):
             return group
     return None
+
+
+def _most_specific(group: str, values: frozenset[str], table: QualifierTable) -> frozenset[str]:
+    """The values no other stated value lies within."""
+    broader = {
+        v for v in values for w in values if w != v and v in table.ancestors.get((group, w), ())
+    }
+    return values - broader
