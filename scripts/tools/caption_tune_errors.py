@@ -53,7 +53,13 @@ def main() -> int:
     print_errors(rows)
     stats = validation.caption_split(rows)
     print()
-    print("\n".join(validation.caption_markdown("tune", {**stats, "worst": []}, "Captioning")))
+    print(
+        "\n".join(
+            validation.caption_markdown(
+                "tune", {**stats, "worst": []}, validation.SETS_BY_KEY["captioning"]
+            )
+        )
+    )
     return 0
 
 
