@@ -867,3 +867,46 @@ def test_a_bracketed_name_keeps_the_side_of_the_title(matcher):
 )
 def test_levels_genes_compartments_onsets_and_titles(matcher, predicted, reference, expected):
     assert matcher.match(predicted, reference) is expected
+
+
+@pytest.mark.parametrize(
+    ("predicted", "reference", "expected"),
+    [
+        # Qualifiers in clauses: against the other text's clauses, and for a side, a
+        # territory or a grade against its main part; a clause's site is not the lesion's.
+        ("NMOSD with lumbar myelitis", "NMOSD with cervical cord myelitis", False),
+        (
+            "vasculitis with right ACA infarct",
+            "Vasculitis with right MCA territory infarcts",
+            False,
+        ),
+        ("MSA, left-predominant", "Multiple system atrophy with right-sided putaminal rim", False),
+        ("cerebellar medulloblastoma", "Medulloblastoma with spinal drop metastases", True),
+        # Class headings of tumour families and of prion diseases match no member.
+        ("peripheral nerve sheath tumour", "Vestibular schwannoma", False),
+        ("glioneuronal tumour", "Rosette-forming glioneuronal tumour", False),
+        ("prion disease", "Fatal familial insomnia", False),
+        ("fatal familial insomnia", "Prion disease", True),
+        # Heidenhain's is a form of sporadic CJD, not variant CJD.
+        ("sporadic CJD", "Heidenhain variant of Creutzfeldt-Jakob disease", True),
+        ("variant CJD", "Heidenhain variant of Creutzfeldt-Jakob disease", False),
+        # A leading sign is no diagnosis; a cause named by the prediction can be the answer.
+        (
+            "hot cross bun sign; in keeping with MSA-C",
+            "Multiple system atrophy, cerebellar type",
+            True,
+        ),
+        (
+            "communicating hydrocephalus due to tuberculous meningitis",
+            "Tuberculous meningitis",
+            True,
+        ),
+        (
+            "communicating hydrocephalus due to tuberculous meningitis",
+            "Pneumococcal meningitis",
+            False,
+        ),
+    ],
+)
+def test_clauses_class_headings_signs_and_named_causes(matcher, predicted, reference, expected):
+    assert matcher.match(predicted, reference) is expected

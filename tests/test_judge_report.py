@@ -190,7 +190,7 @@ def test_report_runs_each_judge_on_the_tasks_it_judges(tmp_path):
     on_disk = json.loads((tmp_path / "r.json").read_text())
     assert on_disk == json.loads(json.dumps(report))
     # Every diagnosis set is measured, each in its own section.
-    assert set(report["judges"]["matcher"]["tasks"]) == {"diagnosis", "diagnosis-2", "diagnosis-3"}
+    assert set(report["judges"]["matcher"]["tasks"]) == {"diagnosis", "diagnosis-2", "diagnosis-4"}
     assert set(report["judges"]["keywords"]["tasks"]) == {"captioning"}
     # The matcher decides every fixture pair as labelled.
     held = report["judges"]["matcher"]["tasks"]["diagnosis"]["heldout"]
@@ -203,15 +203,15 @@ def test_report_runs_each_judge_on_the_tasks_it_judges(tmp_path):
     assert (sets["diagnosis"]["heldout"], sets["diagnosis"]["tune"]) == (5, 3)
     assert (sets["diagnosis-2"]["heldout"], sets["diagnosis-2"]["tune"]) == (4, 2)
     assert sets["diagnosis-2"]["path"].endswith("diagnoses-2.jsonl")
-    # The third set is all held out: 4 of 5 right, the description of an eponym missed.
+    # The fourth set is all held out: 4 of 5 right, the description of an eponym missed.
     # h-05 repeats a first-set pair (letter case and spaces aside): it is counted in the
     # held-out half and left out of the new pairs.
-    third = report["judges"]["matcher"]["tasks"]["diagnosis-3"]
-    assert (sets["diagnosis-3"]["heldout"], sets["diagnosis-3"]["tune"]) == (5, 0)
-    assert sets["diagnosis-3"]["seen_in_tuning"] == 1
-    assert (third["heldout"]["accuracy"]["k"], third["tune"]["n"]) == (4, 0)
-    assert [(e["id"], e["error"]) for e in third["heldout"]["errors"]] == [("h-04", "missed")]
-    new = third["heldout-new"]
+    fourth = report["judges"]["matcher"]["tasks"]["diagnosis-4"]
+    assert (sets["diagnosis-4"]["heldout"], sets["diagnosis-4"]["tune"]) == (5, 0)
+    assert sets["diagnosis-4"]["seen_in_tuning"] == 1
+    assert (fourth["heldout"]["accuracy"]["k"], fourth["tune"]["n"]) == (4, 0)
+    assert [(e["id"], e["error"]) for e in fourth["heldout"]["errors"]] == [("h-04", "missed")]
+    new = fourth["heldout-new"]
     assert (new["n"], new["accuracy"]["k"], new["false_match"]["n"]) == (4, 3, 2)
     assert "diagnosis-2" not in {k for k, v in sets.items() if "seen_in_tuning" in v}
     assert report["judges"]["matcher"]["identity"]["diagnosis"]["name"] == "diagnosis-matcher"
@@ -219,7 +219,7 @@ def test_report_runs_each_judge_on_the_tasks_it_judges(tmp_path):
     assert "## Judge `matcher` (kind diagnosis-matcher)" in md
     assert "### diagnosis (diagnoses.jsonl)" in md
     # The first two sets were used whole for tuning: no half of theirs reads plainly
-    # "held-out half"; the third set's does, and it has no tuning half to show.
+    # "held-out half"; the fourth set's does, and it has no tuning half to show.
     tuned = "(used to tune the judges: not an independent measurement)"
     assert f"#### Diagnosis, first set, held-out half {tuned} (n = 5)" in md
     assert "| accuracy | 100.0% | 5/5 | 56.6% to 100.0% |" in md
@@ -227,13 +227,13 @@ def test_report_runs_each_judge_on_the_tasks_it_judges(tmp_path):
     assert "### diagnosis-2 (diagnoses-2.jsonl)" in md
     assert f"#### Diagnosis, second set, held-out half {tuned} (n = 4)" in md
     assert f"#### Diagnosis, second set, tuning half {tuned} (n = 2)" in md
-    assert "#### Diagnosis, third set, held-out half (n = 5)" in md
+    assert "#### Diagnosis, fourth set, held-out half (n = 5)" in md
     assert (
-        "#### Diagnosis, third set, held-out half, only the pairs that repeat no pair of a "
+        "#### Diagnosis, fourth set, held-out half, only the pairs that repeat no pair of a "
         "tuning set (n = 4)"
     ) in md
     assert "1 repeat a pair of a tuning set (reported apart)" in md
-    assert "third set, tuning half" not in md
+    assert "fourth set, tuning half" not in md
     assert "#### Captioning, tuning half (used to tune the judges" in md
     assert "#### Captioning, held-out half (n = 3)" in md
     # 4/4: Wilson interval by the formula, as in the first test.
@@ -284,9 +284,9 @@ def test_an_llm_judge_is_measured_through_its_endpoint(tmp_path):
     # Held-out hand labels: 4 of the 6 captions are abnormal.
     captions = report["judges"]["gpt"]["tasks"]["captioning"]["heldout"]
     assert (captions["abnormal_accuracy"]["k"], captions["abnormal_accuracy"]["n"]) == (4, 6)
-    third = report["judges"]["gpt"]["tasks"]["diagnosis-3"]["heldout"]
-    assert (third["false_match"]["k"], third["missed"]["k"]) == (3, 0)
-    # One request per distinct diagnosis pair (8, 6 of the second set and 5 of the third:
+    fourth = report["judges"]["gpt"]["tasks"]["diagnosis-4"]["heldout"]
+    assert (fourth["false_match"]["k"], fourth["missed"]["k"]) == (3, 0)
+    # One request per distinct diagnosis pair (8, 6 of the second set and 5 of the fourth:
     # h-05's letter case differs from f-02's) and per distinct caption (10).
     assert sent == 29
 
@@ -296,7 +296,7 @@ def test_an_llm_judge_without_its_key_is_skipped_with_one_line(tmp_path, monkeyp
     judges = {"gpt": llm_judge("http://127.0.0.1:9/v1", "NOVABENCH_TEST_NO_SUCH_KEY")}
     report = write_report(judges, FIXTURE, tmp_path / "r.json", tmp_path / "r.md")
     skipped = report["judges"]["gpt"]["skipped"]
-    assert set(skipped) == {"diagnosis", "diagnosis-2", "diagnosis-3", "captioning"}
+    assert set(skipped) == {"diagnosis", "diagnosis-2", "diagnosis-4", "captioning"}
     assert "NOVABENCH_TEST_NO_SUCH_KEY" in skipped["diagnosis"]
     assert "\n" not in skipped["diagnosis"]
     md = (tmp_path / "r.md").read_text()
@@ -321,11 +321,11 @@ def test_cli_judge_report_writes_both_files(tmp_path, capsys):
     assert f"matcher (diagnosis-2, {tuned} n=4): accuracy 4/4, false matches 0/2, missed 0/2" in (
         printed
     )
-    assert "matcher (diagnosis-3, held-out n=5): accuracy 4/5, false matches 0/3, missed 1/2" in (
+    assert "matcher (diagnosis-4, held-out n=5): accuracy 4/5, false matches 0/3, missed 1/2" in (
         printed
     )
     assert (
-        "matcher (diagnosis-3, held-out, new pairs n=4): accuracy 3/4, false matches 0/2, "
+        "matcher (diagnosis-4, held-out, new pairs n=4): accuracy 3/4, false matches 0/2, "
         "missed 1/2"
     ) in printed
     assert json.loads((out / "report.json").read_text())["judges"]["matcher"]["kind"] == (

@@ -3,17 +3,12 @@
 # requests): run `snakemake judge_report` or ask for results/judges/report.md.
 
 JUDGE_VALIDATION = Path(workflow.basedir) / "tests" / "data" / "judge_validation"
-# The sets that exist (the caption set may not be written yet).
-JUDGE_VALIDATION_SETS = [
-    str(JUDGE_VALIDATION / name)
-    for name in (
-        "diagnoses.jsonl",
-        "diagnoses-2.jsonl",
-        "diagnoses-3.jsonl",
-        "captions.jsonl",
-    )
-    if (JUDGE_VALIDATION / name).exists()
-]
+# The sets that exist: every diagnosis set and the caption set.
+JUDGE_VALIDATION_SETS = sorted(
+    str(path)
+    for pattern in ("diagnoses*.jsonl", "captions.jsonl")
+    for path in JUDGE_VALIDATION.glob(pattern)
+)
 
 
 rule judge_report:

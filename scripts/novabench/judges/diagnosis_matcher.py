@@ -117,6 +117,11 @@ _CAUSE_FIRST = re.compile(
 _CODE_NUMBER = re.compile(r"([a-z]{2,4})(\d{1,2}[a-d]?)")  # "sca1", "pch2"
 # Words that end the name a leading "type N" belongs to ("type 1 NF with optic glioma").
 _CLAUSE_WORDS = {"with", "without", "in", "and", "or", "due", "secondary", "from", "after"}
+# Qualifier groups whose value in a clause describes the whole diagnosis (see
+# DiagnosisMatcher._clause_conflict).
+_CLAUSE_WIDE_GROUPS = frozenset(
+    {"laterality", "territory", "sinus", "nerve", "grade", "histology", "molecular group"}
+)
 
 
 def _singular(token: str) -> str:
@@ -328,6 +333,8 @@ class _Analysis:
     negation_words: frozenset[str] = frozenset()
     # "X-like disease" names a disease of its own, not X.
     like_name: bool = False
+    # Qualifiers stated in the secondary clauses ("MOGAD with conus myelitis").
+    clause_qualifiers: qualifiers.Qualifiers = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -348,7 +355,7 @@ class DiagnosisMatcher:
     """
 
     name = "diagnosis-matcher"
-    version = "5"
+    version = "6"
 
     def __init__(
         self,
@@ -710,6 +717,9 @@ class DiagnosisMatcher:
             qualifier_words=stating,
             negation_words=loose & self._negations,
             like_name="like" in loose,
+            clause_qualifiers=qualifiers.extract(tokens[qualifier_end:], self._qualifier_table)
+            if core_end > 0
+            else {},
         )
 
     def _cause_last(self, text: str) -> str:
@@ -892,6 +902,23 @@ class DiagnosisMatcher:
                         return True
         return None
 
+    def _clause_conflict(self, p: _Analysis, r: _Analysis, ignore: Sequence[str]) -> str | None:
+        """Qualifiers stated in a clause must agree too: with the other text's clauses
+        ("MOGAD with conus myelitis" / "with cervical myelitis"), and, for a side, an
+        arterial territory, a grade or a type, with the other text's main part ("CBD with
+        left-predominant atrophy" / "CBD, right-predominant"). A clause's site is not
+        compared with the main part's: "medulloblastoma with spinal drop metastases" is a
+        cerebellar medulloblastoma."""
+        table = self._qualifier_table
+        if group := qualifiers.conflict(p.clause_qualifiers, r.clause_qualifiers, table, ignore):
+            return group
+
+        def widened(a: _Analysis) -> qualifiers.Qualifiers:
+            extra = {g: v for g, v in a.clause_qualifiers.items() if g in _CLAUSE_WIDE_GROUPS}
+            return {**extra, **a.qualifiers}
+
+        return qualifiers.conflict(widened(p), widened(r), table, ignore)
+
     def _decide(self, p: _Analysis, r: _Analysis) -> tuple[bool | None, str]:
         if not p.text or not r.text:
             return False, "empty"
@@ -903,6 +930,8 @@ class DiagnosisMatcher:
             return False, "like-name"
         ignore = ("grade",) if self._regraded_pair(p, r) else ()
         if group := qualifiers.conflict(p.qualifiers, r.qualifiers, self._qualifier_table, ignore):
+            return False, f"qualifier:{group}"
+        if group := self._clause_conflict(p, r, ignore):
             return False, f"qualifier:{group}"
         verdict = self._decide_concepts(p, r)
         if verdict is not None:
@@ -945,6 +974,8 @@ class DiagnosisMatcher:
         for matched, rule in verdicts:
             if matched:
                 return MatchDecision(True, rule)
+        if self._names_the_cause(predicted, references):
+            return MatchDecision(True, "named-cause")
         for matched, rule in verdicts:
             if matched is False:
                 return MatchDecision(False, rule)
@@ -956,6 +987,16 @@ class DiagnosisMatcher:
         ] or references
         best = max(self.similarity(predictions[0].text, r.text) for r in candidates)
         return MatchDecision(best >= self.threshold, "embedding", round(best, 4))
+
+    def _names_the_cause(self, predicted: str, references: list[_Analysis]) -> bool:
+        """ "Obstructive hydrocephalus due to aqueductal stenosis" names the reference
+        "aqueductal stenosis" as its cause: the model found the underlying disease (the
+        mirror of a "lesion in syndrome" reference). Only a known disease counts."""
+        parts = _CAUSE_CLAUSE.split(self._commit(predicted), maxsplit=1)
+        if len(parts) < 2 or not self._names_disease(parts[1]):
+            return False
+        cause = self._analyse(parts[1])
+        return any(self._decide(cause, r)[0] for r in references)
 
     def _reference_readings(self, reference: str) -> list[_Analysis]:
         """The reference's alternatives, analysed. A bracketed alternative name keeps the
@@ -982,7 +1023,10 @@ class DiagnosisMatcher:
         """The part of a prediction it commits to: the diagnosis it favours ("X cannot be
         excluded, but favour Y"), else the first named ("X rather than Y", "X; Y less
         likely", "X, less likely Y", "X/Y", "X, Y")."""
-        text = self._favoured(predicted).split(";", 1)[0]
+        # The first ";"-separated part that names a disease: "empty delta sign; findings
+        # consistent with SSS thrombosis" commits to the thrombosis, not to the sign.
+        parts = [t for t in self._favoured(predicted).split(";") if t.strip()] or [""]
+        text = next((t for t in parts if self._analyse(t).core_concepts), parts[0])
         found = self._cutoff_pattern.search(text) if self._cutoffs else None
         if found is not None and text[: found.start()].strip(" ,.-"):
             head = text[: found.start()]
@@ -1063,6 +1107,8 @@ class DiagnosisMatcher:
         return top1, top1 or any(self.match(item, reference) for item in top[1:])
 
 
+# Where a prediction names the cause of what it describes.
+_CAUSE_CLAUSE = re.compile(r"\s+(?:due to|secondary to|caused by)\s+", re.IGNORECASE)
 _PARENTHESIS = re.compile(r"[(\[]([^()\[\]]*)[)\]]")
 # What separates the diagnoses a prediction lists ("X vs Y", "X or Y", "X, Y").
 _LISTED = re.compile(r"\s+(?:vs\.?|versus|or)\s+|,|;|/", re.IGNORECASE)

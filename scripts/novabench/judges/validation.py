@@ -78,10 +78,10 @@ class ValidationSet:
 
 
 VALIDATION_SETS = (
-    # The first two diagnosis sets were each measured once on their held-out half and
-    # then used whole to tune the matcher; the third, written blind after that, was
-    # measured once whole, then split: its held-out half is the one to quote. Each set's
-    # README gives its labelling rules.
+    # Each diagnosis set was measured once on its held-out half (the second and third
+    # sets also once whole, before their split) and then used whole to tune the matcher;
+    # the fourth, written blind after that, is the one to quote. Each set's README gives
+    # its labelling rules.
     ValidationSet(
         "diagnosis",
         "diagnosis",
@@ -104,6 +104,15 @@ VALIDATION_SETS = (
         "diagnoses-3.jsonl",
         DIAGNOSIS_FIELDS,
         "Diagnosis, third set",
+        ("tune", "heldout"),
+    ),
+    ValidationSet(
+        "diagnosis-4",
+        "diagnosis",
+        "diagnoses-4.jsonl",
+        DIAGNOSIS_FIELDS,
+        "Diagnosis, fourth set",
+        (),
     ),
     ValidationSet("captioning", "captioning", "captions.jsonl", CAPTION_FIELDS, "Captioning"),
 )
