@@ -15,8 +15,15 @@ import pytest
 HERE = Path(__file__).parent / "data" / "judge_validation"
 FIELDS = {"id", "split", "phenomenon", "reference", "prediction", "match", "why"}
 # Per set: the id pattern.
-SETS = {"diagnoses-2": (r"dx-\d{3}",), "diagnoses-3": (r"dx3-[ab]-\d{3}",)}
+SETS = {
+    "diagnoses-2": (r"dx-\d{3}",),
+    "diagnoses-3": (r"dx3-[ab]-\d{3}",),
+    "diagnoses-4": (r"dx4-[ab]-\d{3}",),
+}
 every_set = pytest.mark.parametrize("name", sorted(SETS))
+# Sets split by alternation after their first measurement; the fourth is all held out.
+split_sets = pytest.mark.parametrize("name", ["diagnoses-2", "diagnoses-3"])
+two_author_sets = pytest.mark.parametrize("name", ["diagnoses-3", "diagnoses-4"])
 
 
 def _pairs(name: str) -> list[dict]:
@@ -114,9 +121,10 @@ def test_readme_counts_per_split_and_label_equal_the_file(name):
     assert stated == actual
 
 
-def test_the_third_sets_counts_per_part_equal_its_readme():
-    pairs = _pairs("diagnoses-3")
-    rows = _table("diagnoses-3", "### Counts per part")
+@two_author_sets
+def test_counts_per_part_equal_the_readme(name):
+    pairs = _pairs(name)
+    rows = _table(name, "### Counts per part")
     stated = {row["part"]: {k: int(row[k]) for k in ("pairs", "match", "no match")} for row in rows}
     parts = {part: [p for p in pairs if p["id"][4] == part] for part in "ab"}
     assert stated == {"a": _counts(parts["a"]), "b": _counts(parts["b"]), "all": _counts(pairs)}
@@ -134,7 +142,11 @@ def test_readme_counts_per_phenomenon_equal_the_file(name):
     assert stated == {tag: _counts(tag_pairs) for tag, tag_pairs in by_tag.items()}
 
 
-@every_set
+def test_the_fourth_set_is_all_held_out():
+    assert {p["split"] for p in _pairs("diagnoses-4")} == {"heldout"}
+
+
+@split_sets
 def test_the_split_alternates_within_each_phenomenon_and_label(name):
     seen = collections.Counter()
     for pair in _pairs(name):
