@@ -211,6 +211,19 @@ def test_report_runs_each_judge_on_the_tasks_it_judges(tmp_path):
     assert sets["diagnosis-4"]["seen_in_tuning"] == 1
     assert (fourth["heldout"]["accuracy"]["k"], fourth["tune"]["n"]) == (4, 0)
     assert [(e["id"], e["error"]) for e in fourth["heldout"]["errors"]] == [("h-04", "missed")]
+    # A second rater labelled the same pairs blind and differs on h-03 only: 4 of 5
+    # held-out pairs, 3 of the 4 new ones.
+    assert sets["diagnosis-4"]["second_rater"]["n"] == 5
+    second = fourth["heldout"]["second_rater"]
+    assert (second["k"], second["n"]) == (4, 5)
+    assert (
+        fourth["heldout-new"]["second_rater"]["k"],
+        fourth["heldout-new"]["second_rater"]["n"],
+    ) == (
+        3,
+        4,
+    )
+    assert "second_rater" not in report["judges"]["matcher"]["tasks"]["diagnosis"]["heldout"]
     new = fourth["heldout-new"]
     assert (new["n"], new["accuracy"]["k"], new["false_match"]["n"]) == (4, 3, 2)
     assert "diagnosis-2" not in {k for k, v in sets.items() if "seen_in_tuning" in v}
@@ -233,12 +246,24 @@ def test_report_runs_each_judge_on_the_tasks_it_judges(tmp_path):
         "tuning set (n = 4)"
     ) in md
     assert "1 repeat a pair of a tuning set (reported apart)" in md
+    assert "| a second rater's agreement with the labels | 80.0% | 4/5 |" in md
     assert "fourth set, tuning half" not in md
     assert "#### Captioning, tuning half (used to tune the judges" in md
     assert "#### Captioning, held-out half (n = 3)" in md
     # 4/4: Wilson interval by the formula, as in the first test.
     low = wilson_by_formula(4, 4)[0]
     assert f"| accuracy | 100.0% | 4/4 | {100 * low:.1f}% to 100.0% |" in md
+
+
+def test_a_broken_second_rater_line_names_the_line(tmp_path):
+    folder = tmp_path / "sets"
+    folder.mkdir()
+    (folder / "diagnoses-4.jsonl").write_text((FIXTURE / "diagnoses-4.jsonl").read_text())
+    (folder / "diagnoses-4-second-rater.jsonl").write_text('{"id": "h-01", "match": "yes"}\n')
+    with pytest.raises(
+        NovaError, match=r"diagnoses-4-second-rater.jsonl:1 lacks an id or a true/false"
+    ):
+        write_report(OFFLINE_JUDGES, folder, tmp_path / "r.json", tmp_path / "r.md")
 
 
 def test_a_missing_caption_set_is_one_line(tmp_path):

@@ -211,7 +211,14 @@ def diagnosis_agreement(judge: Any, pairs: list[dict[str, Any]]) -> dict[str, An
             for p, _ in rows
             if p in false_match or p in missed
         ]
+        rated = [p for p, _ in rows if "second_match" in p]
+        if rated:
+            agree = sum(p["second_match"] == p["match"] for p in rated)
+            second = {"second_rater": proportion(agree, len(rated))}
+        else:
+            second = {}
         out[split] = {
+            **second,
             "n": len(rows),
             "accuracy": proportion(len(rows) - len(errors), len(rows)),
             "false_match": proportion(len(false_match), len(rows) - positives),
@@ -417,8 +424,28 @@ def load_sets(folder: Path) -> tuple[dict[str, list[dict[str, Any]]], dict[str, 
             continue
         pairs[vset.key] = read_pairs(path, vset.fields)
         files[vset.key] = _file_record(path, pairs[vset.key])
+        second = path.with_name(f"{path.stem}-second-rater.jsonl")
+        if second.is_file():
+            files[vset.key]["second_rater"] = _attach_second_rater(second, pairs[vset.key])
     _mark_seen_in_tuning(pairs, files)
     return pairs, files
+
+
+def _attach_second_rater(path: Path, pairs: list[dict[str, Any]]) -> dict[str, Any]:
+    """A second rater's labels of the same pairs ({"id", "match"} per line), given blind
+    to the first labels: how often two raters agree is the ceiling for any judge."""
+    labels = {}
+    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+        row = json.loads(line) if line.strip() else None
+        if row is None:
+            continue
+        if not isinstance(row.get("match"), bool) or "id" not in row:
+            raise NovaError(f"{path}:{number} lacks an id or a true/false match", "fix that line")
+        labels[row["id"]] = row["match"]
+    for pair in pairs:
+        if pair["id"] in labels:
+            pair["second_match"] = labels[pair["id"]]
+    return {"path": str(path), "n": sum("second_match" in p for p in pairs)}
 
 
 def _pair_key(pair: Mapping[str, Any]) -> tuple[str, str]:
@@ -499,6 +526,11 @@ def diagnosis_markdown(split: str, stats: dict[str, Any], vset: ValidationSet) -
             ["accuracy", *_share(stats["accuracy"])],
             ["false-match rate (of true non-matches)", *_share(stats["false_match"])],
             ["missed-match rate (of true matches)", *_share(stats["missed"])],
+            *(
+                [["a second rater's agreement with the labels", *_share(stats["second_rater"])]]
+                if "second_rater" in stats
+                else []
+            ),
         ],
     )
     if stats["errors"]:
