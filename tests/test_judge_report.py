@@ -190,7 +190,7 @@ def test_report_runs_each_judge_on_the_tasks_it_judges(tmp_path):
     on_disk = json.loads((tmp_path / "r.json").read_text())
     assert on_disk == json.loads(json.dumps(report))
     # Every diagnosis set is measured, each in its own section.
-    assert set(report["judges"]["matcher"]["tasks"]) == {"diagnosis", "diagnosis-2", "diagnosis-4"}
+    assert set(report["judges"]["matcher"]["tasks"]) == {"diagnosis", "diagnosis-2", "diagnosis-5"}
     assert set(report["judges"]["keywords"]["tasks"]) == {"captioning"}
     # The matcher decides every fixture pair as labelled.
     held = report["judges"]["matcher"]["tasks"]["diagnosis"]["heldout"]
@@ -203,28 +203,28 @@ def test_report_runs_each_judge_on_the_tasks_it_judges(tmp_path):
     assert (sets["diagnosis"]["heldout"], sets["diagnosis"]["tune"]) == (5, 3)
     assert (sets["diagnosis-2"]["heldout"], sets["diagnosis-2"]["tune"]) == (4, 2)
     assert sets["diagnosis-2"]["path"].endswith("diagnoses-2.jsonl")
-    # The fourth set is all held out: 4 of 5 right, the description of an eponym missed.
+    # The fifth set is all held out: 4 of 5 right, the description of an eponym missed.
     # h-05 repeats a first-set pair (letter case and spaces aside): it is counted in the
     # held-out half and left out of the new pairs.
-    fourth = report["judges"]["matcher"]["tasks"]["diagnosis-4"]
-    assert (sets["diagnosis-4"]["heldout"], sets["diagnosis-4"]["tune"]) == (5, 0)
-    assert sets["diagnosis-4"]["seen_in_tuning"] == 1
-    assert (fourth["heldout"]["accuracy"]["k"], fourth["tune"]["n"]) == (4, 0)
-    assert [(e["id"], e["error"]) for e in fourth["heldout"]["errors"]] == [("h-04", "missed")]
+    fifth = report["judges"]["matcher"]["tasks"]["diagnosis-5"]
+    assert (sets["diagnosis-5"]["heldout"], sets["diagnosis-5"]["tune"]) == (5, 0)
+    assert sets["diagnosis-5"]["seen_in_tuning"] == 1
+    assert (fifth["heldout"]["accuracy"]["k"], fifth["tune"]["n"]) == (4, 0)
+    assert [(e["id"], e["error"]) for e in fifth["heldout"]["errors"]] == [("h-04", "missed")]
     # A second rater labelled the same pairs blind and differs on h-03 only: 4 of 5
     # held-out pairs, 3 of the 4 new ones.
-    assert sets["diagnosis-4"]["second_rater"]["n"] == 5
-    second = fourth["heldout"]["second_rater"]
+    assert sets["diagnosis-5"]["second_rater"]["n"] == 5
+    second = fifth["heldout"]["second_rater"]
     assert (second["k"], second["n"]) == (4, 5)
     assert (
-        fourth["heldout-new"]["second_rater"]["k"],
-        fourth["heldout-new"]["second_rater"]["n"],
+        fifth["heldout-new"]["second_rater"]["k"],
+        fifth["heldout-new"]["second_rater"]["n"],
     ) == (
         3,
         4,
     )
     assert "second_rater" not in report["judges"]["matcher"]["tasks"]["diagnosis"]["heldout"]
-    new = fourth["heldout-new"]
+    new = fifth["heldout-new"]
     assert (new["n"], new["accuracy"]["k"], new["false_match"]["n"]) == (4, 3, 2)
     assert "diagnosis-2" not in {k for k, v in sets.items() if "seen_in_tuning" in v}
     assert report["judges"]["matcher"]["identity"]["diagnosis"]["name"] == "diagnosis-matcher"
@@ -232,7 +232,7 @@ def test_report_runs_each_judge_on_the_tasks_it_judges(tmp_path):
     assert "## Judge `matcher` (kind diagnosis-matcher)" in md
     assert "### diagnosis (diagnoses.jsonl)" in md
     # The first two sets were used whole for tuning: no half of theirs reads plainly
-    # "held-out half"; the fourth set's does, and it has no tuning half to show.
+    # "held-out half"; the fifth set's does, and it has no tuning half to show.
     tuned = "(used to tune the judges: not an independent measurement)"
     assert f"#### Diagnosis, first set, held-out half {tuned} (n = 5)" in md
     assert "| accuracy | 100.0% | 5/5 | 56.6% to 100.0% |" in md
@@ -240,14 +240,14 @@ def test_report_runs_each_judge_on_the_tasks_it_judges(tmp_path):
     assert "### diagnosis-2 (diagnoses-2.jsonl)" in md
     assert f"#### Diagnosis, second set, held-out half {tuned} (n = 4)" in md
     assert f"#### Diagnosis, second set, tuning half {tuned} (n = 2)" in md
-    assert "#### Diagnosis, fourth set, held-out half (n = 5)" in md
+    assert "#### Diagnosis, fifth set, held-out half (n = 5)" in md
     assert (
-        "#### Diagnosis, fourth set, held-out half, only the pairs that repeat no pair of a "
+        "#### Diagnosis, fifth set, held-out half, only the pairs that repeat no pair of a "
         "tuning set (n = 4)"
     ) in md
     assert "1 repeat a pair of a tuning set (reported apart)" in md
     assert "| a second rater's agreement with the labels | 80.0% | 4/5 |" in md
-    assert "fourth set, tuning half" not in md
+    assert "fifth set, tuning half" not in md
     assert "#### Captioning, tuning half (used to tune the judges" in md
     assert "#### Captioning, held-out half (n = 3)" in md
     # 4/4: Wilson interval by the formula, as in the first test.
@@ -258,10 +258,10 @@ def test_report_runs_each_judge_on_the_tasks_it_judges(tmp_path):
 def test_a_broken_second_rater_line_names_the_line(tmp_path):
     folder = tmp_path / "sets"
     folder.mkdir()
-    (folder / "diagnoses-4.jsonl").write_text((FIXTURE / "diagnoses-4.jsonl").read_text())
-    (folder / "diagnoses-4-second-rater.jsonl").write_text('{"id": "h-01", "match": "yes"}\n')
+    (folder / "diagnoses-5.jsonl").write_text((FIXTURE / "diagnoses-5.jsonl").read_text())
+    (folder / "diagnoses-5-second-rater.jsonl").write_text('{"id": "h-01", "match": "yes"}\n')
     with pytest.raises(
-        NovaError, match=r"diagnoses-4-second-rater.jsonl:1 lacks an id or a true/false"
+        NovaError, match=r"diagnoses-5-second-rater.jsonl:1 lacks an id or a true/false"
     ):
         write_report(OFFLINE_JUDGES, folder, tmp_path / "r.json", tmp_path / "r.md")
 
@@ -309,9 +309,9 @@ def test_an_llm_judge_is_measured_through_its_endpoint(tmp_path):
     # Held-out hand labels: 4 of the 6 captions are abnormal.
     captions = report["judges"]["gpt"]["tasks"]["captioning"]["heldout"]
     assert (captions["abnormal_accuracy"]["k"], captions["abnormal_accuracy"]["n"]) == (4, 6)
-    fourth = report["judges"]["gpt"]["tasks"]["diagnosis-4"]["heldout"]
-    assert (fourth["false_match"]["k"], fourth["missed"]["k"]) == (3, 0)
-    # One request per distinct diagnosis pair (8, 6 of the second set and 5 of the fourth:
+    fifth = report["judges"]["gpt"]["tasks"]["diagnosis-5"]["heldout"]
+    assert (fifth["false_match"]["k"], fifth["missed"]["k"]) == (3, 0)
+    # One request per distinct diagnosis pair (8, 6 of the second set and 5 of the fifth:
     # h-05's letter case differs from f-02's) and per distinct caption (10).
     assert sent == 29
 
@@ -321,7 +321,7 @@ def test_an_llm_judge_without_its_key_is_skipped_with_one_line(tmp_path, monkeyp
     judges = {"gpt": llm_judge("http://127.0.0.1:9/v1", "NOVABENCH_TEST_NO_SUCH_KEY")}
     report = write_report(judges, FIXTURE, tmp_path / "r.json", tmp_path / "r.md")
     skipped = report["judges"]["gpt"]["skipped"]
-    assert set(skipped) == {"diagnosis", "diagnosis-2", "diagnosis-4", "captioning"}
+    assert set(skipped) == {"diagnosis", "diagnosis-2", "diagnosis-5", "captioning"}
     assert "NOVABENCH_TEST_NO_SUCH_KEY" in skipped["diagnosis"]
     assert "\n" not in skipped["diagnosis"]
     md = (tmp_path / "r.md").read_text()
@@ -346,11 +346,11 @@ def test_cli_judge_report_writes_both_files(tmp_path, capsys):
     assert f"matcher (diagnosis-2, {tuned} n=4): accuracy 4/4, false matches 0/2, missed 0/2" in (
         printed
     )
-    assert "matcher (diagnosis-4, held-out n=5): accuracy 4/5, false matches 0/3, missed 1/2" in (
+    assert "matcher (diagnosis-5, held-out n=5): accuracy 4/5, false matches 0/3, missed 1/2" in (
         printed
     )
     assert (
-        "matcher (diagnosis-4, held-out, new pairs n=4): accuracy 3/4, false matches 0/2, "
+        "matcher (diagnosis-5, held-out, new pairs n=4): accuracy 3/4, false matches 0/2, "
         "missed 1/2"
     ) in printed
     assert json.loads((out / "report.json").read_text())["judges"]["matcher"]["kind"] == (

@@ -75,6 +75,7 @@ _BRITISH_TO_AMERICAN = (
     (re.compile(r"tumour"), "tumor"),
     (re.compile(r"haem"), "hem"),  # haemorrhage, haematoma, ischaemic
     (re.compile(r"aemi"), "emi"),  # leukaemia, anaemia, hypoglycaemic
+    (re.compile(r"aema\b"), "ema"),  # empyaema
     (re.compile(r"oedem"), "edem"),
     (re.compile(r"oesophag"), "esophag"),
     (re.compile(r"paed"), "ped"),

@@ -355,7 +355,7 @@ class DiagnosisMatcher:
     """
 
     name = "diagnosis-matcher"
-    version = "6"
+    version = "7"
 
     def __init__(
         self,
@@ -701,6 +701,8 @@ class DiagnosisMatcher:
             for start, _, cid in core
         )
         core_tokens = tokens[:core_end] if core_end > 0 else tokens
+        if not concepts or any(partial for _, partial in concepts):
+            concepts = self._name_without_qualifiers(core_tokens, stating) or concepts
         words = frozenset(t for t in core_tokens if t not in self._generic_modifiers)
         loose = frozenset(t for t, known in zip(tokens, covered, strict=True) if not known)
         inherent = [self._concepts[cid].qualifiers for cid, partial in concepts if not partial]
@@ -721,6 +723,19 @@ class DiagnosisMatcher:
             if core_end > 0
             else {},
         )
+
+    def _name_without_qualifiers(
+        self, core: list[str], stating: frozenset[str]
+    ) -> tuple[tuple[str, bool], ...]:
+        """A known name split by qualifier words ("saccular MCA bifurcation aneurysm" is a
+        saccular aneurysm at the MCA bifurcation); empty when there is none."""
+        bare = [t for t in core if t not in stating]
+        if not bare or len(bare) == len(core):
+            return ()
+        cid = self._alias_to_concept.get(" ".join(bare))
+        if cid is None and (alias := self._compact_aliases.get(_compact_key(bare))):
+            cid = self._alias_to_concept[alias]
+        return ((cid, False),) if cid else ()
 
     def _cause_last(self, text: str) -> str:
         """ "Chemotherapy-induced PRES" read as "PRES due to chemotherapy": the cause
@@ -820,27 +835,33 @@ class DiagnosisMatcher:
         return analysis.text
 
     # ------------------------------------------------------------------ decisions
-    def _related(self, pc: str, rc: str) -> bool:
+    def _related(self, pc: str, rc: str, organism: bool = False) -> bool:
         """The predicted concept names the reference's: equal, narrower, or broader.
 
         A predicted group name ("leukodystrophy") commits to no member, so it matches no
-        member; a group as the reference is matched by any member (specificity).
+        member, unless the prediction names the organism ("HSV-2 encephalitis" is no bare
+        "encephalitis"); a group as the reference is matched by any member (specificity).
         """
         return (
             pc == rc
             or rc in self._ancestors[pc]
-            or (pc in self._ancestors[rc] and pc not in self._groups)
+            or (pc in self._ancestors[rc] and (pc not in self._groups or organism))
         )
+
+    def _names_organism(self, a: _Analysis) -> bool:
+        """The text names an organism (a cause no other cause lies within)."""
+        return any(self._qualifier_table.is_leaf("cause", v) for v in a.qualifiers.get("cause", ()))
 
     def _decide_concepts(self, p: _Analysis, r: _Analysis) -> bool | None:
         """True/False when the concepts decide, None when they cannot."""
         if not p.core_concepts or not r.core_concepts:
             return None
         undecided = False
+        organism = self._names_organism(p)
         for pc, p_partial in p.core_concepts:
             for rc, r_partial in r.core_concepts:
                 if not p_partial and not r_partial:
-                    if self._related(pc, rc):
+                    if self._related(pc, rc, organism):
                         return True
                 elif p_partial and r_partial:
                     if pc == rc and p.core_words == r.core_words:
@@ -963,6 +984,14 @@ class DiagnosisMatcher:
             self._analyse(self._uninverted(t))
             for t in _prediction_alternatives(self._commit(predicted))
         ]
+        # What the prediction's brackets state qualifies its main text too ("juvenile
+        # NCL (CLN3)" is a type 3).
+        predictions[0] = replace(
+            predictions[0],
+            qualifiers=qualifiers.with_inherent(
+                predictions[0].qualifiers, [p.qualifiers for p in predictions[1:]]
+            ),
+        )
         verdicts: list[tuple[bool | None, str]] = []
         for r in references:
             verdict: tuple[bool | None, str] = (None, "undecided")
@@ -1052,8 +1081,10 @@ class DiagnosisMatcher:
             named = [a for a in _LISTED.split(before) if a.strip()]
             after = named[-1] if "latter" in after.lower() else named[0]
         after = re.split(r"\s+over\s+", after, maxsplit=1, flags=re.IGNORECASE)[0]
-        # A known disease, or an unknown kind of one ("probably venous epidural hematoma").
-        return after if self._analyse(after).core_concepts else text
+        # A known disease, or an unknown kind of one ("probably venous epidural hematoma"),
+        # but no class heading ("contusions, consistent with traumatic brain injury").
+        named = [c for c, _ in self._analyse(after).core_concepts]
+        return after if named and not set(named) <= self._groups else text
 
     def _first_listed(self, text: str) -> str:
         """ "X, Y" where both name a disease lists alternatives: the first counts."""
@@ -1086,13 +1117,24 @@ class DiagnosisMatcher:
         Only when what follows "in" names a known disease: "infarct in the MCA territory"
         gives nothing.
         """
-        parts = re.split(r"\s+in\s+(?:an?\s+|the\s+)?", _strip_parentheses(reference), maxsplit=1)
+        # "MPNST arising in a plexiform neurofibroma" names a transformation, not a
+        # lesion of a syndrome.
+        parts = re.split(
+            r"(?<!arising)(?<!developing)(?<!originating)\s+in\s+(?:an?\s+|the\s+)?",
+            _strip_parentheses(reference),
+            maxsplit=1,
+        )
         if len(parts) < 2:
             return []
         tail = self._analyse(parts[1])
         # A named syndrome counts even when the tables do not know it ("in Marfan syndrome").
         named = re.search(r"\b(?:syndrome|disease|complex)\s*$", parts[1], re.IGNORECASE)
-        return [tail] if named or any(not partial for _, partial in tail.core_concepts) else []
+        if not named and not any(not partial for _, partial in tail.core_concepts):
+            return []
+        # The lesion's own qualifiers must agree with a prediction's clause about it:
+        # "right optic neuritis in NMOSD" is not "NMOSD with left optic neuritis".
+        lesion = self._analyse(parts[0])
+        return [replace(tail, clause_qualifiers={**lesion.qualifiers, **tail.clause_qualifiers})]
 
     def match(self, predicted: str, reference: str) -> bool:
         """True when ``predicted`` names the reference's core disease."""
@@ -1114,7 +1156,8 @@ _PARENTHESIS = re.compile(r"[(\[]([^()\[\]]*)[)\]]")
 _LISTED = re.compile(r"\s+(?:vs\.?|versus|or)\s+|,|;|/", re.IGNORECASE)
 # Words that mark the diagnosis a prediction favours ("favour X", "X vs Y, most likely Y").
 _FAVOUR = re.compile(
-    r"\b(?:favou?r(?:s|ed|ing)?|(?:most|more) likely)\b(?!\s+than)|,\s*(?:most\s+)?probably\b",
+    r"\b(?:favou?r(?:s|ed|ing)?|(?:most|more) likely)\b(?!\s+than)|,\s*(?:most\s+)?probably\b"
+    r"|,\s*(?:consistent with|in keeping with|suggestive of|compatible with)\b",
     re.IGNORECASE,
 )
 

@@ -71,6 +71,10 @@ class QualifierTable:
     max_len: int
     ancestors: dict[tuple[str, str], frozenset[str]]
 
+    def is_leaf(self, group: str, value: str) -> bool:
+        """No other value of ``group`` lies within ``value`` (an organism, not a class)."""
+        return not any(g == group and value in up for (g, _), up in self.ancestors.items())
+
     def related(self, group: str, a: str, b: str) -> bool:
         return (
             a == b
@@ -99,12 +103,20 @@ def build_table(groups: Mapping[str, Mapping[str, object]], tokenize) -> Qualifi
                 key = tuple(tokenize(str(phrase)))
                 if key:
                     phrases.setdefault(key, {}).setdefault(group, set()).add(str(value))
-        parents = {str(k): str(v) for k, v in (spec.get("within") or {}).items()}
+        # A value may lie within several others (the fourth ventricle is in the posterior
+        # fossa and is a ventricle).
+        parents = {
+            str(k): [str(x) for x in (v if isinstance(v, list) else [v])]
+            for k, v in (spec.get("within") or {}).items()
+        }
         for value in parents:
-            seen, current = set(), value
-            while current in parents and parents[current] not in seen:
-                current = parents[current]
-                seen.add(current)
+            seen: set[str] = set()
+            frontier = list(parents[value])
+            while frontier:
+                current = frontier.pop()
+                if current not in seen:
+                    seen.add(current)
+                    frontier.extend(parents.get(current, []))
             ancestors[(group, value)] = frozenset(seen)
     frozen = {
         key: tuple((g, frozenset(v)) for g, v in sorted(found.items()))
@@ -148,6 +160,8 @@ def _gene_status(token: str, following: Sequence[str]) -> str | None:
         return None
     if following[0] in ("mutant", "mutated", "mutation"):
         return "mutant"
+    if following[0] in ("amplified", "amplification"):
+        return "amplified"
     if following[0] == "wildtype" or list(following) == ["wild", "type"]:
         return "wildtype"
     return None

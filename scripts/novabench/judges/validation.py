@@ -78,10 +78,10 @@ class ValidationSet:
 
 
 VALIDATION_SETS = (
-    # Each diagnosis set was measured once on its held-out half (the second and third
-    # sets also once whole, before their split) and then used whole to tune the matcher;
-    # the fourth, written blind after that, is the one to quote. Each set's README gives
-    # its labelling rules.
+    # Each diagnosis set was measured once (the first on its held-out half, the second
+    # and third whole and then on their held-out half after tuning on the other, the
+    # fourth whole) and then used whole to tune the matcher; the fifth, written blind
+    # after that, is the one to quote. Each set's README gives its labelling rules.
     ValidationSet(
         "diagnosis",
         "diagnosis",
@@ -112,6 +112,14 @@ VALIDATION_SETS = (
         "diagnoses-4.jsonl",
         DIAGNOSIS_FIELDS,
         "Diagnosis, fourth set",
+        ("heldout",),
+    ),
+    ValidationSet(
+        "diagnosis-5",
+        "diagnosis",
+        "diagnoses-5.jsonl",
+        DIAGNOSIS_FIELDS,
+        "Diagnosis, fifth set",
         (),
     ),
     ValidationSet("captioning", "captioning", "captions.jsonl", CAPTION_FIELDS, "Captioning"),
