@@ -19,11 +19,12 @@ SETS = {
     "diagnoses-2": (r"dx-\d{3}",),
     "diagnoses-3": (r"dx3-[ab]-\d{3}",),
     "diagnoses-4": (r"dx4-[ab]-\d{3}",),
+    "diagnoses-5": (r"dx5-[ab]-\d{3}",),
 }
 every_set = pytest.mark.parametrize("name", sorted(SETS))
 # Sets split by alternation after their first measurement; the fourth is all held out.
-split_sets = pytest.mark.parametrize("name", ["diagnoses-2", "diagnoses-3"])
-two_author_sets = pytest.mark.parametrize("name", ["diagnoses-3", "diagnoses-4"])
+split_sets = pytest.mark.parametrize("name", ["diagnoses-2", "diagnoses-3", "diagnoses-5"])
+two_author_sets = pytest.mark.parametrize("name", ["diagnoses-3", "diagnoses-4", "diagnoses-5"])
 
 
 def _pairs(name: str) -> list[dict]:
