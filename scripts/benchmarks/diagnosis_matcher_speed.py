@@ -2,8 +2,8 @@
 
 The scorer asks the matcher about 906 images x 5 candidates per model. This times the
 rule-based matcher (``embedding_fallback: false``, the configured judge) on the
-hand-labelled pairs it is tuned on (all of ``diagnoses.jsonl``, the tuning half of
-``diagnoses-2.jsonl``; the held-out half is left unread):
+hand-labelled pairs it is tuned on (the first four diagnosis sets whole, the tuning half
+of the fifth; the fifth's held-out half is left unread):
 
 - construction (tables, knowledge base, alias index), once per scoring job;
 - a cold pass (every text new to the matcher's caches) and a warm pass (all cached), per
@@ -34,7 +34,8 @@ BUDGET_S = 1e-3  # per pair: 906 x 5 judgements then take under 5 s per model
 
 def tuning_pairs() -> list[tuple[str, str]]:
     pairs = []
-    for name, sealed in (("diagnoses.jsonl", False), ("diagnoses-2.jsonl", True)):
+    tuned = ("diagnoses.jsonl", "diagnoses-2.jsonl", "diagnoses-3.jsonl", "diagnoses-4.jsonl")
+    for name, sealed in [*((n, False) for n in tuned), ("diagnoses-5.jsonl", True)]:
         for line in (FOLDER / name).read_text(encoding="utf-8").splitlines():
             row = json.loads(line)
             if not sealed or row["split"] == "tune":
