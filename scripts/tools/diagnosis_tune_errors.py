@@ -3,10 +3,10 @@
     python scripts/tools/diagnosis_tune_errors.py [--set diagnoses-2] [--embedding]
         [--counts-only] [--phenomenon NAME]
 
-The first three sets (``diagnoses``, ``diagnoses-2``, ``diagnoses-3``) were each measured
-once on their held-out half and then used whole for tuning: every pair of theirs may be
-listed. Of a set in ``SEALED`` only the tuning half is read; its held-out half is dropped
-unread, counts included. It is measured once, after tuning, by ``novabench judge-report``.
+The first four sets (``diagnoses`` ... ``diagnoses-4``) were each measured once and then
+used whole for tuning: every pair of theirs may be listed. Of a set in ``SEALED`` (the
+fifth) only the tuning half is read; its held-out half is dropped unread, counts
+included. It is measured once, after tuning, by ``novabench judge-report``.
 """
 
 from __future__ import annotations
@@ -22,9 +22,9 @@ sys.path.insert(0, str(ROOT / "scripts"))
 from novabench.judges.diagnosis_matcher import DiagnosisMatcher  # noqa: E402
 
 FOLDER = ROOT / "tests" / "data" / "judge_validation"
-TUNING_SETS = ("diagnoses", "diagnoses-2", "diagnoses-3")
-# Sets whose held-out half is never read here (the fourth set is read by none).
-SEALED: set[str] = set()
+TUNING_SETS = ("diagnoses", "diagnoses-2", "diagnoses-3", "diagnoses-4", "diagnoses-5")
+# Sets whose held-out half is never read here.
+SEALED = {"diagnoses-5"}
 
 
 def counts(rows: list[dict], verdicts: list[bool]) -> str:
