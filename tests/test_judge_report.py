@@ -264,6 +264,14 @@ def test_a_broken_second_rater_line_names_the_line(tmp_path):
         NovaError, match=r"diagnoses-5-second-rater.jsonl:1 lacks an id or a true/false"
     ):
         write_report(OFFLINE_JUDGES, folder, tmp_path / "r.json", tmp_path / "r.md")
+    # A line that is no JSON, or JSON but no object, stops with its number too.
+    second = folder / "diagnoses-5-second-rater.jsonl"
+    second.write_text('{"id": "h-01", "match": true}\n{"id": "h-02", match\n')
+    with pytest.raises(NovaError, match=r"diagnoses-5-second-rater.jsonl:2 is not JSON"):
+        write_report(OFFLINE_JUDGES, folder, tmp_path / "r.json", tmp_path / "r.md")
+    second.write_text('["h-01", true]\n')
+    with pytest.raises(NovaError, match=r"second-rater.jsonl:1 lacks an id or a true/false"):
+        write_report(OFFLINE_JUDGES, folder, tmp_path / "r.json", tmp_path / "r.md")
 
 
 def test_a_missing_caption_set_is_one_line(tmp_path):

@@ -31,9 +31,7 @@ def print_errors(rows: list[dict]) -> None:
     for row in rows:
         (hand_c, judge_c), (hand_m, judge_m) = row["f1"]["clinical"], row["f1"]["modality"]
         labels_ok = all(hand == judge for hand, judge in row["labels"])
-        off = [validation.f1_difference(*row["f1"][f]) for f in ("clinical", "modality")]
-        undefined = any((a is None) != (b is None) for a, b in row["f1"].values())
-        if labels_ok and not undefined and all(d is None or d <= 5 for d in off):
+        if labels_ok and validation.pair_badness(row) <= 5:
             continue
         pair = row["pair"]
         print(

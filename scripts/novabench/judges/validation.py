@@ -26,7 +26,7 @@ import hashlib
 import json
 import math
 import re
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -130,16 +130,22 @@ SETS_BY_KEY = {s.key: s for s in VALIDATION_SETS}
 # --- reading the sets ---------------------------------------------------------------------
 
 
-def read_pairs(path: Path, fields: Sequence[str]) -> list[dict[str, Any]]:
-    """The pairs of a JSON-lines validation set; a malformed line stops with its number."""
-    pairs = []
+def _json_lines(path: Path) -> Iterator[tuple[int, Any]]:
+    """(line number, value) of each non-empty line; a line that is no JSON stops with its
+    number."""
     for number, line in enumerate(Path(path).read_text(encoding="utf-8").splitlines(), 1):
         if not line.strip():
             continue
         try:
-            pair = json.loads(line)
+            yield number, json.loads(line)
         except json.JSONDecodeError as exc:
             raise NovaError(f"{path}:{number} is not JSON ({exc.msg})", "fix that line") from None
+
+
+def read_pairs(path: Path, fields: Sequence[str]) -> list[dict[str, Any]]:
+    """The pairs of a JSON-lines validation set; a malformed line stops with its number."""
+    pairs = []
+    for number, pair in _json_lines(path):
         missing = [f for f in fields if not isinstance(pair, dict) or f not in pair]
         if missing or pair["split"] not in SPLITS:
             problem = f"lacks {', '.join(missing)}" if missing else f"split {pair['split']!r}"
@@ -335,8 +341,8 @@ def caption_split(rows: list[dict[str, Any]]) -> dict[str, Any]:
     out["keyword_recall"] = proportion(hits, n_hand)
     labels = [pair for r in rows for pair in r["labels"]]
     out["abnormal_accuracy"] = proportion(sum(h == j for h, j in labels), len(labels))
-    worst = sorted(rows, key=_badness, reverse=True)[:MAX_EXAMPLES]
-    out["worst"] = [_worst_entry(r) for r in worst if _badness(r) > 0]
+    worst = sorted(rows, key=pair_badness, reverse=True)[:MAX_EXAMPLES]
+    out["worst"] = [_worst_entry(r) for r in worst if pair_badness(r) > 0]
     return out
 
 
@@ -348,7 +354,9 @@ def _keyword_keys(row: dict[str, Any]) -> tuple[list[set], list[set]]:
     )
 
 
-def _badness(row: dict[str, Any]) -> float:
+def pair_badness(row: dict[str, Any]) -> float:
+    """How far a caption pair's judge F1s are from the hand F1s: the larger difference,
+    100 where the F1 is defined on one side only."""
     diffs = [f1_difference(*row["f1"][f]) for f in ("clinical", "modality")]
     undefined = sum((a is None) != (b is None) for a, b in row["f1"].values())
     return max([d for d in diffs if d is not None] + [100.0 * bool(undefined)] + [0.0])
@@ -443,11 +451,8 @@ def _attach_second_rater(path: Path, pairs: list[dict[str, Any]]) -> dict[str, A
     """A second rater's labels of the same pairs ({"id", "match"} per line), given blind
     to the first labels: how often two raters agree is the ceiling for any judge."""
     labels = {}
-    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
-        row = json.loads(line) if line.strip() else None
-        if row is None:
-            continue
-        if not isinstance(row.get("match"), bool) or "id" not in row:
+    for number, row in _json_lines(path):
+        if not isinstance(row, dict) or not isinstance(row.get("match"), bool) or "id" not in row:
             raise NovaError(f"{path}:{number} lacks an id or a true/false match", "fix that line")
         labels[row["id"]] = row["match"]
     for pair in pairs:
