@@ -980,9 +980,9 @@ class DiagnosisMatcher:
             return MatchDecision(True, "normalized-equal")
         references = self._reference_readings(reference)
         references += self._compound_parts(reference)
+        committed = self._commit(predicted)
         predictions = [
-            self._analyse(self._uninverted(t))
-            for t in _prediction_alternatives(self._commit(predicted))
+            self._analyse(self._uninverted(t)) for t in _prediction_alternatives(committed)
         ]
         # What the prediction's brackets state qualifies its main text too ("juvenile
         # NCL (CLN3)" is a type 3).
@@ -1003,7 +1003,7 @@ class DiagnosisMatcher:
         for matched, rule in verdicts:
             if matched:
                 return MatchDecision(True, rule)
-        if self._names_the_cause(predicted, references):
+        if self._names_the_cause(committed, references):
             return MatchDecision(True, "named-cause")
         for matched, rule in verdicts:
             if matched is False:
@@ -1017,11 +1017,11 @@ class DiagnosisMatcher:
         best = max(self.similarity(predictions[0].text, r.text) for r in candidates)
         return MatchDecision(best >= self.threshold, "embedding", round(best, 4))
 
-    def _names_the_cause(self, predicted: str, references: list[_Analysis]) -> bool:
+    def _names_the_cause(self, committed: str, references: list[_Analysis]) -> bool:
         """ "Obstructive hydrocephalus due to aqueductal stenosis" names the reference
         "aqueductal stenosis" as its cause: the model found the underlying disease (the
         mirror of a "lesion in syndrome" reference). Only a known disease counts."""
-        parts = _CAUSE_CLAUSE.split(self._commit(predicted), maxsplit=1)
+        parts = _CAUSE_CLAUSE.split(committed, maxsplit=1)
         if len(parts) < 2 or not self._names_disease(parts[1]):
             return False
         cause = self._analyse(parts[1])

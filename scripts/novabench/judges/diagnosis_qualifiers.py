@@ -70,10 +70,12 @@ class QualifierTable:
     phrases: dict[tuple[str, ...], tuple[tuple[str, frozenset[str]], ...]]
     max_len: int
     ancestors: dict[tuple[str, str], frozenset[str]]
+    # (group, value) pairs that another value lies within: classes, not leaves.
+    classes: frozenset[tuple[str, str]] = frozenset()
 
     def is_leaf(self, group: str, value: str) -> bool:
         """No other value of ``group`` lies within ``value`` (an organism, not a class)."""
-        return not any(g == group and value in up for (g, _), up in self.ancestors.items())
+        return (group, value) not in self.classes
 
     def related(self, group: str, a: str, b: str) -> bool:
         return (
@@ -122,7 +124,8 @@ def build_table(groups: Mapping[str, Mapping[str, object]], tokenize) -> Qualifi
         key: tuple((g, frozenset(v)) for g, v in sorted(found.items()))
         for key, found in phrases.items()
     }
-    return QualifierTable(frozen, max((len(k) for k in frozen), default=1), ancestors)
+    classes = frozenset((group, up) for (group, _), ups in ancestors.items() for up in ups)
+    return QualifierTable(frozen, max((len(k) for k in frozen), default=1), ancestors, classes)
 
 
 def _numbers(tokens: Sequence[str]) -> Qualifiers:
