@@ -3,7 +3,8 @@
 # requests): run `snakemake judge_report` or ask for results/judges/report.md.
 
 JUDGE_VALIDATION = Path(workflow.basedir) / "tests" / "data" / "judge_validation"
-# The sets that exist: every diagnosis set and the caption set.
+# The sets that exist: every diagnosis set, its second rater's labels where there are
+# some (both change the report), and the caption set.
 JUDGE_VALIDATION_SETS = sorted(
     str(path)
     for pattern in ("diagnoses*.jsonl", "captions.jsonl")

@@ -113,7 +113,7 @@ VALIDATION_SETS = (
         "diagnoses-4.jsonl",
         DIAGNOSIS_FIELDS,
         "Diagnosis, fourth set",
-        ("heldout",),
+        ("heldout",),  # written all held out, then tuned on whole
     ),
     ValidationSet(
         "diagnosis-5",
