@@ -986,12 +986,7 @@ class DiagnosisMatcher:
         ]
         # What the prediction's brackets state qualifies its main text too ("juvenile
         # NCL (CLN3)" is a type 3).
-        predictions[0] = replace(
-            predictions[0],
-            qualifiers=qualifiers.with_inherent(
-                predictions[0].qualifiers, [p.qualifiers for p in predictions[1:]]
-            ),
-        )
+        predictions[0] = _taking_bracket_qualifiers(predictions[0], predictions[1:])
         verdicts: list[tuple[bool | None, str]] = []
         for r in references:
             verdict: tuple[bool | None, str] = (None, "undecided")
@@ -1039,12 +1034,10 @@ class DiagnosisMatcher:
             for inner in _PARENTHESIS.findall(reference)
             for alt in _reference_alternatives(inner)
         }
-        from_brackets = [
-            r.qualifiers for t, r in zip(texts[1:], readings[1:], strict=True) if t in bracketed
-        ]
-        main = qualifiers.with_inherent(readings[0].qualifiers, from_brackets)
-        return [replace(readings[0], qualifiers=main)] + [
-            replace(r, qualifiers={**main, **r.qualifiers}) if t in bracketed else r
+        inner = [r for t, r in zip(texts[1:], readings[1:], strict=True) if t in bracketed]
+        main = _taking_bracket_qualifiers(readings[0], inner)
+        return [main] + [
+            replace(r, qualifiers={**main.qualifiers, **r.qualifiers}) if t in bracketed else r
             for t, r in zip(texts[1:], readings[1:], strict=True)
         ]
 
@@ -1160,6 +1153,13 @@ _FAVOUR = re.compile(
     r"|,\s*(?:consistent with|in keeping with|suggestive of|compatible with)\b",
     re.IGNORECASE,
 )
+
+
+def _taking_bracket_qualifiers(main: _Analysis, inner: Sequence[_Analysis]) -> _Analysis:
+    """``main`` with the qualifiers its bracketed parts state and it does not."""
+    return replace(
+        main, qualifiers=qualifiers.with_inherent(main.qualifiers, [i.qualifiers for i in inner])
+    )
 
 
 def _strip_parentheses(text: str) -> str:
