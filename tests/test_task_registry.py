@@ -8,7 +8,10 @@ accuracy against "the image has a gold box".
 from __future__ import annotations
 
 import json
+import os
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -27,6 +30,7 @@ from novabench.tasks import (
     Task,
     get_task,
     register_task,
+    task_module,
     task_names,
     unregister_task,
 )
@@ -79,6 +83,37 @@ def test_builtin_tasks_are_registered_in_workflow_order():
     assert task_names()[:3] == ("localization", "captioning", "diagnosis")
     with pytest.raises(ConfigError, match="unknown task 'nope'; fix: use one of localization"):
         get_task("nope")
+
+
+def test_a_task_is_loaded_on_first_use_and_alone():
+    # A fresh interpreter: this one has imported every task already.
+    code = (
+        "import sys\n"
+        "import novabench.tasks as t\n"
+        "loaded = lambda: sorted(n for n in t.TASK_NAMES if t.task_module(n) in sys.modules)\n"
+        "print(loaded())\n"
+        "print(t.get_task('captioning').title, loaded())\n"
+        "print(t.get_task('captioning') is sys.modules[t.task_module('captioning')].TASK)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        check=True,
+        cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": str(ROOT / "scripts")},
+    )
+    assert done.stdout.splitlines() == ["[]", "Image captioning ['captioning']", "True"]
+
+
+def test_task_module_names_the_package_that_defines_the_task():
+    assert task_module("diagnosis") == "novabench.tasks.diagnosis"
+    assert get_task("diagnosis").__module__.startswith(task_module("diagnosis"))
+
+
+def test_a_task_registered_by_hand_comes_after_the_builtin_ones(anomaly_task):
+    assert task_names() == ("localization", "captioning", "diagnosis", "anomaly")
+    assert get_task("anomaly") is anomaly_task
 
 
 def test_the_config_schema_lists_the_registered_tasks():

@@ -1,9 +1,11 @@
 """The task registry: one home per task (see :mod:`novabench.tasks.base`).
 
-The three NOVA tasks register themselves here, in the order of the clinical workflow.
+Nothing here imports a task: :func:`get_task` loads a built-in task's module on first use,
+so importing the registry (or one task) never loads the others.
 """
 
 from novabench.tasks.base import (
+    TASK_NAMES,
     AnswerContext,
     Answers,
     Metric,
@@ -13,17 +15,13 @@ from novabench.tasks.base import (
     dataset_needs,
     get_task,
     register_task,
+    task_module,
     task_names,
     unregister_task,
 )
-from novabench.tasks.captioning import Captioning
-from novabench.tasks.diagnosis import Diagnosis
-from novabench.tasks.localization import Localization
-
-for _task in (Localization(), Captioning(), Diagnosis()):
-    register_task(_task)
 
 __all__ = [
+    "TASK_NAMES",
     "AnswerContext",
     "Answers",
     "Metric",
@@ -33,6 +31,7 @@ __all__ = [
     "dataset_needs",
     "get_task",
     "register_task",
+    "task_module",
     "task_names",
     "unregister_task",
 ]

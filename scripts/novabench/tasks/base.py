@@ -1,10 +1,12 @@
 """What a task is: the one place that says how a NOVA task is asked, read, scored and reported.
 
-A task is an object of a :class:`Task` subclass, registered by name with
-:func:`register_task`. Prediction, scoring, statistics, tables, figures and config checks
-ask the registry for the task and call these hooks; none of them branches on a task's
-name. Adding a task is one module that defines and registers it (see the built-in ones
-next to this file); a test registers a yes/no task from inside the test suite.
+A task is an object of a :class:`Task` subclass. Prediction, scoring, statistics, tables,
+figures and config checks ask the registry (:func:`get_task`) for the task and call these
+hooks; none of them branches on a task's name or imports a task's module. The built-in
+tasks are named in :data:`TASK_NAMES`; each is the module :func:`task_module` names, loaded
+on first use, whose ``TASK`` is its :class:`Task` object. So a module's static imports
+never pull in another task's code (what a job's code fingerprint relies on). A test
+registers a yes/no task from inside the test suite with :func:`register_task`.
 
 Hooks take plain data (dataset rows, prediction records, per-image tables), so they can
 be called from a notebook as well as from the pipeline.
@@ -12,6 +14,7 @@ be called from a notebook as well as from the pipeline.
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -230,7 +233,16 @@ class Task:
         return tuple(m for m in self.metrics if m.headline)
 
 
+# The built-in tasks, in the order of the clinical workflow.
+TASK_NAMES = ("localization", "captioning", "diagnosis")
+
+# Tasks loaded so far, and tasks registered by hand (after the built-ins, in order).
 _REGISTRY: dict[str, Task] = {}
+
+
+def task_module(name: str) -> str:
+    """The module that defines the built-in task ``name`` (its ``TASK``)."""
+    return f"{__package__}.{name}"
 
 
 def register_task(task: Task) -> Task:
@@ -246,19 +258,24 @@ def unregister_task(name: str) -> None:
 
 
 def task_names() -> tuple[str, ...]:
-    """Registered task names, in registration order (the clinical workflow's order)."""
-    return tuple(_REGISTRY)
+    """The built-in tasks, then the ones registered by hand, in registration order."""
+    return TASK_NAMES + tuple(name for name in _REGISTRY if name not in TASK_NAMES)
 
 
 def dataset_needs() -> dict[str, dict[str, Any]]:
-    """``Task.dataset_needs()`` of every registered task: what the dataset build checks."""
-    return {name: task.dataset_needs() for name, task in _REGISTRY.items()}
+    """``Task.dataset_needs()`` of every task: what the dataset build checks."""
+    return {name: get_task(name).dataset_needs() for name in task_names()}
 
 
 def get_task(name: str) -> Task:
-    try:
-        return _REGISTRY[name]
-    except KeyError:
-        raise ConfigError(
-            f"unknown task {name!r}", f"use one of {', '.join(task_names())}"
-        ) from None
+    """The task ``name``; a built-in one's module is imported on first use."""
+    task = _REGISTRY.get(name)
+    if task is not None:
+        return task
+    if name not in TASK_NAMES:
+        raise ConfigError(f"unknown task {name!r}", f"use one of {', '.join(task_names())}")
+    module = importlib.import_module(task_module(name))
+    task = getattr(module, "TASK", None)
+    if not (isinstance(task, Task) and task.name == name):
+        raise TypeError(f"module {module.__name__} does not define TASK, a Task named {name!r}")
+    return register_task(task)

@@ -132,3 +132,6 @@ class Captioning(Task):
                 "re-run (answers that arrived are cached) or check the judge's endpoint",
             )
         return {"abnormal": bool(verdict[1].abnormal)}
+
+
+TASK = Captioning()

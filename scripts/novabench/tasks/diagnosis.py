@@ -167,3 +167,6 @@ def diagnosis_labels(per_image: pd.DataFrame, labeler) -> tuple[list[str | None]
     ]
     reference = [labeler(str(text)) for text in per_image["reference"]]
     return predicted, reference
+
+
+TASK = Diagnosis()

@@ -132,3 +132,6 @@ class Localization(Task):
         hit = hit.to_numpy(dtype=float, na_value=np.nan)
         # Hit is defined on images with a gold box only.
         return "Hit@30 (%)", np.where(per_image["n_gold"].to_numpy() > 0, 100 * hit, np.nan)
+
+
+TASK = Localization()
