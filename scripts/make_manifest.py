@@ -15,6 +15,7 @@ def main(smk):
         prediction_summaries=[Path(p) for p in smk.input.predictions],
         score_files=[Path(p) for p in smk.input.scores],
         git=smk.params.git,
+        code_files=smk.params.code,
     )
     log.info("manifest written (commit %s)", manifest["git"]["commit"])
 

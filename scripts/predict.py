@@ -17,6 +17,7 @@ def main(smk):
         summary_out=Path(smk.output.summary),
         upstream_predictions=Path(smk.input.upstream) if hasattr(smk.input, "upstream") else None,
         cache_dir=Path(smk.params.cache_dir),
+        code=smk.params.code,
     )
     log.info("%s/%s: %s", smk.wildcards.task, smk.wildcards.model, summary["status_counts"])
 

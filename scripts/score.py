@@ -17,6 +17,7 @@ def main(smk):
         options=smk.params.options,
         nltk_data=Path(smk.params.nltk_data),
         cache_dir=Path(smk.params.cache_dir),
+        code=smk.params.code,
     )
     log.info("%s/%s scored: %s", smk.wildcards.task, smk.wildcards.model, summary)
 

@@ -12,6 +12,7 @@ def main(smk):
         dataset=Path(smk.input.dataset),
         out_json=Path(smk.output.scores),
         out_csv=Path(smk.output.per_image),
+        code=smk.params.code,
     )
     log.info("rater %s scored: %s", smk.wildcards.rater, summary)
 

@@ -209,7 +209,7 @@ def test_keyword_f1_against_hand_read_sets(judge):
 def test_identity_names_the_lexicon(judge):
     identity = judge.identity()
     assert identity["name"] == "keyword-lexicon"
-    assert identity["version"] == yaml.safe_load(DEFAULT_LEXICON.read_text())["version"]
+    assert identity["lexicon_version"] == yaml.safe_load(DEFAULT_LEXICON.read_text())["version"]
     assert identity["lexicon_sha256"] == hashlib.sha256(DEFAULT_LEXICON.read_bytes()).hexdigest()
 
 
@@ -231,7 +231,7 @@ def test_a_custom_lexicon_drives_the_judge(tmp_path):
         frozenset({"axial"}), frozenset({"cyst", "neg:cyst"}), True
     )
     assert judge.extract("hemorrhage") == verdict(frozenset(), frozenset(), False)
-    assert judge.identity()["version"] == "0.1"
+    assert judge.identity()["lexicon_version"] == "0.1"
 
 
 @pytest.mark.parametrize(
@@ -508,11 +508,14 @@ def test_anatomy_parents_must_name_anatomy(tmp_path):
 
 
 def test_the_lexicon_is_an_input_of_scoring(tmp_path):
-    """Editing the lexicon re-scores: the workflow lists it among the score job's inputs."""
+    """Editing the lexicon re-scores: a configured one is among the score job's inputs, the
+    built-in one in the judge's code fingerprint (not an absolute path that moves)."""
+    from novabench.code_fingerprint import code_graph
     from novabench.judges.base import judge_kind
 
     kind = judge_kind("keyword-lexicon")
-    assert kind.input_files("keywords", {}, "captioning", str) == [str(DEFAULT_LEXICON)]
+    assert kind.input_files("keywords", {}, "captioning", str) == []
+    assert DEFAULT_LEXICON.resolve() in code_graph().files(["novabench.judges.keywords"])
     own = {"lexicon_path": "my/lexicon.yaml"}
     resolved = kind.input_files("keywords", own, "captioning", lambda p: f"/base/{p}")
     assert resolved == ["/base/my/lexicon.yaml"]

@@ -26,6 +26,7 @@ import yaml
 from snakemake.utils import validate
 
 from novabench.catalog import expand_models
+from novabench.code_fingerprint import code_fingerprint
 from novabench.config import check_config
 from novabench.errors import ConfigError, NovaError
 from novabench.judges import KeywordSet, judge_caption_pairs, judge_kind, make_judge
@@ -933,7 +934,8 @@ def test_score_predictions_with_an_llm_judge_records_its_identity(
 
     judge = captions["judge"]
     assert judge["name"] == "llm/judge-llm" and judge["judge"] == "gpt-judge"
-    assert judge["protocol"] == protocol and judge["version"] == "2.0.0"
+    assert judge["protocol"] == protocol
+    assert judge["code"] == code_fingerprint("novabench.judges.llm")
     assert judge["backend"]["base_url"] == server.base_url and judge["backend"]["temperature"] == 0
     assert (judge["prompt"], judge["prompt_id"]) == (prompt.name, prompt.stem)
     assert judge["prompt_sha256"] == hashlib.sha256(prompt.read_bytes()).hexdigest()

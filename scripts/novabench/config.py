@@ -16,10 +16,11 @@ from pathlib import Path
 from typing import Any
 
 from novabench.catalog import check_model_info
+from novabench.code_fingerprint import code_fingerprint, code_graph
 from novabench.errors import ConfigError, NovaError
 from novabench.io import resolve_path
 from novabench.judges import judge_kind
-from novabench.models.base import adapter_class, adapter_exists
+from novabench.models.base import adapter_class, adapter_exists, adapter_module_name
 from novabench.tasks import get_task, task_names
 
 FIX = "edit the config (every key is documented in config/README.md)"
@@ -147,6 +148,25 @@ def _child(schema: Mapping[str, Any], key: str) -> Mapping[str, Any] | None:
     return extra if isinstance(extra, dict) else None
 
 
+# Each kind of job: its entry script (a top-level module of scripts/) and the stage of
+# its task whose modules it runs.
+JOB_CODE = {
+    "sample": ("make_sample", None),
+    "dataset": ("build_dataset", None),
+    "subset": ("make_subset", None),
+    "predict": ("predict", "predict"),
+    "score": ("score", "score"),
+    "score_rater": ("score_rater", "score"),
+    "statistics": ("make_statistics", "statistics"),
+    "figure": ("make_figures", "figures"),
+    "tables": ("make_tables", "report"),
+    "leaderboard": ("make_leaderboard", "report"),
+    "agreement": ("make_agreement", "score"),
+    "manifest": ("make_manifest", None),
+    "judge_report": ("judge_report", None),
+}
+
+
 @dataclass
 class Plan:
     """Which jobs the configuration asks for, and the inputs each needs."""
@@ -237,6 +257,46 @@ class Plan:
             return []
         kind = judge_kind(judge["kind"])
         return kind.input_files(judge["name"], judge.get("settings", {}), task, self.resolve)
+
+    def code_roots(
+        self,
+        job: str,
+        task: str | None = None,
+        model: str | None = None,
+        tasks: tuple[str, ...] = (),
+        judge_kinds: tuple[str, ...] = (),
+    ) -> list[str]:
+        """The modules a job runs: its entry script, then the plug-ins it loads by name
+        (its task's stage, the model's adapter, the task's judge), which the import graph
+        cannot see. ``tasks``: the tasks of a job that reads several (tables, leaderboard,
+        agreement); ``judge_kinds``: further judges it runs (judge agreement)."""
+        entry, stage = JOB_CODE[job]
+        roots = [entry]
+        for name in (task,) if task else tasks:
+            if stage:
+                roots += get_task(name).code_modules(stage)
+            judge = self.judge(name) if job in ("score", "agreement") else None
+            if judge is not None:
+                roots.append(type(judge_kind(judge["kind"])).__module__)
+        roots += [type(judge_kind(kind)).__module__ for kind in judge_kinds]
+        if model is not None and job == "predict":
+            roots.append(adapter_module_name(self.model(model)["adapter"]))
+        return list(dict.fromkeys(roots))
+
+    def code(self, job: str, **job_keys: Any) -> str:
+        """The fingerprint of the code and data behind one job (a rule parameter: an edit
+        re-runs exactly the jobs whose code changed, and what reads their outputs)."""
+        return code_fingerprint(*self.code_roots(job, **job_keys))
+
+    def run_code_files(self) -> dict[str, str]:
+        """``{file: sha256}`` of the code and data behind every job of the run, for the
+        provenance manifest."""
+        roots = [entry for entry, _ in JOB_CODE.values() if entry != "judge_report"]
+        for task, model in self.jobs():
+            roots += self.code_roots("predict", task=task, model=model)
+            for job in ("score", "statistics", "figure", "tables"):
+                roots += self.code_roots(job, task=task)
+        return code_graph().listing(dict.fromkeys(roots))
 
     def api_resources(self) -> dict[str, dict[str, set[str]]]:
         """``api_<provider>`` -> {"models": names, "tasks": tasks whose judge calls it}."""

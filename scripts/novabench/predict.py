@@ -137,12 +137,14 @@ def run_predictions(
     summary_out: Path,
     upstream_predictions: Path | None = None,
     cache_dir: Path | None = None,
+    code: str | None = None,
 ) -> dict[str, Any]:
     """Run ``model_name`` on every image for ``task``; write the JSONL and its summary.
 
     ``prompt_path`` None sends an empty prompt: only for adapters that read no prompt
     (``predictions_file``, controls). ``upstream_predictions`` is the prediction file of
     the model named by the task's upstream option (diagnosis: a captioning model).
+    ``code`` is the job's code fingerprint, recorded in the summary.
     """
     started = time.perf_counter()
     spec = get_task(task)
@@ -176,6 +178,7 @@ def run_predictions(
         "request": request,
         **summarize(records, time.perf_counter() - started),
         "n_excluded": len(excluded),
+        "code": code,
     }
     cost = getattr(adapter, "cost", None)
     if cost is not None:

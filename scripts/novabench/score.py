@@ -71,13 +71,15 @@ def score_predictions(
     options: Mapping[str, Any] | None = None,
     nltk_data: Path | None = None,
     cache_dir: Path | None = None,
+    code: str | None = None,
 ) -> dict[str, Any]:
     """Score one prediction file with the task's scorer; write the score file and the
     per-image table; return the metrics.
 
     ``judge_cfg`` is ``{kind, settings, name}`` for tasks scored through a judge (None:
     the task's default offline judge). ``options`` are the task's scoring options
-    (``Task.options``). ``cache_dir`` keeps an LLM judge's answers.
+    (``Task.options``). ``cache_dir`` keeps an LLM judge's answers. ``code`` is the job's
+    code fingerprint (:mod:`novabench.code_fingerprint`), recorded in the score file.
     """
     spec = get_task(task)
     frame = load_nova(dataset, columns=[*KEY_COLUMNS, *spec.reference_columns])
@@ -112,12 +114,15 @@ def score_predictions(
             "dataset_sha256": sha256_file(Path(dataset)),
             "predictions_sha256": sha256_file(Path(predictions)),
         },
+        "code": code,
     }
     write_scores(payload, per_image, out_json, out_csv)
     return metrics
 
 
-def score_rater(*, rater: str, dataset: Path, out_json: Path, out_csv: Path) -> dict[str, Any]:
+def score_rater(
+    *, rater: str, dataset: Path, out_json: Path, out_csv: Path, code: str | None = None
+) -> dict[str, Any]:
     """The human reference: one rater's boxes scored against gold with the same code.
 
     ``rater`` is the rater's slug (:func:`novabench.dataset.schema.rater_slug`).
@@ -142,6 +147,7 @@ def score_rater(*, rater: str, dataset: Path, out_json: Path, out_csv: Path) -> 
         "metrics": metrics,
         "judge": None,
         "inputs": {"dataset_sha256": sha256_file(Path(dataset))},
+        "code": code,
     }
     write_scores(payload, per_image, out_json, out_csv)
     return metrics

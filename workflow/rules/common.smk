@@ -262,31 +262,21 @@ def _git_state():
 
 # A parameter of the manifest rule, so that a new commit re-writes the manifest.
 GIT_STATE = _git_state()
+# The code and data behind every job of the run ({file: sha256}), for the manifest.
+MANIFEST_CODE = PLAN.run_code_files()
 
 
-def report_code(*names):
-    """The code behind a report job, as inputs: editing it re-runs those jobs only."""
-    scripts = Path(workflow.basedir) / "scripts"
-    return [
-        str(
-            scripts / name
-            if name.startswith("make_")
-            else scripts / "novabench" / "report" / name
-        )
-        for name in names
-    ]
+def job_code(job, **keys):
+    """The fingerprint of the code and data a job runs, as a parameter: editing a module
+    it imports or a vocabulary it reads re-runs it, and nothing else
+    (novabench.code_fingerprint)."""
 
+    def fingerprint(wildcards):
+        names = dict(wildcards.items())
+        job_keys = {k: names[k] for k in ("task", "model") if k in names}
+        return PLAN.code(job, **job_keys, **keys)
 
-def task_code(wildcards):
-    """The task's module (its bootstrap replicates and breakdown metric) and the task base:
-    editing them re-runs the task's statistics."""
-    import inspect
-
-    from novabench.tasks import Task
-
-    return [
-        inspect.getsourcefile(cls) for cls in (Task, type(get_task(wildcards.task)))
-    ]
+    return fingerprint
 
 
 def report_category(wildcards):

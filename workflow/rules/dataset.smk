@@ -12,6 +12,7 @@ rule sample:
     conda:
         "../../envs/data.yaml"
     params:
+        code=job_code("sample"),
         sample=config["dataset"]["sample"],
     script:
         "../../scripts/make_sample.py"
@@ -33,6 +34,7 @@ checkpoint dataset:
     conda:
         "../../envs/data.yaml"
     params:
+        code=job_code("dataset"),
         # Not the subset: choosing another subset re-uses the built dataset.
         dataset={k: v for k, v in config["dataset"].items() if k != "subset"},
         # What each task reads and needs of the dataset (Task.dataset_needs).
@@ -60,6 +62,7 @@ if SUBSET:
         conda:
             "../../envs/data.yaml"
         params:
+            code=job_code("subset"),
             subset=SUBSET,
             tag=TAG,
             tasks=dataset_needs(),

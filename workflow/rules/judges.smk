@@ -29,6 +29,7 @@ rule judge_report:
     conda:
         "../../envs/scoring.yaml"
     params:
+        code=job_code("judge_report"),
         judges=config["judges"],
         cache="results/cache",
     script:

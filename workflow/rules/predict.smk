@@ -22,6 +22,7 @@ rule predict:
         # host memory on loading; an API job holds little more than the dataset.
         mem_mb=lambda wildcards: 32000 if predict_gpus(wildcards) else 2000,
     params:
+        code=job_code("predict"),
         # Without its `info` block: a new price or date re-runs nothing.
         model=lambda wildcards: predict_params(PLAN.model(wildcards.model)),
         cache_dir="results/cache",

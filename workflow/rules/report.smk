@@ -1,23 +1,14 @@
 # Stage 4: statistics, tables, figures and provenance, from the score files.
 #
 # Plotting is separate from scoring and statistics: no rule here writes a score, and each
-# rule lists the code it runs (its entry script and the report modules it imports) as
-# inputs, so that editing e.g. scripts/novabench/report/figures.py re-runs only the
-# figure jobs. One job per figure family, never one per image.
+# job's `code` parameter fingerprints the modules it imports, so that editing e.g.
+# scripts/novabench/report/figures.py re-runs only the figure jobs. One job per figure
+# family, never one per image.
 
 
 rule statistics:
     input:
         unpack(task_report_inputs),
-        code=report_code(
-            "make_statistics.py",
-            "bootstrap.py",
-            "statistics.py",
-            "inputs.py",
-            "imaging.py",
-            "breakdowns.py",
-        ),
-        task_code=task_code,
     output:
         statistics=report(
             results("statistics/{task}.csv"),
@@ -37,6 +28,7 @@ rule statistics:
     conda:
         "../../envs/reporting.yaml"
     params:
+        code=job_code("statistics"),
         dataset_label=DATASET_LABEL,
         models=REPORT_MODELS,
         reporting=REPORT_SETTINGS,
@@ -48,9 +40,6 @@ rule statistics:
 rule tables:
     input:
         unpack(tables_inputs),
-        code=report_code(
-            "make_tables.py", "tables.py", "inputs.py", "failures.py", "labels.py"
-        ),
     output:
         tables=report_tables(),
         summary=results("tables/summary.md"),
@@ -69,6 +58,7 @@ rule tables:
     conda:
         "../../envs/reporting.yaml"
     params:
+        code=job_code("tables", tasks=tuple(REPORT_TASKS)),
         dataset_label=DATASET_LABEL,
         agreement=bool(AGREEMENT_JUDGES),
         limits={
@@ -81,9 +71,6 @@ rule tables:
 rule leaderboard:
     input:
         unpack(leaderboard_inputs),
-        code=report_code(
-            "make_leaderboard.py", "leaderboard.py", "tables.py", "inputs.py"
-        ),
     output:
         html=results("leaderboard.html"),
     log:
@@ -93,6 +80,7 @@ rule leaderboard:
     conda:
         "../../envs/reporting.yaml"
     params:
+        code=job_code("leaderboard", tasks=tuple(REPORT_TASKS)),
         # Linked, not read: a re-plotted figure does not rewrite the page.
         figures=report_figures(),
         # The page shows the commit, so a new commit re-writes it.
@@ -110,7 +98,6 @@ rule figure_metrics:
         # Names the dataset on figures that are not of the full NOVA release.
         dataset_manifest=MANIFEST,
         statistics=results("statistics/{task}.csv"),
-        code=report_code("make_figures.py", "figures.py", "inputs.py", "tables.py"),
     output:
         png=report(
             results("figures/{task}_metrics.png"),
@@ -127,6 +114,7 @@ rule figure_metrics:
     conda:
         "../../envs/reporting.yaml"
     params:
+        code=job_code("figure"),
         dataset_label=DATASET_LABEL,
         family="metrics",
         task=lambda wildcards: wildcards.task,
@@ -140,7 +128,6 @@ rule figure_breakdown:
     input:
         dataset_manifest=MANIFEST,
         table=results("statistics/{task}_breakdown.csv"),
-        code=report_code("make_figures.py", "figures.py"),
     output:
         png=report(
             results("figures/{task}_breakdown_{axis}.png"),
@@ -160,6 +147,7 @@ rule figure_breakdown:
     conda:
         "../../envs/reporting.yaml"
     params:
+        code=job_code("figure"),
         dataset_label=DATASET_LABEL,
         family="breakdown",
         task=lambda wildcards: wildcards.task,
@@ -173,9 +161,7 @@ rule figure_breakdown:
 rule figure_task:
     input:
         unpack(task_report_inputs),
-        # bootstrap.py: the lesion-size figure's CIs
         dataset_manifest=MANIFEST,
-        code=report_code("make_figures.py", "figures.py", "inputs.py", "bootstrap.py"),
     output:
         png=report(
             results("figures/{task}_{family}.png"),
@@ -199,6 +185,7 @@ rule figure_task:
     conda:
         "../../envs/reporting.yaml"
     params:
+        code=job_code("figure"),
         dataset_label=DATASET_LABEL,
         family=lambda wildcards: wildcards.family,
         task=lambda wildcards: wildcards.task,
@@ -212,7 +199,6 @@ rule figure_task:
 rule manifest:
     input:
         unpack(manifest_inputs),
-        code=report_code("make_manifest.py", "manifest.py"),
     output:
         manifest=report(
             results("manifest.json"),
@@ -225,6 +211,7 @@ rule manifest:
     conda:
         "../../envs/reporting.yaml"
     params:
+        code=MANIFEST_CODE,
         config=config,
         git=GIT_STATE,
     script:
@@ -234,7 +221,6 @@ rule manifest:
 rule judge_agreement:
     input:
         unpack(agreement_inputs),
-        code=report_code("make_agreement.py", "agreement.py"),
     output:
         table=report(
             results("tables/judge_agreement.csv"),
@@ -250,6 +236,13 @@ rule judge_agreement:
     conda:
         "../../envs/reporting.yaml"
     params:
+        code=job_code(
+            "agreement",
+            tasks=tuple(AGREEMENT_JUDGES),
+            judge_kinds=tuple(
+                j["kind"] for js in AGREEMENT_JUDGES.values() for j in js
+            ),
+        ),
         dataset_label=DATASET_LABEL,
         judges=AGREEMENT_JUDGES,
     script:
@@ -260,7 +253,6 @@ rule figure_judge_agreement:
     input:
         dataset_manifest=MANIFEST,
         table=results("tables/judge_agreement.csv"),
-        code=report_code("make_figures.py", "figures.py", "inputs.py"),
     output:
         png=report(
             results("figures/judge_agreement.png"),
@@ -276,6 +268,7 @@ rule figure_judge_agreement:
     conda:
         "../../envs/reporting.yaml"
     params:
+        code=job_code("figure"),
         dataset_label=DATASET_LABEL,
         family="judge_agreement",
         task=None,

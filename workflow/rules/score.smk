@@ -20,6 +20,7 @@ rule score:
         # An LLM judge's endpoint counts against `api_<provider>` like a model's.
         **api_resources("tasks"),
     params:
+        code=job_code("score"),
         judge=lambda wildcards: PLAN.judge(wildcards.task),
         options=score_options,
         nltk_data="results/nltk_data",
@@ -38,5 +39,7 @@ rule score_rater:
         results("logs/score/localization/rater-{rater}.log"),
     conda:
         "../../envs/scoring.yaml"
+    params:
+        code=job_code("score_rater", task="localization"),
     script:
         "../../scripts/score_rater.py"

@@ -57,6 +57,7 @@ from typing import Any, ClassVar
 
 import yaml
 
+from novabench.code_fingerprint import code_fingerprint
 from novabench.errors import NovaError
 from novabench.judges import diagnosis_qualifiers as qualifiers
 from novabench.judges.base import JudgeKind, register_judge_kind
@@ -355,7 +356,6 @@ class DiagnosisMatcher:
     """
 
     name = "diagnosis-matcher"
-    version = "7"
 
     def __init__(
         self,
@@ -620,7 +620,9 @@ class DiagnosisMatcher:
         """Everything that determines this judge's verdicts, for the results record."""
         return {
             "name": self.name,
-            "version": self.version,
+            # The matcher's code and built-in tables (novabench.code_fingerprint): any
+            # edit of either is a new judge, with no version to bump by hand.
+            "code": code_fingerprint(__name__),
             "embedding_fallback": self.embedding_fallback,
             "threshold": self.threshold if self.embedding_fallback else None,
             "synonyms_sha256": self._synonyms_sha256,

@@ -26,6 +26,7 @@ from typing import Any, ClassVar
 
 import yaml
 
+from novabench.code_fingerprint import code_fingerprint
 from novabench.errors import ConfigError
 from novabench.judges.anatomy import AnatomyTree
 from novabench.judges.base import NEGATED_PREFIX, JudgeKind, KeywordSet, register_judge_kind
@@ -38,8 +39,6 @@ DEFAULT_LEXICON = Path(__file__).with_name("lexicon.yaml")
 _TOKEN = re.compile(r"\d+(?:\.\d+)+|\+?[a-z0-9]+(?:[*+][a-z0-9]*)*|[.;:!?,]", re.IGNORECASE)
 _POSSESSIVE = re.compile(r"['’]s\b", re.IGNORECASE)
 _BOUNDARIES = frozenset(".;:!?,")
-# Bumped whenever the extraction rules in this module change (the lexicon has its own).
-MATCHER_VERSION = "3"
 _SENTENCE_ENDS = frozenset(".;:!?")
 _LIST_CLOSERS = frozenset({"or", "nor"})
 # British to American spelling, word by word (the labelling protocol writes American).
@@ -310,11 +309,12 @@ class KeywordJudge:
 
     # -- judging -----------------------------------------------------------------------
     def identity(self) -> dict:
-        """Name, matcher and lexicon versions, the lexicon's SHA-256 (recorded with scores)."""
+        """Name, the judge's code fingerprint (its matching code and built-in lexicon), the
+        lexicon's version and SHA-256 (recorded with scores)."""
         return {
             "name": self.name,
-            "matcher_version": MATCHER_VERSION,
-            "version": self.version,
+            "code": code_fingerprint(__name__),
+            "lexicon_version": self.version,
             "lexicon": self.lexicon_path.name,
             "lexicon_sha256": self._sha256,
         }
@@ -552,6 +552,7 @@ class KeywordLexiconKind(JudgeKind):
         return KeywordJudge(**settings)
 
     def input_files(self, name, settings, task, resolve) -> list[str]:
-        """The lexicon: editing it changes the verdicts, so it re-scores."""
+        """A configured lexicon: editing it changes the verdicts, so it re-scores. The
+        built-in one is part of the judge's code fingerprint (novabench.code_fingerprint)."""
         path = settings.get("lexicon_path")
-        return [resolve(path) if path else str(DEFAULT_LEXICON)]
+        return [resolve(path)] if path else []

@@ -47,6 +47,7 @@ from typing import Any, ClassVar, TypeVar
 
 from novabench.answer_json import json_spans, load_lenient
 from novabench.cache import request_key
+from novabench.code_fingerprint import code_fingerprint
 from novabench.errors import ConfigError, NovaError, settings_error
 from novabench.io import resolve_path
 from novabench.judges.base import (
@@ -61,9 +62,6 @@ from novabench.provenance import sha256_text
 
 log = logging.getLogger(__name__)
 
-#: Version of this module's requests and reading of answers (recorded with scores).
-#: 2: paired caption judging is the default protocol.
-JUDGE_VERSION = "2.0.0"
 TASKS = ("captioning", "diagnosis")
 #: How a caption judge asks: one request per (reference, prediction) pair (the paper's), or
 #: one per caption. A diagnosis judge always asks once per image for the ranked list.
@@ -256,7 +254,8 @@ class _LLMJudge:
         backend = self.adapter.identity()["settings"]
         return {
             "name": f"llm/{backend['model']}",
-            "version": JUDGE_VERSION,
+            # This module's requests and reading of answers, and its prompts.
+            "code": code_fingerprint(__name__),
             "kind": "llm",
             "judge": self.name,
             "task": self.task,

@@ -1,6 +1,8 @@
 """``results/<tag>/manifest.json``: what produced the results, in one file.
 
-Records the code (git commit, or null outside a git checkout), the software (Python,
+Records the code (git commit, or null outside a git checkout, and the sha256 of every
+module and data file the jobs ran, with each prediction and score file's code
+fingerprint), the software (Python,
 Snakemake and key package versions), the configuration (its sha256 and, with secrets
 removed, the model settings), the dataset (source, revision, sha256), per prediction file
 the prompt and model identity hashes, per score file the judge identity and input hashes,
@@ -145,6 +147,7 @@ def _predictions(prediction_summaries: Sequence[Path]) -> dict[str, dict[str, An
                 "box_format": summary.get("box_format"),
                 "status_counts": summary.get("status_counts"),
                 "n_cached": summary.get("n_cached"),
+                "code": summary.get("code"),
             }
         )
     return predictions
@@ -162,6 +165,7 @@ def _scores(score_files: Sequence[Path]) -> tuple[dict[str, dict[str, Any]], dic
             "sha256": sha256_file(Path(path)),
             "judge": judge,
             "inputs": payload.get("inputs"),
+            "code": payload.get("code"),
         }
         if judge is not None and judge not in judges.setdefault(task, []):
             judges[task].append(judge)
@@ -185,12 +189,14 @@ def build_manifest(
     score_files: Sequence[Path],
     prompts: Sequence[Path] = (),
     git: Mapping[str, Any] | None = None,
+    code_files: Mapping[str, str] | None = None,
 ) -> dict[str, Any]:
     """The provenance manifest as a dict (see the module docstring).
 
     ``prompts`` are the prompt templates used; ``git`` the state of the workflow's
     checkout (:func:`git_state`; computed at DAG build time so a new commit re-runs the
-    manifest rule).
+    manifest rule); ``code_files`` the sha256 of every module and data file behind the
+    run's jobs (``Plan.run_code_files``), which each job's ``code`` fingerprint covers.
     """
     from novabench import __version__
 
@@ -207,6 +213,7 @@ def build_manifest(
         "manifest_version": MANIFEST_VERSION,
         "novabench_version": __version__,
         "git": dict(git) if git is not None else {"commit": None, "dirty": None},
+        "code": {"files": dict(sorted((code_files or {}).items()))},
         "software": _software(),
         "config_sha256": sha256_text(canonical_json(config)),
         "dataset": {key: dataset[key] for key in DATASET_KEYS if key in dataset},

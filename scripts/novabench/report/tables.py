@@ -595,6 +595,9 @@ def _judge_name(identity: Mapping[str, Any] | None) -> str | None:
     if not identity:
         return None
     name = identity.get("name", "?")
+    if identity.get("code"):
+        # The judge's code fingerprint names the exact judge; 8 hex digits tell two apart.
+        return f"{name} (code {str(identity['code'])[:8]})"
     return f"{name} {identity['version']}" if identity.get("version") else str(name)
 
 

@@ -126,6 +126,13 @@ class Task:
     # The task whose predictions this one can read as an input (diagnosis: captioning).
     upstream_task: ClassVar[str | None] = None
 
+    def code_modules(self, stage: str) -> tuple[str, ...]:
+        """The modules behind one stage of this task (``predict``, ``score``,
+        ``statistics``, ``figures``, ``report``): the roots of that stage's jobs' code
+        fingerprints (novabench.code_fingerprint), so an edit re-runs the stages it
+        touches only."""
+        return (type(self).__module__,)
+
     @property
     def category(self) -> str:
         """The HTML report's category."""

@@ -1,0 +1,186 @@
+"""What code and data a job runs, as one fingerprint: a job re-runs when either changes.
+
+Snakemake's ``code`` trigger sees a rule's entry script only, not the package modules it
+imports, so every job carries this fingerprint as a parameter instead (Snakemake re-runs
+a job whose parameters changed). Its files are found, never listed by hand:
+
+- modules from the static import graph: every ``import`` statement, at module level and
+  inside functions, read with :mod:`ast` (no code is run);
+- data files (vocabularies, knowledge base, prompts) from the file names a module writes
+  as string literals; a test checks that every data file of the package is named so.
+
+Plug-ins are loaded by name (model adapters by kind, judge kinds, each task's stages), so
+the graph holds none of them and a job names the ones it runs as further roots: editing
+the classical baseline re-runs its predictions only, editing a task's metrics re-scores
+that task only. Paths are relative to the package's parent folder, so a moved checkout
+re-runs nothing. Third-party packages are pinned by the environments, not hashed here.
+"""
+
+from __future__ import annotations
+
+import ast
+import hashlib
+from collections.abc import Iterable
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+
+# scripts/: the package and the rules' entry scripts (top-level modules there).
+SCRIPTS = Path(__file__).resolve().parents[1]
+PACKAGE = "novabench"
+_NOT_DATA = {".py", ".pyc"}
+
+
+@dataclass(frozen=True)
+class _Source:
+    imports: frozenset[str]  # modules of the package this file imports
+    names: frozenset[str]  # string literals, some of which name data files
+
+
+class CodeGraph:
+    """The import graph and data files of the package under ``root`` (``scripts/``)."""
+
+    def __init__(self, root: Path = SCRIPTS):
+        self.root = Path(root)
+        self._sources: dict[Path, tuple[tuple[int, int], _Source]] = {}
+        self._hashes: dict[Path, tuple[tuple[int, int], str]] = {}
+        self._data: dict[str, list[Path]] | None = None
+
+    # --- resolution ----------------------------------------------------------------------
+
+    def module_file(self, name: str) -> Path | None:
+        """The file of module ``name`` under the root (None: not ours, e.g. third-party)."""
+        base = self.root.joinpath(*name.split("."))
+        for candidate in (base.with_suffix(".py"), base / "__init__.py"):
+            if candidate.is_file():
+                return candidate
+        return None
+
+    def _module_name(self, path: Path) -> str:
+        parts = list(path.relative_to(self.root).with_suffix("").parts)
+        if parts[-1] == "__init__":
+            parts.pop()
+        return ".".join(parts)
+
+    def data_files(self) -> dict[str, list[Path]]:
+        """The package's data files by file name."""
+        if self._data is None:
+            found: dict[str, list[Path]] = {}
+            for path in sorted((self.root / PACKAGE).rglob("*")):
+                if (
+                    path.is_file()
+                    and path.suffix not in _NOT_DATA
+                    and "__pycache__" not in path.parts
+                ):
+                    found.setdefault(path.name, []).append(path)
+            self._data = found
+        return self._data
+
+    def _source(self, path: Path) -> _Source:
+        stat = path.stat()
+        key = (stat.st_mtime_ns, stat.st_size)
+        cached = self._sources.get(path)
+        if cached and cached[0] == key:
+            return cached[1]
+        source = self._parse(path)
+        self._sources[path] = (key, source)
+        return source
+
+    def _parse(self, path: Path) -> _Source:
+        tree = ast.parse(path.read_bytes(), filename=str(path))
+        name = self._module_name(path)
+        package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+        wanted: set[str] = set()
+        names: set[str] = set()
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Import):
+                wanted.update(alias.name for alias in node.names)
+            elif isinstance(node, ast.ImportFrom):
+                base = _absolute(node.module, node.level, package)
+                if base is None:
+                    continue
+                wanted.add(base)
+                wanted.update(f"{base}.{alias.name}" for alias in node.names)
+            elif isinstance(node, ast.Constant) and isinstance(node.value, str):
+                names.add(node.value)
+        imports = set()
+        for module in wanted:
+            parts = module.split(".")
+            # Importing a.b.c runs a/__init__ and a/b/__init__ too.
+            for end in range(1, len(parts) + 1):
+                prefix = ".".join(parts[:end])
+                if parts[0] == PACKAGE and self.module_file(prefix) is not None:
+                    imports.add(prefix)
+        return _Source(frozenset(imports), frozenset(names))
+
+    # --- closure and fingerprint ---------------------------------------------------------
+
+    def files(self, roots: Iterable[str]) -> list[Path]:
+        """Every module reachable from ``roots`` (module names, e.g. ``score`` for
+        ``scripts/score.py`` or ``novabench.tasks.localization``) and every package data
+        file those modules name, sorted."""
+        seen: set[Path] = set()
+        data: set[Path] = set()
+        pending = []
+        for root in roots:
+            path = self.module_file(root)
+            if path is None:
+                raise ValueError(f"no module {root!r} under {self.root}")
+            pending.append(path)
+        known = self.data_files()
+        while pending:
+            path = pending.pop()
+            if path in seen:
+                continue
+            seen.add(path)
+            source = self._source(path)
+            pending.extend(self.module_file(name) for name in source.imports)
+            for literal in source.names:
+                # A literal may be a bare name ("lexicon.yaml") or end in one.
+                data.update(known.get(literal.rpartition("/")[2], ()))
+        return sorted(seen | data)
+
+    def file_hash(self, path: Path) -> str:
+        stat = path.stat()
+        key = (stat.st_mtime_ns, stat.st_size)
+        cached = self._hashes.get(path)
+        if cached and cached[0] == key:
+            return cached[1]
+        digest = hashlib.sha256(path.read_bytes()).hexdigest()
+        self._hashes[path] = (key, digest)
+        return digest
+
+    def listing(self, roots: Iterable[str]) -> dict[str, str]:
+        """``{path relative to the root: sha256}`` of :meth:`files`."""
+        return {
+            path.relative_to(self.root).as_posix(): self.file_hash(path)
+            for path in self.files(roots)
+        }
+
+    def fingerprint(self, roots: Iterable[str]) -> str:
+        """One short hex string for the code and data behind ``roots``."""
+        text = "".join(f"{name}\t{digest}\n" for name, digest in self.listing(roots).items())
+        return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def _absolute(module: str | None, level: int, package: str) -> str | None:
+    """The absolute name of ``from <level dots><module> import ...`` inside ``package``."""
+    if level == 0:
+        return module
+    parts = package.split(".") if package else []
+    if level - 1 > len(parts):
+        return None
+    base = parts[: len(parts) - (level - 1)]
+    if module:
+        base.append(module)
+    return ".".join(base) or None
+
+
+@cache
+def code_graph() -> CodeGraph:
+    """The graph of this installation (cached per process; files are re-read on change)."""
+    return CodeGraph()
+
+
+def code_fingerprint(*roots: str) -> str:
+    return code_graph().fingerprint(roots)

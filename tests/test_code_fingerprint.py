@@ -1,0 +1,160 @@
+"""A job's code fingerprint: the modules its entry script imports and the data they name."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+
+from novabench.code_fingerprint import SCRIPTS, CodeGraph
+
+FILES = {
+    "entry.py": "from novabench import shared\nimport yaml\n",
+    "novabench/__init__.py": "",
+    "novabench/shared.py": (
+        "from .helpers import tool\n"
+        "def late():\n"
+        "    from novabench.pkg import sub\n"
+        "    return sub\n"
+    ),
+    "novabench/helpers.py": "VOCABULARY = 'words.yaml'\n",
+    "novabench/pkg/__init__.py": "",
+    "novabench/pkg/sub.py": "import novabench.leaf\n",
+    "novabench/leaf.py": "PATH = 'data/oth' + 'er.yaml'\n",
+    "novabench/unused.py": "import novabench.shared\n",
+    "novabench/plugin.py": "import importlib\nimportlib.import_module('novabench.unused')\n",
+    "novabench/words.yaml": "a: 1\n",
+    "novabench/data/other.yaml": "b: 2\n",
+}
+
+
+def write_tree(root: Path) -> Path:
+    for name, text in FILES.items():
+        path = root / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+    return root
+
+
+@pytest.fixture
+def tree(tmp_path):
+    return write_tree(tmp_path / "scripts")
+
+
+def names(graph: CodeGraph, roots) -> list[str]:
+    return [p.relative_to(graph.root).as_posix() for p in graph.files(roots)]
+
+
+def test_the_closure_follows_every_kind_of_import_and_names_data(tree):
+    graph = CodeGraph(tree)
+    assert names(graph, ["entry"]) == [
+        "entry.py",
+        "novabench/__init__.py",
+        "novabench/helpers.py",  # relative import
+        "novabench/leaf.py",
+        "novabench/pkg/__init__.py",  # the package runs before its module
+        "novabench/pkg/sub.py",  # imported inside a function
+        "novabench/shared.py",
+        "novabench/words.yaml",  # named by a string literal
+    ]
+    # A name built from pieces is not seen (other.yaml): the test on the real package
+    # below makes sure every data file is named whole somewhere.
+
+
+def test_a_module_loaded_by_name_is_not_an_edge(tree):
+    graph = CodeGraph(tree)
+    assert "novabench/unused.py" not in names(graph, ["novabench.plugin"])
+    assert "novabench/unused.py" in names(graph, ["novabench.plugin", "novabench.unused"])
+
+
+def test_the_fingerprint_follows_content_not_place_or_time(tree, tmp_path):
+    graph = CodeGraph(tree)
+    before = graph.fingerprint(["entry"])
+    moved = tmp_path / "elsewhere" / "scripts"
+    shutil.copytree(tree, moved)
+    assert CodeGraph(moved).fingerprint(["entry"]) == before
+    # A newer modification time alone changes nothing.
+    os.utime(tree / "novabench" / "helpers.py", (1e9, 1e9))
+    assert graph.fingerprint(["entry"]) == before
+    # A byte of a data file does, and so does a module; one not imported does not.
+    (tree / "novabench" / "unused.py").write_text("import os\n")
+    assert graph.fingerprint(["entry"]) == before
+    (tree / "novabench" / "words.yaml").write_text("a: 2\n")
+    after_data = graph.fingerprint(["entry"])
+    assert after_data != before
+    (tree / "novabench" / "pkg" / "sub.py").write_text("import novabench.leaf  # edited\n")
+    assert graph.fingerprint(["entry"]) not in (before, after_data)
+
+
+def test_an_unknown_root_is_named(tree):
+    with pytest.raises(ValueError, match="no module 'missing'"):
+        CodeGraph(tree).files(["missing"])
+
+
+def test_a_new_import_joins_the_closure(tree):
+    graph = CodeGraph(tree)
+    assert "novabench/leaf.py" not in names(graph, ["novabench.helpers"])
+    path = tree / "novabench" / "helpers.py"
+    path.write_text(path.read_text() + "from novabench import leaf\n")
+    assert "novabench/leaf.py" in names(graph, ["novabench.helpers"])
+
+
+# --- the real package ----------------------------------------------------------------
+
+
+def test_every_data_file_of_the_package_is_named_by_a_module():
+    """Otherwise no fingerprint sees it, and editing it would leave stale numbers."""
+    graph = CodeGraph(SCRIPTS)
+    modules = [
+        ".".join(p.relative_to(SCRIPTS).with_suffix("").parts).removesuffix(".__init__")
+        for p in (SCRIPTS / "novabench").rglob("*.py")
+    ]
+    named = set(graph.files(modules))
+    unnamed = [
+        path.relative_to(SCRIPTS).as_posix()
+        for paths in graph.data_files().values()
+        for path in paths
+        if path not in named
+    ]
+    assert unnamed == []
+
+
+@pytest.mark.parametrize("entry", ["predict", "score", "make_statistics", "make_figures"])
+def test_entry_scripts_reach_no_plug_in(entry):
+    """Adapters, judge kinds and tasks are loaded by name: a job adds the ones it runs."""
+    graph = CodeGraph(SCRIPTS)
+    files = names(graph, [entry])
+    plugins = [
+        f
+        for f in files
+        if f.startswith(("novabench/models/", "novabench/tasks/"))
+        and f.rsplit("/", 1)[-1] not in ("__init__.py", "base.py")
+    ]
+    judges = [f for f in files if f.startswith("novabench/judges/") and "base" not in f]
+    assert plugins == [] and [j for j in judges if not j.endswith("__init__.py")] == []
+
+
+def test_plan_roots_add_the_model_adapter_task_and_judge():
+    from novabench.config import plan_from_files
+
+    plan = plan_from_files(SCRIPTS.parent, [SCRIPTS.parent / "config" / "config.yaml"])
+    assert plan.code_roots("predict", task="localization", model="classical") == [
+        "predict",
+        *plan.code_roots("predict", task="localization")[1:],
+        "novabench.models.classical",
+    ]
+    diagnosis = plan.code_roots("score", task="diagnosis", model="gold")
+    assert diagnosis[0] == "score" and "novabench.judges.diagnosis_matcher" in diagnosis
+    assert plan.code("score", task="diagnosis") != plan.code("score", task="localization")
+    assert len(plan.code("predict", task="localization", model="gold")) == 16
+
+
+def test_a_judges_identity_is_its_code():
+    from novabench.code_fingerprint import code_fingerprint
+    from novabench.judges import make_judge
+
+    judge = make_judge({"kind": "keyword-lexicon"}, "captioning")
+    assert judge.identity()["code"] == code_fingerprint("novabench.judges.keywords")
+    assert "version" not in judge.identity()

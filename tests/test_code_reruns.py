@@ -1,0 +1,183 @@
+"""Every number follows its code: an edit re-plans exactly the jobs that run it.
+
+A copy of the checkout runs the sample once; then one file at a time is edited (content,
+not only its time), a dry run must plan exactly the jobs whose code or data changed and
+those reading their outputs, and restoring the file makes the dry run a no-op again.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from novabench.code_fingerprint import code_fingerprint
+
+ROOT = Path(__file__).resolve().parents[1]
+SNAKEMAKE = [sys.executable, "-m", "snakemake"]
+
+pytestmark = pytest.mark.slow
+
+# What a code edit may re-run downstream of the jobs it touches directly.
+REPORT_JOBS = {
+    "statistics",
+    "tables",
+    "leaderboard",
+    "manifest",
+    "figure_metrics",
+    "figure_breakdown",
+    "figure_task",
+    "all",
+}
+
+
+def snakemake(checkout: Path, *args: str) -> str:
+    result = subprocess.run(
+        [*SNAKEMAKE, *args],
+        cwd=checkout,
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
+    assert result.returncode == 0, result.stderr[-4000:]
+    return result.stdout + result.stderr
+
+
+def planned(checkout: Path) -> set[tuple[str, str]]:
+    """(rule, wildcards) of every job a dry run plans; empty when nothing is to be done."""
+    output = snakemake(checkout, "-n")
+    jobs = set()
+    for block in re.split(r"^(?=rule |checkpoint )", output, flags=re.M)[1:]:
+        rule = block.split(":", 1)[0].split()[-1]
+        wildcards = re.search(r"^\s+wildcards: (.*)$", block, re.M)
+        jobs.add((rule, wildcards.group(1) if wildcards else ""))
+    return jobs
+
+
+def rules(jobs: set[tuple[str, str]]) -> set[str]:
+    return {rule for rule, _ in jobs}
+
+
+@pytest.fixture(scope="module")
+def checkout(tmp_path_factory):
+    """A copy of the checkout after a full sample run."""
+    root = tmp_path_factory.mktemp("checkout") / "nova"
+    ignore = shutil.ignore_patterns("__pycache__", ".snakemake", "results", ".venv")
+    root.mkdir()
+    shutil.copy2(ROOT / "Snakefile", root / "Snakefile")
+    for folder in ("workflow", "scripts", "config", "envs"):
+        shutil.copytree(ROOT / folder, root / folder, ignore=ignore)
+    snakemake(root, "--cores", "2")
+    assert planned(root) == set()
+    return root
+
+
+def module_file(checkout: Path, module: str) -> Path:
+    path = checkout / "scripts" / Path(*module.split("."))
+    return path.with_suffix(".py") if path.with_suffix(".py").is_file() else path / "__init__.py"
+
+
+class edited:
+    """A file with one more line, for the length of a ``with`` block."""
+
+    def __init__(self, path: Path, line: str = "# edited\n"):
+        self.path, self.line = path, line
+
+    def __enter__(self):
+        self.original = self.path.read_bytes()
+        self.path.write_bytes(self.original + self.line.encode())
+        return self.path
+
+    def __exit__(self, *exc):
+        self.path.write_bytes(self.original)
+
+
+def test_editing_a_localization_scorer_rescores_localization_only(checkout):
+    with edited(module_file(checkout, "novabench.metrics.localization")):
+        jobs = planned(checkout)
+    assert "predict" not in rules(jobs)
+    scores = {w for rule, w in jobs if rule == "score"}
+    assert scores and all(w.startswith("task=localization,") for w in scores)
+    assert {rule for rule, _ in jobs} - REPORT_JOBS <= {"score", "score_rater"}
+    assert ("score_rater", "rater=rater1") in jobs
+    assert planned(checkout) == set()
+
+
+def test_editing_the_matchers_synonyms_rescores_diagnosis_only(checkout):
+    graph_root = checkout / "scripts"
+    (synonyms,) = graph_root.rglob("diagnosis_synonyms.yaml")
+    with edited(synonyms, "# edited\n"):
+        jobs = planned(checkout)
+    assert {(r, w) for r, w in jobs if r in ("predict", "score", "score_rater")} == {
+        ("score", "task=diagnosis, model=gold"),
+        ("score", "task=diagnosis, model=retrieval"),
+    }
+    assert planned(checkout) == set()
+
+
+def test_editing_figure_code_redraws_figures_only(checkout):
+    with edited(module_file(checkout, "novabench.report.figures")):
+        jobs = planned(checkout)
+    assert rules(jobs) <= {"figure_metrics", "figure_breakdown", "figure_task", "all"}
+    assert "figure_task" in rules(jobs)
+    assert planned(checkout) == set()
+
+
+def test_editing_statistics_code_reruns_statistics_not_scoring(checkout):
+    with edited(module_file(checkout, "novabench.report.bootstrap")):
+        jobs = planned(checkout)
+    assert {"statistics", "tables"} <= rules(jobs)
+    assert not {"predict", "score", "score_rater", "dataset", "sample"} & rules(jobs)
+    assert planned(checkout) == set()
+
+
+def test_editing_leaderboard_code_rewrites_the_leaderboard_only(checkout):
+    with edited(module_file(checkout, "novabench.report.leaderboard")):
+        assert rules(planned(checkout)) == {"leaderboard", "all"}
+    assert planned(checkout) == set()
+
+
+def test_editing_the_classical_detector_reruns_its_predictions_only(checkout):
+    with edited(module_file(checkout, "novabench.detector")):
+        jobs = planned(checkout)
+    predictions = {w for rule, w in jobs if rule == "predict"}
+    assert predictions == {"task=localization, model=classical"} or predictions == {
+        "task=localization, model=classical",
+        "task=captioning, model=classical",
+    }
+    assert planned(checkout) == set()
+
+
+def test_a_moved_checkout_reruns_nothing(checkout, tmp_path):
+    moved = tmp_path / "moved" / "nova"
+    moved.parent.mkdir()
+    checkout.rename(moved)
+    try:
+        assert planned(moved) == set()
+    finally:
+        moved.rename(checkout)
+
+
+def test_score_files_and_the_manifest_record_the_code(checkout):
+    from novabench.config import plan_from_files
+
+    plan = plan_from_files(ROOT, [ROOT / "config" / "config.yaml"])
+    results = checkout / "results" / "sample"
+    score = json.loads((results / "scores" / "diagnosis" / "gold.json").read_text())
+    # The copy's files are byte-identical to this checkout's: the same fingerprint.
+    assert score["code"] == plan.code("score", task="diagnosis")
+    assert score["judge"]["code"] == code_fingerprint("novabench.judges.diagnosis_matcher")
+    summary_file = results / "predictions" / "localization" / "classical.summary.json"
+    summary = json.loads(summary_file.read_text())
+    assert summary["code"] == plan.code("predict", task="localization", model="classical")
+    manifest = json.loads((results / "manifest.json").read_text())
+    files = manifest["code"]["files"]
+    entry = (ROOT / "scripts" / "score.py").read_bytes()
+    assert files["score.py"] == hashlib.sha256(entry).hexdigest()
+    assert any(name.startswith("novabench/models/classical") for name in files)
