@@ -45,6 +45,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar, TypeVar
 
+from novabench import paths
 from novabench.answer_json import json_spans, load_lenient
 from novabench.cache import request_key
 from novabench.errors import ConfigError, NovaError, settings_error
@@ -97,8 +98,7 @@ BACKEND_DEFAULTS: dict[str, Any] = {"temperature": 0.0, "max_tokens": 2048}
 # Config paths are relative to the working directory, else to the repository (where the
 # workflow lives), as everywhere in the configuration. An installed package has no
 # repository: its paths are relative to the working directory only.
-_CHECKOUT = Path(__file__).resolve().parents[3]
-REPOSITORY = _CHECKOUT if (_CHECKOUT / "Snakefile").is_file() else None
+REPOSITORY = paths.REPOSITORY
 
 SETTINGS_SCHEMA: dict[str, Any] = {
     "type": "object",
