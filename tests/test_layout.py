@@ -3,6 +3,7 @@ indexed, and each prompt exists once."""
 
 from __future__ import annotations
 
+import os
 import re
 from pathlib import Path
 
@@ -67,3 +68,34 @@ def test_the_validation_index_names_every_file_of_the_folder():
     files = sorted(p.name for p in folder.iterdir() if p.name != "README.md")
     assert "captions.jsonl" in files and "refusals.jsonl" in files
     assert [name for name in files if f"`{name}`" not in index] == []
+
+
+# Folders that are not the repository's own files (runs, environments, builds).
+NOT_SOURCE = {".git", ".snakemake", ".venv", "results", "build", "dist", "__pycache__"}
+
+
+def prompt_files() -> list[Path]:
+    """Every prompt template: a .txt file in a folder named prompts."""
+    found = []
+    for folder, subfolders, files in os.walk(ROOT):
+        subfolders[:] = [d for d in subfolders if d not in NOT_SOURCE]  # results/ is large
+        if Path(folder).name == "prompts":
+            found += [Path(folder) / f for f in files if f.endswith(".txt")]
+    return sorted(found)
+
+
+def test_each_prompt_exists_once():
+    prompts = prompt_files()
+    # The model prompts of the workflow and the judges' defaults in the package.
+    assert ROOT / "config" / "prompts" / "diagnosis-v1.txt" in prompts
+    assert ROOT / "scripts" / "novabench" / "resources" / "prompts" / "judge-diagnosis-v1.txt" in (
+        prompts
+    )
+    by_name: dict[str, list[str]] = {}
+    by_content: dict[bytes, list[str]] = {}
+    for path in prompts:
+        where = str(path.relative_to(ROOT))
+        by_name.setdefault(path.name, []).append(where)
+        by_content.setdefault(path.read_bytes(), []).append(where)
+    assert [w for w in by_name.values() if len(w) > 1] == []
+    assert [w for w in by_content.values() if len(w) > 1] == []

@@ -71,9 +71,9 @@ TASKS = ("captioning", "diagnosis")
 PROTOCOLS = ("paired", "per-caption")
 DEFAULT_PROTOCOL = "paired"
 DIAGNOSIS_PROTOCOL = "ranked-list"
-# The default prompts ship inside the package, so an installed novabench finds them too;
-# config/prompts/ holds the same files for the workflow's configurations.
-PROMPTS_DIR = Path(__file__).resolve().with_name("prompts")
+# The default prompts ship inside the package (the one copy: the workflow's configurations
+# name them by their path in it), so an installed novabench finds them too.
+PROMPTS_DIR = paths.JUDGE_PROMPTS
 
 
 @dataclass(frozen=True)
