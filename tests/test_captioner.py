@@ -12,9 +12,9 @@ import numpy as np
 import pytest
 
 from mni_slices import disc_box, iou, lesion_at, render
-from novabench import captioner
-from novabench import image_analysis as ia
-from novabench.detector import Detection
+from novabench.models.classical import captioner
+from novabench.models.classical import image_analysis as ia
+from novabench.models.classical.detector import Detection
 
 
 @pytest.mark.parametrize(

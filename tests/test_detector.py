@@ -15,9 +15,9 @@ import pytest
 from scipy import ndimage
 
 from mni_slices import disc_box, iou, lesion_at, render
-from novabench import detector
-from novabench import image_analysis as ia
 from novabench.errors import DatasetError
+from novabench.models.classical import detector
+from novabench.models.classical import image_analysis as ia
 
 
 @pytest.mark.parametrize(

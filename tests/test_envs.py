@@ -20,8 +20,9 @@ here. Instead these tests check what a build would depend on:
   every ``novabench`` module it reaches (imports inside functions included, since lazy
   imports still run in the job), mapped to distributions with
   ``importlib.metadata.packages_distributions()``. The predict rule loads adapters by
-  name at run time, so each ``novabench/models/*.py`` counts as imported by it, checked
-  against the env the rule's ``conda:`` function picks for that adapter kind. The
+  name at run time, so each adapter module (``novabench/models/<kind>.py`` or
+  ``<kind>/__init__.py``) counts as imported by it, checked against the env the rule's
+  ``conda:`` function picks for that adapter kind. The
   standard library, ``novabench`` (on the path inside every job) and ``snakemake`` (the
   runner provides it to scripts) are not counted;
 - every distribution that code imports is pinned in requirements.txt itself: a direct
@@ -323,9 +324,17 @@ def rules() -> list:
 
 
 def adapter_modules() -> list[Path]:
+    """The module of each adapter kind: models/<kind>.py, or models/<kind>/__init__.py for
+    an adapter that is a package (its internals beside it)."""
+    models = SCRIPTS / "novabench" / "models"
     return sorted(
-        p for p in (SCRIPTS / "novabench" / "models").glob("*.py") if p.stem not in NOT_ADAPTERS
+        [p for p in models.glob("*.py") if p.stem not in NOT_ADAPTERS]
+        + list(models.glob("*/__init__.py"))
     )
+
+
+def adapter_kind(module: Path) -> str:
+    return module.parent.name if module.name == "__init__.py" else module.stem
 
 
 def conda_env_of(rule, monkeypatch: pytest.MonkeyPatch, adapter: str | None) -> Path:
@@ -352,9 +361,9 @@ def rule_envs(rules: list, monkeypatch: pytest.MonkeyPatch) -> list[RuleEnv]:
                     RuleEnv(
                         rule.name,
                         script,
-                        conda_env_of(rule, monkeypatch, module.stem),
+                        conda_env_of(rule, monkeypatch, adapter_kind(module)),
                         (module,),
-                        f" with adapter {module.stem}",
+                        f" with adapter {adapter_kind(module)}",
                     )
                 )
         else:

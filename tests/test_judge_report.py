@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from novabench import paths
 from novabench.cli import main
 from novabench.errors import NovaError
 from novabench.judges.base import KeywordSet
@@ -17,6 +18,7 @@ from novabench.judges.validation import (
     caption_agreement,
     diagnosis_agreement,
     read_pairs,
+    validation_folder,
     write_report,
 )
 from openai_server import FakeOpenAI, Reply
@@ -374,3 +376,22 @@ def test_cli_judge_report_without_judges_is_one_line(tmp_path, capsys):
     assert capsys.readouterr().err == (
         f"novabench: error: {config} configures no judges; fix: add a `judges:` section\n"
     )
+
+
+def test_the_default_validation_folder_is_the_repository_one():
+    assert validation_folder() == ROOT / "validation"
+    assert (validation_folder() / "diagnoses-5.jsonl").is_file()
+
+
+def test_cli_judge_report_without_the_validation_folder_is_one_line(tmp_path, capsys, monkeypatch):
+    # As an installed package runs: no checkout, so no validation/ beside it.
+    monkeypatch.setattr(paths, "VALIDATION", tmp_path / "validation")
+    config = tmp_path / "config.yaml"
+    config.write_text(json.dumps({"judges": OFFLINE_JUDGES}))
+    assert main(["judge-report", "--config", str(config), "--out-dir", str(tmp_path)]) == 2
+    assert capsys.readouterr().err == (
+        f"novabench: error: no validation sets at {tmp_path / 'validation'} (the hand-labelled "
+        "sets ship with the repository, not with the installed package); fix: run from a "
+        "checkout of the repository, or pass --validation-dir DIR\n"
+    )
+    assert not (tmp_path / "report.json").exists()

@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-HERE = Path(__file__).parent / "data" / "judge_validation"
+HERE = Path(__file__).resolve().parents[1] / "validation"
 PAIRS = HERE / "diagnoses.jsonl"
-README = HERE / "README.md"
+README = HERE / "README-diagnoses.md"
 SECTION = "## Diagnosis pairs (diagnoses.jsonl)"
 FIELDS = {"id", "split", "phenomenon", "reference", "prediction", "match", "why"}
 SPLITS = ("tune", "heldout")

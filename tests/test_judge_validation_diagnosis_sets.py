@@ -2,7 +2,7 @@
 
 The README beside each file states its counts; these tests recount the file and compare,
 so an edit to either one that is not carried to the other fails here. (The first set has
-its own tests: its README is the folder's shared one.)
+its own tests, test_judge_validation_diagnoses.py: its README's tables differ.)
 """
 
 import collections
@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-HERE = Path(__file__).parent / "data" / "judge_validation"
+HERE = Path(__file__).resolve().parents[1] / "validation"
 FIELDS = {"id", "split", "phenomenon", "reference", "prediction", "match", "why"}
 # Per set: the id pattern.
 SETS = {

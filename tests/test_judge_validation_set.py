@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-SET_DIR = Path(__file__).parent / "data" / "judge_validation"
+SET_DIR = Path(__file__).resolve().parents[1] / "validation"
 CAPTIONS = SET_DIR / "captions.jsonl"
-README = SET_DIR / "README.md"
+README = SET_DIR / "README-captions.md"
 
 SPLITS = ("tune", "heldout")
 # The paper's closed modality vocabulary; the labeller maps T1-/T2-weighted to t1/t2 and

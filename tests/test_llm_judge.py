@@ -36,6 +36,7 @@ from novabench.judges.llm import (
     LLMKeywordJudge,
     LLMPairedCaptionJudge,
     check_settings,
+    prompt_paths,
     read_first_match,
     read_keywords,
     read_paired,
@@ -55,7 +56,7 @@ def verdict(modality, clinical, abnormal) -> KeywordSet:
 
 ROOT = Path(__file__).resolve().parents[1]
 PROMPTS = ROOT / "config" / "prompts"
-JUDGE_PROMPTS = ROOT / "scripts" / "novabench" / "judges" / "prompts"
+JUDGE_PROMPTS = ROOT / "scripts" / "novabench" / "resources" / "prompts"
 KEYWORDS_PROMPT = JUDGE_PROMPTS / "judge-keywords-v1.txt"
 PAIRED_PROMPT = JUDGE_PROMPTS / "judge-caption-paired-v1.txt"
 DIAGNOSIS_PROMPT = JUDGE_PROMPTS / "judge-diagnosis-v1.txt"
@@ -1010,16 +1011,20 @@ def test_the_paper_configuration_uses_the_gpt4o_judge():
     assert {"keywords", "matcher"} <= set(merged["judges"])  # offline judges stay defined
     prompts = merged["judges"]["gpt-4o-judge"]["settings"]["prompts"]
     assert prompts == {
-        "captioning": "config/prompts/judge-caption-paired-v1.txt",
-        "diagnosis": "config/prompts/judge-diagnosis-v1.txt",
+        "captioning": "scripts/novabench/resources/prompts/judge-caption-paired-v1.txt",
+        "diagnosis": "scripts/novabench/resources/prompts/judge-diagnosis-v1.txt",
     }
 
 
-def test_the_configuration_prompts_are_the_package_defaults():
-    """A judge prompt is versioned: a changed prompt is a new file (-v2), so the workflow's
-    copy and the package's default (the command line's) of one version never differ."""
-    for name in ("judge-caption-paired-v1.txt", "judge-keywords-v1.txt", "judge-diagnosis-v1.txt"):
-        assert (PROMPTS / name).read_bytes() == (JUDGE_PROMPTS / name).read_bytes(), name
+def test_the_configuration_names_the_package_default_prompts():
+    """One copy of each judge prompt: the paper's configuration names the files the package
+    falls back to (the command line's defaults), so the two cannot differ."""
+    settings = yaml.safe_load((ROOT / "config" / "paper.yaml").read_text())["judges"]
+    settings = settings["gpt-4o-judge"]["settings"]
+    named = prompt_paths("gpt-4o-judge", settings, lambda p: str(ROOT / p))
+    defaults = prompt_paths("gpt-4o-judge", {"backend": settings["backend"]})
+    assert named == defaults
+    assert named["captioning"] == str(JUDGE_PROMPTS / "judge-caption-paired-v1.txt")
 
 
 def test_score_jobs_of_an_llm_judge_claim_its_provider_and_read_its_prompt(tmp_path):
@@ -1046,12 +1051,12 @@ def test_score_jobs_of_an_llm_judge_claim_its_provider_and_read_its_prompt(tmp_p
         output = re.search(r"output: (\S+?\.json)", block).group(1)
         jobs[output] = block.split("\n[", 1)[0]
     caption = jobs["results/nova/scores/captioning/gold.json"]
-    # the configuration's versioned prompts (config/prompts/), so editing one re-scores
+    # the configuration's versioned prompts, so editing one re-scores
     assert "api_openai=1" in caption
-    assert str(PROMPTS / "judge-caption-paired-v1.txt") in caption
+    assert str(JUDGE_PROMPTS / "judge-caption-paired-v1.txt") in caption
     assert "api_openai=1" in jobs["results/nova/scores/diagnosis/retrieval.json"]
     assert (
-        str(PROMPTS / "judge-diagnosis-v1.txt")
+        str(JUDGE_PROMPTS / "judge-diagnosis-v1.txt")
         in jobs["results/nova/scores/diagnosis/retrieval.json"]
     )
     localization = jobs["results/nova/scores/localization/gold.json"]

@@ -245,12 +245,13 @@ def test_the_command_needs_only_the_core_dependencies(tmp_path):
 
 # Files the package reads at run time; a wheel without them scores nothing.
 DATA_FILES = (
-    "novabench/judges/lexicon.yaml",
-    "novabench/judges/diagnosis_synonyms.yaml",
-    "novabench/data/knowledge_base.yaml",
-    "novabench/judges/prompts/judge-caption-paired-v1.txt",
-    "novabench/judges/prompts/judge-keywords-v1.txt",
-    "novabench/judges/prompts/judge-diagnosis-v1.txt",
+    "novabench/resources/lexicon.yaml",
+    "novabench/resources/diagnosis_synonyms.yaml",
+    "novabench/resources/diagnosis_ontology_synonyms.yaml",
+    "novabench/resources/knowledge_base.yaml",
+    "novabench/resources/prompts/judge-caption-paired-v1.txt",
+    "novabench/resources/prompts/judge-keywords-v1.txt",
+    "novabench/resources/prompts/judge-diagnosis-v1.txt",
 )
 
 

@@ -12,7 +12,7 @@ from novabench.predict import _record
 from novabench.refusals import clauses, refusal_reason
 from novabench.tasks import get_task
 
-HELD_OUT = Path(__file__).parent / "data" / "refusals.jsonl"
+HELD_OUT = Path(__file__).resolve().parents[1] / "validation" / "refusals.jsonl"
 
 
 def held_out() -> list[dict]:

@@ -25,9 +25,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "scripts"))
 
+from novabench import paths  # noqa: E402
 from novabench.judges.diagnosis_matcher import DiagnosisMatcher  # noqa: E402
 
-FOLDER = ROOT / "tests" / "data" / "judge_validation"
+FOLDER = paths.VALIDATION
 JUDGEMENTS_PER_MODEL = 906 * 5
 BUDGET_S = 1e-3  # per pair: 906 x 5 judgements then take under 5 s per model
 

@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from novabench import __version__
+from novabench import __version__, paths
 from novabench.boxes import BOX_FORMATS
 from novabench.errors import NovaError
 from novabench.judges import judge_kinds
@@ -407,12 +407,13 @@ def _config_judges(config_path: Path) -> dict[str, Any]:
 
 def cmd_judge_report(args: argparse.Namespace) -> int:
     from novabench.io import resolve_path
-    from novabench.judges.validation import SETS_BY_KEY, write_report
+    from novabench.judges.validation import SETS_BY_KEY, validation_folder, write_report
 
     out_dir = Path(args.out_dir)
+    judges = _config_judges(args.config)
     report = write_report(
-        _config_judges(args.config),
-        Path(args.validation_dir),
+        judges,
+        validation_folder(args.validation_dir),
         out_dir / "report.json",
         out_dir / "report.md",
         cache_dir=Path(args.cache_dir) if args.cache_dir else None,
@@ -460,8 +461,8 @@ def _judge_report_parser(commands: Any) -> None:
     report.add_argument(
         "--validation-dir",
         type=Path,
-        default=Path("tests/data/judge_validation"),
-        help="folder with the validation sets (diagnoses*.jsonl, captions.jsonl)",
+        help="folder with the validation sets (diagnoses*.jsonl, captions.jsonl; default: "
+        "the repository's validation/)",
     )
     report.add_argument("--out-dir", type=Path, default=Path("results/judges"))
     report.add_argument("--cache-dir", type=Path, help="LLM judge answers (default: none)")
@@ -469,8 +470,7 @@ def _judge_report_parser(commands: Any) -> None:
 
 
 # The workflow this package belongs to, when it runs from a checkout (else --workflow).
-_CHECKOUT = Path(__file__).resolve().parents[2]
-WORKFLOW = _CHECKOUT if (_CHECKOUT / "Snakefile").is_file() else None
+WORKFLOW = paths.REPOSITORY
 
 
 def _workflow_dir(args: argparse.Namespace) -> Path:

@@ -1,6 +1,6 @@
 """The neuroradiology knowledge base and the BM25 retrieval baseline for Task 3.
 
-The knowledge base (``novabench/data/knowledge_base.yaml``) lists conditions with their names,
+The knowledge base (``novabench/resources/knowledge_base.yaml``) lists conditions with their names,
 synonyms, typical MRI findings and typical clinical context. It serves two purposes:
 the retrieval baseline ranks its entries against a case's clinical history and findings,
 and the offline diagnosis matcher takes its synonyms as naming variants of one entity.
@@ -20,10 +20,10 @@ import jsonschema
 import yaml
 from rank_bm25 import BM25Okapi
 
+from novabench import paths
 from novabench.errors import NovaError
 
-# Shipped inside the package, so an installed novabench finds it too.
-DEFAULT_KNOWLEDGE_BASE = Path(__file__).resolve().with_name("data") / "knowledge_base.yaml"
+DEFAULT_KNOWLEDGE_BASE = paths.RESOURCES / "knowledge_base.yaml"
 
 CATEGORIES = (
     "neoplasm",

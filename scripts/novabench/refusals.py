@@ -26,7 +26,7 @@ see a professional (the whole answer "Consult a radiologist."). So a caption tha
 ring-enhancing lesion suggests an abscess" and "I cannot identify any abnormality" (a
 "no finding" answer: finding words are not refusal verbs) are not refusals.
 
-Measured on tests/data/refusals.jsonl (hand-written refusals and non-refusals, kept out of
+Measured on validation/refusals.jsonl (hand-written refusals and non-refusals, kept out of
 the tuning of these patterns): see tests/test_refusals.py, which prints precision and
 recall and holds them above a floor. The patterns are English only.
 """

@@ -17,10 +17,11 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "scripts"))
 
+from novabench import paths  # noqa: E402
 from novabench.judges import validation  # noqa: E402
 from novabench.judges.keywords import KeywordJudge  # noqa: E402
 
-CAPTIONS = ROOT / "tests" / "data" / "judge_validation" / "captions.jsonl"
+CAPTIONS = paths.VALIDATION / "captions.jsonl"
 
 
 def _f1(value: float | None) -> str:

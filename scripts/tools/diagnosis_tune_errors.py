@@ -19,9 +19,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "scripts"))
 
+from novabench import paths  # noqa: E402
 from novabench.judges.diagnosis_matcher import DiagnosisMatcher  # noqa: E402
 
-FOLDER = ROOT / "tests" / "data" / "judge_validation"
+FOLDER = paths.VALIDATION
 TUNING_SETS = ("diagnoses", "diagnoses-2", "diagnoses-3", "diagnoses-4", "diagnoses-5")
 # Sets whose held-out half is never read here.
 SEALED = {"diagnoses-5"}

@@ -1,4 +1,4 @@
-"""Regenerate scripts/novabench/judges/diagnosis_ontology_synonyms.yaml.
+"""Regenerate scripts/novabench/resources/diagnosis_ontology_synonyms.yaml.
 
     python scripts/tools/make_ontology_synonyms.py                 # pip-downloads the wheel
     python scripts/tools/make_ontology_synonyms.py --wheel gilda-1.6.1-py3-none-any.whl
@@ -33,7 +33,7 @@ import zipfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-OUT = ROOT / "scripts" / "novabench" / "judges" / "diagnosis_ontology_synonyms.yaml"
+OUT = ROOT / "scripts" / "novabench" / "resources" / "diagnosis_ontology_synonyms.yaml"
 GILDA = "gilda==1.6.1"
 MEMBER = "gilda/resources/mesh_mappings.tsv"
 

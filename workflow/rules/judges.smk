@@ -1,8 +1,8 @@
-# The judges measured against hand-labelled pairs (tests/data/judge_validation): how often
+# The judges measured against hand-labelled pairs (validation/): how often
 # each configured judge agrees with a human reader. Not part of `all` (an LLM judge costs
 # requests): run `snakemake judge_report` or ask for results/judges/report.md.
 
-JUDGE_VALIDATION = Path(workflow.basedir) / "tests" / "data" / "judge_validation"
+JUDGE_VALIDATION = Path(workflow.basedir) / "validation"
 # The sets that exist: every diagnosis set, its second rater's labels where there are
 # some (both change the report), and the caption set.
 JUDGE_VALIDATION_SETS = sorted(

@@ -1,7 +1,7 @@
 """Offline caption judge: keywords and a normal/abnormal label from a curated lexicon.
 
 The paper's judge is an LLM; this one is a transparent, deterministic stand-in that needs
-no network and no model. It reads a reviewed lexicon (``lexicon.yaml`` next to this file;
+no network and no model. It reads a reviewed lexicon (``novabench/resources/lexicon.yaml``;
 its header explains the rules: canonical strings, longest match, dropped words, negation
 scope, normality, anatomy hierarchy, open names) and follows the benchmark judge's
 protocol: keywords of both captions of a pair, standardized jointly
@@ -26,12 +26,13 @@ from typing import Any, ClassVar
 
 import yaml
 
+from novabench import paths
 from novabench.code_fingerprint import code_fingerprint
 from novabench.errors import ConfigError
 from novabench.judges.anatomy import AnatomyTree
 from novabench.judges.base import NEGATED_PREFIX, JudgeKind, KeywordSet, register_judge_kind
 
-DEFAULT_LEXICON = Path(__file__).with_name("lexicon.yaml")
+DEFAULT_LEXICON = paths.RESOURCES / "lexicon.yaml"
 
 # Words: letters/digits, keeping "t2*", "t1+c" and a leading "+" ("+C") together; decimals
 # stay one token so their dot does not end a negation scope. Sentence punctuation is kept

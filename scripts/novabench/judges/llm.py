@@ -45,6 +45,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar, TypeVar
 
+from novabench import paths
 from novabench.answer_json import json_spans, load_lenient
 from novabench.cache import request_key
 from novabench.code_fingerprint import code_fingerprint
@@ -68,9 +69,9 @@ TASKS = ("captioning", "diagnosis")
 PROTOCOLS = ("paired", "per-caption")
 DEFAULT_PROTOCOL = "paired"
 DIAGNOSIS_PROTOCOL = "ranked-list"
-# The default prompts ship inside the package, so an installed novabench finds them too;
-# config/prompts/ holds the same files for the workflow's configurations.
-PROMPTS_DIR = Path(__file__).resolve().with_name("prompts")
+# The default prompts ship inside the package (the one copy: the workflow's configurations
+# name them by their path in it), so an installed novabench finds them too.
+PROMPTS_DIR = paths.JUDGE_PROMPTS
 
 
 @dataclass(frozen=True)
@@ -95,8 +96,7 @@ BACKEND_DEFAULTS: dict[str, Any] = {"temperature": 0.0, "max_tokens": 2048}
 # Config paths are relative to the working directory, else to the repository (where the
 # workflow lives), as everywhere in the configuration. An installed package has no
 # repository: its paths are relative to the working directory only.
-_CHECKOUT = Path(__file__).resolve().parents[3]
-REPOSITORY = _CHECKOUT if (_CHECKOUT / "Snakefile").is_file() else None
+REPOSITORY = paths.REPOSITORY
 
 SETTINGS_SCHEMA: dict[str, Any] = {
     "type": "object",

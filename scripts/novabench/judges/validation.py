@@ -1,8 +1,8 @@
 """How far each configured judge agrees with hand labels: the judge report.
 
-The hand-labelled sets live in ``tests/data/judge_validation/`` (their READMEs give the
-format and the labelling rules): ``diagnoses.jsonl`` and a second, independent diagnosis
-set ``diagnoses-2.jsonl`` (each with its own section), and ``captions.jsonl``. Each pair
+The hand-labelled sets live in ``validation/`` at the repository root (its README indexes
+them; each set's own README gives its format and labelling rules): five independent
+diagnosis sets ``diagnoses*.jsonl`` and the caption set ``captions.jsonl``. Each pair
 belongs to the ``tune`` half (which may be used to improve a judge) or the ``heldout``
 half (reporting only); the report gives both, labelled, and the held-out half is the one
 to quote.
@@ -31,6 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from novabench import paths
 from novabench.errors import NovaError
 from novabench.judges.base import NEGATED_PREFIX, judge_kind, make_judge
 from novabench.judges.llm import clean_keyword
@@ -130,6 +131,19 @@ SETS_BY_KEY = {s.key: s for s in VALIDATION_SETS}
 # --- reading the sets ---------------------------------------------------------------------
 
 
+def validation_folder(folder: Path | None = None) -> Path:
+    """The folder of the hand-labelled sets: ``folder``, else the repository's
+    ``validation/``. NovaError when it is absent (an installed package does not ship it)."""
+    folder = Path(folder) if folder is not None else paths.VALIDATION
+    if not folder.is_dir():
+        raise NovaError(
+            f"no validation sets at {folder} (the hand-labelled sets ship with the "
+            "repository, not with the installed package)",
+            "run from a checkout of the repository, or pass --validation-dir DIR",
+        )
+    return folder
+
+
 def _json_lines(path: Path) -> Iterator[tuple[int, Any]]:
     """(line number, value) of each non-empty line; a line that is no JSON stops with its
     number."""
@@ -152,7 +166,7 @@ def read_pairs(path: Path, fields: Sequence[str]) -> list[dict[str, Any]]:
             raise NovaError(
                 f"{path}:{number} {problem}",
                 f"give every pair {', '.join(fields)} with split tune or heldout "
-                "(tests/data/judge_validation/README.md)",
+                "(validation/README.md)",
             )
         pairs.append(pair)
     return pairs

@@ -1,6 +1,6 @@
 """Knowledge-base retrieval baseline for diagnosis, no training and no weights.
 
-Ranks the conditions of the shipped knowledge base (``novabench/data/knowledge_base.yaml``)
+Ranks the conditions of the shipped knowledge base (``novabench/resources/knowledge_base.yaml``)
 against the clinical history and findings with BM25; see
 :class:`novabench.knowledge_base.RetrievalDiagnoser` for the method. Settings: ``k1``,
 ``b``, ``name_weight``, ``top_k`` (BM25 parameters) and ``knowledge_base`` (another

@@ -13,7 +13,7 @@ No training and no weights. It reads four things off the image and writes them o
   outline does not match its mirror image about the best midline); axial slices are longer
   front to back than wide, coronal ones about as wide as tall or narrowing towards the
   brainstem.
-- **Findings**, from the lesion detector (``novabench.detector``): the most confident one if
+- **Findings**, from the lesion detector (``.detector``): the most confident one if
   at or above ``min_confidence``, further ones from ``ADDITIONAL_CONFIDENCE``. Each gets a
   signal (hyper- or hypointense, "enhancing" on post-contrast T1), a side (radiological
   convention: the patient's left is on the image's right; none on sagittal slices) and a
@@ -29,8 +29,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from novabench import detector
-from novabench import image_analysis as ia
+from novabench.models.classical import detector
+from novabench.models.classical import image_analysis as ia
 
 __all__ = [
     "PLANES",

@@ -47,7 +47,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import ndimage
 
-from novabench import image_analysis as ia
+from novabench.models.classical import image_analysis as ia
 
 __all__ = [
     "Candidate",

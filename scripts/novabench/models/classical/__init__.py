@@ -1,9 +1,10 @@
 """Classical zero-shot image analysis, no training and no weights.
 
-Localization: the lesion detector of :mod:`novabench.detector` (midline asymmetry and
-robust intensity outliers inside a brain mask, see its docstring). Captioning: the
-sequence, plane and finding estimates of :mod:`novabench.captioner` written as a
-radiology-style sentence.
+Localization: the lesion detector of :mod:`.detector` (midline asymmetry and robust
+intensity outliers inside a brain mask, see its docstring). Captioning: the sequence, plane
+and finding estimates of :mod:`.captioner` written as a radiology-style sentence. Both
+build on :mod:`.image_analysis` (brain mask, midline, tissue statistics); the three modules
+are this baseline's internals, not shared infrastructure.
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ class Adapter(BaseAdapter):
     }
 
     def predict(self, samples: Sequence[Sample]) -> Iterator[Response]:
-        from novabench import captioner, detector
+        from novabench.models.classical import captioner, detector
 
         max_boxes = int(self.settings.get("max_boxes", 3))
         for sample in samples:
