@@ -144,7 +144,7 @@ def test_editing_leaderboard_code_rewrites_the_leaderboard_only(checkout):
 
 
 def test_editing_the_classical_detector_reruns_its_predictions_only(checkout):
-    with edited(module_file(checkout, "novabench.detector")):
+    with edited(module_file(checkout, "novabench.models.classical.detector")):
         jobs = planned(checkout)
     predictions = {w for rule, w in jobs if rule == "predict"}
     assert predictions == {"task=localization, model=classical"} or predictions == {
