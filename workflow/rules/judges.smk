@@ -2,11 +2,15 @@
 # each configured judge agrees with a human reader. Not part of `all` (an LLM judge costs
 # requests): run `snakemake judge_report` or ask for results/judges/report.md.
 
-JUDGE_VALIDATION = Path(workflow.basedir) / "validation"
+import os
+
+JUDGE_VALIDATION = Path(workflow.basedir).resolve() / "validation"
 # The sets that exist: every diagnosis set, its second rater's labels where there are
 # some (both change the report), and the caption set.
+# Relative to the working directory when the workflow is there, so that a moved checkout
+# lists the same inputs.
 JUDGE_VALIDATION_SETS = sorted(
-    str(path)
+    os.path.relpath(path) if Path.cwd() in path.parents else str(path)
     for pattern in ("diagnoses*.jsonl", "captions.jsonl")
     for path in JUDGE_VALIDATION.glob(pattern)
 )
@@ -15,10 +19,6 @@ JUDGE_VALIDATION_SETS = sorted(
 rule judge_report:
     input:
         pairs=JUDGE_VALIDATION_SETS,
-        code=[
-            str(Path(workflow.basedir) / "scripts" / "judge_report.py"),
-            str(Path(workflow.basedir) / "scripts/novabench/judges/validation.py"),
-        ],
     output:
         md="results/judges/report.md",
         json="results/judges/report.json",
@@ -29,7 +29,11 @@ rule judge_report:
     conda:
         "../../envs/scoring.yaml"
     params:
-        code=job_code("judge_report"),
+        # The report's code and every configured judge's.
+        code=job_code(
+            "judge_report",
+            judge_kinds=tuple(judge["kind"] for judge in config["judges"].values()),
+        ),
         judges=config["judges"],
         cache="results/cache",
     script:
