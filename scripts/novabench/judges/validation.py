@@ -35,6 +35,8 @@ from novabench.errors import NovaError
 from novabench.judges.base import NEGATED_PREFIX, judge_kind, make_judge
 from novabench.judges.llm import clean_keyword
 
+# The checkout's folder of hand-labelled sets: tools and tests find it here only.
+VALIDATION_DIR = Path(__file__).resolve().parents[3] / "tests" / "data" / "judge_validation"
 SPLITS = ("heldout", "tune")
 # The held-out pairs of a fresh set that repeat no pair of a set the judges were tuned on
 # (independent authors write some identical pairs; those are not a fresh measurement).
@@ -144,6 +146,11 @@ def _json_lines(path: Path) -> Iterator[tuple[int, Any]]:
 
 def read_pairs(path: Path, fields: Sequence[str]) -> list[dict[str, Any]]:
     """The pairs of a JSON-lines validation set; a malformed line stops with its number."""
+    return [pair for _, pair in read_numbered_pairs(path, fields)]
+
+
+def read_numbered_pairs(path: Path, fields: Sequence[str]) -> list[tuple[int, dict[str, Any]]]:
+    """(line number, pair) of each pair of a JSON-lines validation set."""
     pairs = []
     for number, pair in _json_lines(path):
         missing = [f for f in fields if not isinstance(pair, dict) or f not in pair]
@@ -154,7 +161,7 @@ def read_pairs(path: Path, fields: Sequence[str]) -> list[dict[str, Any]]:
                 f"give every pair {', '.join(fields)} with split tune or heldout "
                 "(tests/data/judge_validation/README.md)",
             )
-        pairs.append(pair)
+        pairs.append((number, pair))
     return pairs
 
 
