@@ -59,13 +59,18 @@ def _row(line, verdict, rule, prediction="GBM"):
 
 
 def test_a_mismatch_lists_each_moved_pair_and_the_rewrite_command() -> None:
-    old = [_row(1, True, "concept"), _row(2, False, "undecided"), _row(3, True, "concept")]
-    new = [_row(1, False, "qualifier:type"), _row(2, False, "nonspecific"), old[2]]
+    old = [
+        _row(1, True, "concept.same"),
+        _row(2, False, "undecided"),
+        _row(3, True, "concept.same"),
+    ]
+    new = [_row(1, False, "qualifier.conflict.type"), _row(2, False, "negation.core"), old[2]]
     assert snap.report(snap.moved(old, new)) == (
         "2 pairs of the verdict snapshot moved, 1 of them to the other verdict:\n"
         "  diagnosis-2:1 d2-001 'GBM' vs 'Glioblastoma': match -> no match; "
-        "rule concept -> qualifier:type\n"
-        "  diagnosis-2:2 d2-002 'GBM' vs 'Glioblastoma': no match; rule undecided -> nonspecific\n"
+        "rule concept.same -> qualifier.conflict.type\n"
+        "  diagnosis-2:2 d2-002 'GBM' vs 'Glioblastoma': no match; "
+        "rule undecided -> negation.core\n"
         "If every move is intended, rewrite the snapshot: "
         "python scripts/tools/diagnosis_snapshot.py"
     )
@@ -73,8 +78,8 @@ def test_a_mismatch_lists_each_moved_pair_and_the_rewrite_command() -> None:
 
 
 def test_an_edited_validation_set_is_named_as_such() -> None:
-    old = [_row(1, True, "concept"), _row(2, True, "concept")]
-    new = [_row(1, True, "concept", prediction="glioblastoma")]
+    old = [_row(1, True, "concept.same"), _row(2, True, "concept.same")]
+    new = [_row(1, True, "concept.same", prediction="glioblastoma")]
     assert [line for line, _ in snap.moved(old, new)] == [
         "diagnosis-2:1 the pair itself changed: the validation set was edited",
         "diagnosis-2:2 the pair itself changed: the validation set was edited",

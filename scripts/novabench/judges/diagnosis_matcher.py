@@ -40,6 +40,11 @@ matches; an index-style title ("Leukodystrophy, metachromatic") is read in natur
 On the prediction side only what it commits to counts: the diagnosis it explicitly
 favours ("..., but favour B"), else the first one named ("A or B", "A, B", "A/B", "A, B
 less likely"), with a parenthesis as a fallback when the main text decides nothing.
+
+``explain()`` names the rule that decided by a stable id (``concept.same``,
+``qualifier.conflict.laterality``, ``words.contained``, ...) and lists every rule that
+fired on the way; ``tests/snapshots/diagnosis_verdicts.jsonl`` records the verdict and the
+deciding rule of every validation pair (``scripts/tools/diagnosis_snapshot.py``).
 """
 
 from __future__ import annotations
@@ -338,12 +343,28 @@ class _Analysis:
 
 
 @dataclass(frozen=True)
+class RuleFiring:
+    """One rule that fired on a reading of the prediction and one of the reference (their
+    normalized texts): its verdict (None for a rule that shapes the comparison without
+    deciding it, such as ``qualifier.regraded``) and whether it decided the pair."""
+
+    rule: str
+    matched: bool | None
+    prediction: str
+    reference: str
+    decided: bool = False
+
+
+@dataclass(frozen=True)
 class MatchDecision:
-    """The judge's verdict on one pair and the rule that gave it."""
+    """The judge's verdict on one pair, the rule id that gave it and every rule that fired
+    on the way, in order (``fired``, not compared: two decisions are equal when their
+    verdict, rule and similarity are)."""
 
     matched: bool
     rule: str
     similarity: float | None = None
+    fired: tuple[RuleFiring, ...] = field(default=(), compare=False)
 
 
 class DiagnosisMatcher:
@@ -852,8 +873,8 @@ class DiagnosisMatcher:
         """The text names an organism (a cause no other cause lies within)."""
         return any(self._qualifier_table.is_leaf("cause", v) for v in a.qualifiers.get("cause", ()))
 
-    def _decide_concepts(self, p: _Analysis, r: _Analysis) -> bool | None:
-        """True/False when the concepts decide, None when they cannot."""
+    def _decide_concepts(self, p: _Analysis, r: _Analysis) -> tuple[bool, str] | None:
+        """(verdict, rule) when the concepts decide, None when they cannot."""
         if not p.core_concepts or not r.core_concepts:
             return None
         undecided = False
@@ -862,20 +883,23 @@ class DiagnosisMatcher:
             for rc, r_partial in r.core_concepts:
                 if not p_partial and not r_partial:
                     if self._related(pc, rc, organism):
-                        return True
+                        if pc == rc:
+                            return True, "concept.same"
+                        narrower = rc in self._ancestors[pc]
+                        return True, "concept.narrower" if narrower else "concept.broader"
                 elif p_partial and r_partial:
                     if pc == rc and p.core_words == r.core_words:
-                        return True
+                        return True, "concept.same-unknown-kind"
                     undecided = undecided or self._related(pc, rc)
                 elif p_partial:  # unknown specialization of pc
                     if rc == pc or rc in self._ancestors[pc]:
-                        return True
+                        return True, "concept.prediction-unknown-kind"
                     undecided = undecided or pc in self._ancestors[rc]
                 else:  # the reference is an unknown specialization of rc
                     if (pc == rc or pc in self._ancestors[rc]) and pc not in self._groups:
-                        return True
+                        return True, "concept.reference-unknown-kind"
                     undecided = undecided or rc in self._ancestors[pc]
-        return None if undecided else False
+        return None if undecided else (False, "concept.different")
 
     def _contains(
         self, small: frozenset[str], big: frozenset[str], big_qualifiers: frozenset[str]
@@ -896,18 +920,19 @@ class DiagnosisMatcher:
         named = [{c for c, partial in a.core_concepts if not partial} for a in (p, r)]
         return bool(named[0] & named[1] & self._regraded)
 
-    def _decide_words(self, p: _Analysis, r: _Analysis) -> bool | None:
+    def _decide_words(self, p: _Analysis, r: _Analysis) -> str | None:
+        """The rule by which one side's words name the other's, or None."""
         p_words, r_words = p.core_words, r.core_words
         if self._contains(p_words, r_words, r.qualifier_words) or self._contains(
             r_words, p_words, p.qualifier_words
         ):
-            return True
+            return "words.contained"
         # Sites agree or are stated on one side only (a conflict was refused before): the
         # rest must be the same words ("ependymoma of the filum terminale" / "... of the
         # lumbar canal"); containment would let any infarct match a territorial one.
         p_words, r_words = p.core_words - p.site_words, r.core_words - r.site_words
         if p_words == r_words and self._contains(p_words, r_words, frozenset()):
-            return True
+            return "words.same-beside-site"
         # One side names a known disease the other does not: compare with its aliases.
         for side, other in ((p, r), (r, p)):
             if other.core_concepts or not side.core_concepts:
@@ -920,7 +945,7 @@ class DiagnosisMatcher:
                     if self._contains(
                         words, other.core_words, other.qualifier_words
                     ) or self._contains(other.core_words, words, frozenset()):
-                        return True
+                        return "words.alias-contained"
         return None
 
     def _clause_conflict(self, p: _Analysis, r: _Analysis, ignore: Sequence[str]) -> str | None:
@@ -940,36 +965,45 @@ class DiagnosisMatcher:
 
         return qualifiers.conflict(widened(p), widened(r), table, ignore)
 
-    def _decide(self, p: _Analysis, r: _Analysis) -> tuple[bool | None, str]:
+    def _decide(
+        self, p: _Analysis, r: _Analysis, notes: list[str] | None = None
+    ) -> tuple[bool | None, str]:
+        """(verdict, rule id) of the first rule that decides the pair, (None,
+        "undecided") when none does; ``notes`` collects the ids of rules that fired
+        without deciding."""
         if not p.text or not r.text:
-            return False, "empty"
+            return False, "text.empty"
         if p.text.replace(" ", "") == r.text.replace(" ", ""):
-            return True, "normalized-equal"  # also "moya moya" = "moyamoya"
+            return True, "text.normalized-equal"  # also "moya moya" = "moyamoya"
         if p.negated != r.negated:
-            return False, "negation"
+            return False, "negation.core"
         if p.like_name != r.like_name:
-            return False, "like-name"
+            return False, "name.like"
         ignore = ("grade",) if self._regraded_pair(p, r) else ()
+        if ignore and notes is not None:
+            notes.append("qualifier.regraded")
         if group := qualifiers.conflict(p.qualifiers, r.qualifiers, self._qualifier_table, ignore):
-            return False, f"qualifier:{group}"
+            return False, f"qualifier.conflict.{_slug(group)}"
         if group := self._clause_conflict(p, r, ignore):
-            return False, f"qualifier:{group}"
-        verdict = self._decide_concepts(p, r)
-        if verdict is not None:
-            return verdict, "concept"
-        if self._decide_words(p, r):
-            return True, "word-containment"
+            return False, f"qualifier.clause-conflict.{_slug(group)}"
+        decided = self._decide_concepts(p, r)
+        if decided is not None:
+            return decided
+        if rule := self._decide_words(p, r):
+            return True, rule
         if not p.core_concepts and not p.core_words - self._generic_heads:
             # "cyst", "tumor": no disease named. A vague reference, though, may still be
             # matched by a more specific prediction (embedding step).
-            return False, "nonspecific"
+            return False, "prediction.nonspecific"
         if bool(p.negation_words) != bool(r.negation_words):
             # Embeddings barely see "non-" ("Hodgkin" vs "non-Hodgkin lymphoma": 0.92).
-            return False, "negation"
+            return False, "negation.outside-names"
         return None, "undecided"
 
     def explain(self, predicted: str, reference: str) -> MatchDecision:
-        """The verdict on one pair together with the rule that produced it."""
+        """The verdict on one pair, the id of the rule that decided it, and every rule
+        that fired (``fired``: per reading of the prediction and of the reference that was
+        compared, in order, the deciding one marked; none is when nothing decided)."""
         return self._explain(predicted or "", reference or "")
 
     def _explain_uncached(self, predicted: str, reference: str) -> MatchDecision:
@@ -977,7 +1011,8 @@ class DiagnosisMatcher:
         # nothing of a text such as "A;0" or "[0]:" on one side.
         whole = self.normalize(reference)
         if whole and self.normalize(predicted) == whole:
-            return MatchDecision(True, "normalized-equal")
+            rule = "text.normalized-equal"
+            return MatchDecision(True, rule, fired=(RuleFiring(rule, True, whole, whole, True),))
         references = self._reference_readings(reference)
         references += self._compound_parts(reference)
         committed = self._commit(predicted)
@@ -987,40 +1022,55 @@ class DiagnosisMatcher:
         # What the prediction's brackets state qualifies its main text too ("juvenile
         # NCL (CLN3)" is a type 3).
         predictions[0] = _taking_bracket_qualifiers(predictions[0], predictions[1:])
-        verdicts: list[tuple[bool | None, str]] = []
+        fired: list[RuleFiring] = []
+        # Per reference reading, the index in ``fired`` of the verdict it got.
+        verdicts: list[int] = []
         for r in references:
-            verdict: tuple[bool | None, str] = (None, "undecided")
             for p in predictions:
-                verdict = self._decide(p, r)
-                if verdict[0] is not None:
+                notes: list[str] = []
+                matched, rule = self._decide(p, r, notes)
+                fired += [RuleFiring(n, None, p.text, r.text) for n in notes]
+                fired.append(RuleFiring(rule, matched, p.text, r.text))
+                if matched is not None:
                     break
-            verdicts.append(verdict)
-        for matched, rule in verdicts:
-            if matched:
-                return MatchDecision(True, rule)
-        if self._names_the_cause(committed, references):
-            return MatchDecision(True, "named-cause")
-        for matched, rule in verdicts:
-            if matched is False:
-                return MatchDecision(False, rule)
+            verdicts.append(len(fired) - 1)
+
+        def decided(at: int, matched: bool, similarity: float | None = None) -> MatchDecision:
+            fired[at] = replace(fired[at], decided=True)
+            return MatchDecision(matched, fired[at].rule, similarity, tuple(fired))
+
+        for at in verdicts:
+            if fired[at].matched:
+                return decided(at, True)
+        if cause := self._names_the_cause(committed, references):
+            fired.append(RuleFiring("cause.named", True, cause[0], cause[1]))
+            return decided(len(fired) - 1, True)
+        for at in verdicts:
+            if fired[at].matched is False:
+                return decided(at, False)
         if not self.embedding_fallback or not predictions or not references:
-            return MatchDecision(False, "undecided")
+            return MatchDecision(False, "undecided", fired=tuple(fired))
         # Alternatives with no disease word ("WHO grade IV") say nothing about the disease.
         candidates = [
             r for r in references if r.core_concepts or (r.core_words - self._generic_heads)
         ] or references
-        best = max(self.similarity(predictions[0].text, r.text) for r in candidates)
-        return MatchDecision(best >= self.threshold, "embedding", round(best, 4))
+        scored = [(self.similarity(predictions[0].text, r.text), r.text) for r in candidates]
+        best, closest = max(scored, key=lambda s: s[0])
+        fired.append(RuleFiring("embedding", best >= self.threshold, predictions[0].text, closest))
+        return decided(len(fired) - 1, best >= self.threshold, round(best, 4))
 
-    def _names_the_cause(self, committed: str, references: list[_Analysis]) -> bool:
+    def _names_the_cause(
+        self, committed: str, references: list[_Analysis]
+    ) -> tuple[str, str] | None:
         """ "Obstructive hydrocephalus due to aqueductal stenosis" names the reference
         "aqueductal stenosis" as its cause: the model found the underlying disease (the
-        mirror of a "lesion in syndrome" reference). Only a known disease counts."""
+        mirror of a "lesion in syndrome" reference). Only a known disease counts. The
+        cause's and the matched reference's normalized texts, or None."""
         parts = _CAUSE_CLAUSE.split(committed, maxsplit=1)
         if len(parts) < 2 or not self._names_disease(parts[1]):
-            return False
+            return None
         cause = self._analyse(parts[1])
-        return any(self._decide(cause, r)[0] for r in references)
+        return next(((cause.text, r.text) for r in references if self._decide(cause, r)[0]), None)
 
     def _reference_readings(self, reference: str) -> list[_Analysis]:
         """The reference's alternatives, analysed. A bracketed alternative name keeps the
@@ -1153,6 +1203,11 @@ _FAVOUR = re.compile(
     r"|,\s*(?:consistent with|in keeping with|suggestive of|compatible with)\b",
     re.IGNORECASE,
 )
+
+
+def _slug(group: str) -> str:
+    """A qualifier group as part of a rule id: "molecular group" -> "molecular-group"."""
+    return group.replace(" ", "-")
 
 
 def _taking_bracket_qualifiers(main: _Analysis, inner: Sequence[_Analysis]) -> _Analysis:
