@@ -252,14 +252,106 @@ def test_table_edits_change_identity_and_verdicts(tmp_path: Path) -> None:
         ({"concepts": {"glioma": ["meningioma"]}}, "claimed by both"),
         ({"broader": {"glioblastoma": ["no such disease"]}}, "no known diagnosis"),
         ({"broader": {"glioma": ["glioblastoma"], "glioblastoma": ["glioma"]}}, "cycle"),
-        ({"hedges": "likely"}, "lack a section"),
-        ({"negations": [False]}, "quote YAML words"),
-        ({"concepts": ["glioma"]}, "lack a section"),
+        ({"hedges": "likely"}, "invalid value at hedges: 'likely' is not of type 'array'"),
+        ({"negations": [False]}, "at negations.0: False is not of type 'string'.*quote YAML"),
+        ({"concepts": ["glioma"]}, "invalid value at concepts: "),
     ],
 )
 def test_bad_tables_raise(tmp_path: Path, changes: dict, message: str) -> None:
     with pytest.raises(NovaError, match=message):
         DiagnosisMatcher(synonyms_path=_tables(tmp_path, **changes), embedding_fallback=False)
+
+
+def _edited_tables(tmp_path: Path, edit) -> Path:
+    tables = yaml.safe_load(DEFAULT_SYNONYMS.read_text())
+    edit(tables)
+    path = tmp_path / "synonyms.yaml"
+    path.write_text(yaml.safe_dump(tables))
+    return path
+
+
+def _refusal(path: Path) -> str:
+    with pytest.raises(NovaError) as caught:
+        DiagnosisMatcher(synonyms_path=path, embedding_fallback=False)
+    return str(caught.value)
+
+
+def test_an_unknown_key_is_named_with_the_known_ones(tmp_path: Path) -> None:
+    path = _edited_tables(tmp_path, lambda t: t.update(hedge_words=["likely"]))
+    message = _refusal(path)
+    assert message.startswith(
+        f"the diagnosis synonym tables {path} have an unknown key 'hedge_words' in the top "
+        "level; fix: remove it or correct its spelling (known keys there: broader, concepts,"
+    )
+    path = _edited_tables(tmp_path, lambda t: t["qualifiers"]["laterality"].update(role=["x"]))
+    assert _refusal(path) == (
+        f"the diagnosis synonym tables {path} have an unknown key 'role' in "
+        "qualifiers.laterality; fix: remove it or correct its spelling (known keys there: "
+        "roles, values, within)"
+    )
+    path = _edited_tables(tmp_path, lambda t: t["rule_words"].pop("between"))
+    assert _refusal(path) == (
+        f"the diagnosis synonym tables {path} lack the key 'between' in rule_words; fix: add "
+        "it (diagnosis_synonyms.yaml next to the matcher has every key)"
+    )
+
+
+def test_the_rules_of_the_tables_are_the_matchers(tmp_path: Path) -> None:
+    def rename(tables):
+        tables["rules"][0]["id"] = "text.blank"
+
+    path = _edited_tables(tmp_path, rename)
+    assert _refusal(path).startswith(
+        f"the diagnosis synonym tables {path} list the rule 'text.blank' and the matcher has "
+        "no such rule; fix: list each of the matcher's rules once: text.empty, "
+    )
+    path = _edited_tables(tmp_path, lambda t: t["rules"].pop())
+    assert _refusal(path) == (
+        f"the diagnosis synonym tables {path} lack the matcher's rule 'undecided'; fix: add "
+        "it under rules with what it says and one or two examples"
+    )
+
+
+def test_a_group_a_rule_word_names_must_be_in_the_qualifiers_table(tmp_path: Path) -> None:
+    path = _edited_tables(tmp_path, lambda t: t["rule_words"].update(organism_group="organism"))
+    assert _refusal(path) == (
+        f"rule_words.organism_group of {path} names the qualifier group 'organism', which "
+        "the qualifiers table lacks; fix: name a group of the qualifiers section, or add the "
+        "group there"
+    )
+
+    def segment(tables):
+        tables["rule_words"]["spinal_levels"]["segments"]["s"] = "sacrum"
+
+    path = _edited_tables(tmp_path, segment)
+    assert _refusal(path) == (
+        f"rule_words.spinal_levels.segments.s of {path} names 'sacrum', which is no value of "
+        "the qualifier group 'location'; fix: add 'sacrum' to that group's values, or fix "
+        "the spelling"
+    )
+
+
+_RULES = yaml.safe_load(DEFAULT_SYNONYMS.read_text())["rules"]
+_EXAMPLES = [
+    pytest.param(rule, prediction, reference, id=f"{rule['id']}: {prediction} / {reference}")
+    for rule in _RULES
+    for prediction, reference in rule["examples"]
+]
+
+
+@pytest.mark.parametrize(("rule", "prediction", "reference"), _EXAMPLES)
+def test_each_rule_decides_its_examples(matcher, embedding_matcher, rule, prediction, reference):
+    judge = embedding_matcher if rule["id"] == "embedding" else matcher
+    decision = judge.explain(prediction, reference)
+    if rule["verdict"] == "none":  # shapes the comparison, decides nothing
+        assert rule["id"] in [f.rule for f in decision.fired], decision
+        return
+    if rule.get("per_group"):
+        assert decision.rule.startswith(rule["id"] + "."), decision
+    else:
+        assert decision.rule == rule["id"], decision
+    if rule["verdict"] != "similarity":
+        assert decision.matched is (rule["verdict"] == "match"), decision
 
 
 def test_bad_threshold_raises() -> None:

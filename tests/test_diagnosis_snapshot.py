@@ -10,6 +10,7 @@ import pytest
 
 from novabench.judges import validation
 from novabench.judges import verdict_snapshot as snap
+from novabench.judges.diagnosis_matcher import RULE_IDS
 
 
 @pytest.fixture(scope="module")
@@ -29,6 +30,13 @@ def test_the_snapshot_covers_every_diagnosis_pair() -> None:
         keys = [(vset.key, n) for n, _ in validation.read_numbered_pairs(path, vset.fields)]
         mine = [(r["set"], r["line"]) for r in rows if r["set"] == vset.key]
         assert mine == (keys if vset.task == "diagnosis" else []), vset.key
+
+
+def test_every_recorded_rule_is_a_rule_of_the_tables() -> None:
+    ids = {r["rule"] for r in snap.read_snapshot()}
+    per_group = {i for i, grouped in RULE_IDS.items() if grouped}
+    assert {i if i in RULE_IDS else i.rsplit(".", 1)[0] for i in ids} <= set(RULE_IDS)
+    assert all(i.rsplit(".", 1)[0] in per_group for i in ids if i not in RULE_IDS)
 
 
 def test_the_configured_matcher_runs_without_its_embedding_model(configured) -> None:
