@@ -185,7 +185,7 @@ class _Words:
                 re.IGNORECASE,
             ),
             latter=w["latter"],
-            qualifier_clause=tuple((x,) for x in w["qualifier_clause"]),
+            qualifier_clause=tuple(tuple(x.split()) for x in w["qualifier_clause"]),
             between=w["between"],
             like=w["like"],
             closing=re.compile(rf"\s*{_alternation(w['closing_words'])}\s+\w+\s*", re.IGNORECASE),
@@ -350,7 +350,7 @@ def _read_yaml(path: Path, what: str) -> tuple[bytes, Any]:
 
 
 _STRINGS = {"type": "array", "items": {"type": "string"}}
-_NULLABLE = {"anyOf": [{"type": "null"}, _STRINGS]}
+_NULLABLE = {"type": ["array", "null"], "items": {"type": "string"}}
 _STRING_MAP = {"type": ["object", "null"], "additionalProperties": {"type": "string"}}
 _NAME_MAP = {"type": ["object", "null"], "additionalProperties": _NULLABLE}
 _PHRASES = {"type": "array", "items": {"type": "string", "minLength": 1}, "minItems": 1}
