@@ -8,6 +8,7 @@ import json
 
 import pytest
 
+from novabench.errors import NovaError
 from novabench.judges import validation
 from novabench.judges import verdict_snapshot as snap
 from novabench.judges.diagnosis_matcher import RULE_IDS
@@ -92,3 +93,14 @@ def test_an_edited_validation_set_is_named_as_such() -> None:
         "diagnosis-2:1 the pair itself changed: the validation set was edited",
         "diagnosis-2:2 the pair itself changed: the validation set was edited",
     ]
+
+
+def test_a_config_without_a_diagnosis_judge_is_named(tmp_path) -> None:
+    config = tmp_path / "config.yaml"
+    config.write_text("tasks: {diagnosis: {judge: strict}}\njudges: {matcher: {kind: x}}\n")
+    with pytest.raises(NovaError) as caught:
+        snap.configured_matcher(config)
+    assert str(caught.value) == (
+        f"cannot find the diagnosis judge of {config} (KeyError: 'strict'); fix: give the "
+        "config tasks.diagnosis.judge naming an entry of judges:"
+    )
