@@ -144,11 +144,39 @@ def test_every_knowledge_base_synonym_matches_its_entry(matcher: DiagnosisMatche
 
 
 def test_rules_are_reported(matcher: DiagnosisMatcher) -> None:
-    assert matcher.explain("GBM", "glioblastoma").rule == "concept"
-    assert matcher.explain("Tumour", "tumor").rule == "normalized-equal"
-    assert matcher.explain("Meningioma", "Glioblastoma").rule == "concept"
+    assert matcher.explain("GBM", "glioblastoma").rule == "concept.same"
+    assert matcher.explain("Tumour", "tumor").rule == "text.normalized-equal"
+    assert matcher.explain("Meningioma", "Glioblastoma").rule == "concept.different"
+    assert matcher.explain("Glioma", "Glioblastoma").rule == "concept.broader"
+    assert matcher.explain("Atypical meningioma", "Meningioma").rule == "concept.narrower"
     assert matcher.explain("frobnication of widgets", "Glioblastoma").rule == "undecided"
-    assert matcher.explain("No tumor", "Glioblastoma").rule == "negation"
+    assert matcher.explain("No tumor", "Glioblastoma").rule == "negation.core"
+
+
+def test_explain_lists_every_rule_that_fired_in_order(matcher: DiagnosisMatcher) -> None:
+    # The lesion of a "lesion in syndrome" title is another disease; the syndrome decides.
+    decision = matcher.explain("NF1", "Optic pathway glioma in neurofibromatosis type 1")
+    assert decision.matched and decision.rule == "concept.same"
+    assert [(f.rule, f.matched, f.decided) for f in decision.fired] == [
+        ("concept.different", False, False),
+        ("concept.same", True, True),
+    ]
+    assert [f.reference for f in decision.fired] == [
+        "optic pathway glioma in neurofibromatosis 1",
+        "neurofibromatosis 1",
+    ]
+    # Every reading of the reference is compared; the first that matches decides, and a
+    # rule that shapes a comparison without deciding it is listed with no verdict.
+    decision = matcher.explain("Hemangiopericytoma", "Solitary fibrous tumor/hemangiopericytoma")
+    assert [(f.rule, f.matched, f.decided, f.reference) for f in decision.fired] == [
+        ("qualifier.regraded", None, False, "solitary fibrous tumor hemangiopericytoma"),
+        ("concept.same", True, True, "solitary fibrous tumor hemangiopericytoma"),
+        ("qualifier.regraded", None, False, "solitary fibrous tumor"),
+        ("concept.same", True, False, "solitary fibrous tumor"),
+        ("text.normalized-equal", True, False, "hemangiopericytoma"),
+    ]
+    undecided = matcher.explain("frobnication of widgets", "Glioblastoma")
+    assert [(f.rule, f.decided) for f in undecided.fired] == [("undecided", False)]
 
 
 def test_match_ranked(matcher: DiagnosisMatcher) -> None:
@@ -224,14 +252,106 @@ def test_table_edits_change_identity_and_verdicts(tmp_path: Path) -> None:
         ({"concepts": {"glioma": ["meningioma"]}}, "claimed by both"),
         ({"broader": {"glioblastoma": ["no such disease"]}}, "no known diagnosis"),
         ({"broader": {"glioma": ["glioblastoma"], "glioblastoma": ["glioma"]}}, "cycle"),
-        ({"hedges": "likely"}, "lack a section"),
-        ({"negations": [False]}, "quote YAML words"),
-        ({"concepts": ["glioma"]}, "lack a section"),
+        ({"hedges": "likely"}, "invalid value at hedges: 'likely' is not of type 'array'"),
+        ({"negations": [False]}, "at negations.0: False is not of type 'string'.*quote YAML"),
+        ({"concepts": ["glioma"]}, "invalid value at concepts: "),
     ],
 )
 def test_bad_tables_raise(tmp_path: Path, changes: dict, message: str) -> None:
     with pytest.raises(NovaError, match=message):
         DiagnosisMatcher(synonyms_path=_tables(tmp_path, **changes), embedding_fallback=False)
+
+
+def _edited_tables(tmp_path: Path, edit) -> Path:
+    tables = yaml.safe_load(DEFAULT_SYNONYMS.read_text())
+    edit(tables)
+    path = tmp_path / "synonyms.yaml"
+    path.write_text(yaml.safe_dump(tables))
+    return path
+
+
+def _refusal(path: Path) -> str:
+    with pytest.raises(NovaError) as caught:
+        DiagnosisMatcher(synonyms_path=path, embedding_fallback=False)
+    return str(caught.value)
+
+
+def test_an_unknown_key_is_named_with_the_known_ones(tmp_path: Path) -> None:
+    path = _edited_tables(tmp_path, lambda t: t.update(hedge_words=["likely"]))
+    message = _refusal(path)
+    assert message.startswith(
+        f"the diagnosis synonym tables {path} have an unknown key 'hedge_words' in the top "
+        "level; fix: remove it or correct its spelling (known keys there: broader, concepts,"
+    )
+    path = _edited_tables(tmp_path, lambda t: t["qualifiers"]["laterality"].update(role=["x"]))
+    assert _refusal(path) == (
+        f"the diagnosis synonym tables {path} have an unknown key 'role' in "
+        "qualifiers.laterality; fix: remove it or correct its spelling (known keys there: "
+        "roles, values, within)"
+    )
+    path = _edited_tables(tmp_path, lambda t: t["rule_words"].pop("between"))
+    assert _refusal(path) == (
+        f"the diagnosis synonym tables {path} lack the key 'between' in rule_words; fix: add "
+        "it (diagnosis_synonyms.yaml next to the matcher has every key)"
+    )
+
+
+def test_the_rules_of_the_tables_are_the_matchers(tmp_path: Path) -> None:
+    def rename(tables):
+        tables["rules"][0]["id"] = "text.blank"
+
+    path = _edited_tables(tmp_path, rename)
+    assert _refusal(path).startswith(
+        f"the diagnosis synonym tables {path} list the rule 'text.blank' and the matcher has "
+        "no such rule; fix: list each of the matcher's rules once: text.empty, "
+    )
+    path = _edited_tables(tmp_path, lambda t: t["rules"].pop())
+    assert _refusal(path) == (
+        f"the diagnosis synonym tables {path} lack the matcher's rule 'undecided'; fix: add "
+        "it under rules with what it says and one or two examples"
+    )
+
+
+def test_a_group_a_rule_word_names_must_be_in_the_qualifiers_table(tmp_path: Path) -> None:
+    path = _edited_tables(tmp_path, lambda t: t["rule_words"].update(organism_group="organism"))
+    assert _refusal(path) == (
+        f"rule_words.organism_group of {path} names the qualifier group 'organism', which "
+        "the qualifiers table lacks; fix: name a group of the qualifiers section, or add the "
+        "group there"
+    )
+
+    def segment(tables):
+        tables["rule_words"]["spinal_levels"]["segments"]["s"] = "sacrum"
+
+    path = _edited_tables(tmp_path, segment)
+    assert _refusal(path) == (
+        f"rule_words.spinal_levels.segments.s of {path} names 'sacrum', which is no value of "
+        "the qualifier group 'location'; fix: add 'sacrum' to that group's values, or fix "
+        "the spelling"
+    )
+
+
+_RULES = yaml.safe_load(DEFAULT_SYNONYMS.read_text())["rules"]
+_EXAMPLES = [
+    pytest.param(rule, prediction, reference, id=f"{rule['id']}: {prediction} / {reference}")
+    for rule in _RULES
+    for prediction, reference in rule["examples"]
+]
+
+
+@pytest.mark.parametrize(("rule", "prediction", "reference"), _EXAMPLES)
+def test_each_rule_decides_its_examples(matcher, embedding_matcher, rule, prediction, reference):
+    judge = embedding_matcher if rule["id"] == "embedding" else matcher
+    decision = judge.explain(prediction, reference)
+    if rule["verdict"] == "none":  # shapes the comparison, decides nothing
+        assert rule["id"] in [f.rule for f in decision.fired], decision
+        return
+    if rule.get("per_group"):
+        assert decision.rule.startswith(rule["id"] + "."), decision
+    else:
+        assert decision.rule == rule["id"], decision
+    if rule["verdict"] != "similarity":
+        assert decision.matched is (rule["verdict"] == "match"), decision
 
 
 def test_bad_threshold_raises() -> None:
@@ -320,13 +440,18 @@ def test_threshold_separates_the_hand_written_pairs(embedding_matcher: Diagnosis
 def test_pairs_the_rules_leave_open_reach_the_embedding(embedding_matcher) -> None:
     for predicted, reference in UNDECIDED_SAME:
         decision = embedding_matcher.explain(predicted, reference)
-        expected_rule = "concept" if (predicted, reference) in DECIDED_SINCE else "embedding"
-        assert decision.rule == expected_rule and decision.matched, (predicted, decision)
+        decided = decision.rule.startswith("concept.")
+        assert decided is ((predicted, reference) in DECIDED_SINCE), (predicted, decision)
+        assert decided or decision.rule == "embedding", (predicted, decision)
+        assert decision.matched, (predicted, decision)
     for pair in UNDECIDED_SAME_BELOW_THRESHOLD + UNDECIDED_DIFFERENT:
         decision = embedding_matcher.explain(*pair)
         if pair in DECIDED_SINCE:
             same = pair in UNDECIDED_SAME_BELOW_THRESHOLD
-            assert decision.rule == "concept" and decision.matched is same, (pair, decision)
+            assert decision.rule.startswith("concept.") and decision.matched is same, (
+                pair,
+                decision,
+            )
         else:
             assert decision.rule == "embedding" and not decision.matched, (pair, decision)
 
@@ -353,21 +478,33 @@ def test_embedding_identity(embedding_matcher: DiagnosisMatcher) -> None:
 
 QUALIFIER_CONFLICTS = [
     # location (lobe words are no longer dropped)
-    ("Epilepsy arising in the frontal lobe", "Temporal lobe epilepsy", "qualifier:location"),
-    ("Parietal lobe glioma", "Occipital lobe glioma", "qualifier:location"),
-    ("Spinal cord ependymoma", "Fourth ventricle ependymoma", "qualifier:location"),
+    (
+        "Epilepsy arising in the frontal lobe",
+        "Temporal lobe epilepsy",
+        "qualifier.conflict.location",
+    ),
+    ("Parietal lobe glioma", "Occipital lobe glioma", "qualifier.conflict.location"),
+    ("Spinal cord ependymoma", "Fourth ventricle ependymoma", "qualifier.conflict.location"),
     # laterality
-    ("Right-sided subdural haematoma", "Left subdural hematoma", "qualifier:laterality"),
-    ("Bilateral vestibular schwannomas", "Left vestibular schwannoma", "qualifier:laterality"),
+    ("Right-sided subdural haematoma", "Left subdural hematoma", "qualifier.conflict.laterality"),
+    (
+        "Bilateral vestibular schwannomas",
+        "Left vestibular schwannoma",
+        "qualifier.conflict.laterality",
+    ),
     # type written as "type N X", "X type N", roman and arabic
-    ("Type II neurofibromatosis", "Neurofibromatosis type 1", "qualifier:type"),
-    ("Spinocerebellar ataxia type 2", "Spinocerebellar ataxia type 6", "qualifier:type"),
+    ("Type II neurofibromatosis", "Neurofibromatosis type 1", "qualifier.conflict.type"),
+    ("Spinocerebellar ataxia type 2", "Spinocerebellar ataxia type 6", "qualifier.conflict.type"),
     # closed/open-style variants, grades, phases, causes
-    ("Schizencephaly, open-lip type", "Closed-lip schizencephaly", "qualifier:lip"),
-    ("Glioma, WHO grade 2", "Glioblastoma", "qualifier:grade"),
-    ("Chronic subdural haematoma", "Acute subdural hematoma", "qualifier:phase"),
-    ("Cryptococcal meningitis", "Tuberculous meningitis", "qualifier:cause"),
-    ("Malignant peripheral nerve sheath tumour", "Benign nerve sheath tumor", "qualifier:behavior"),
+    ("Schizencephaly, open-lip type", "Closed-lip schizencephaly", "qualifier.conflict.lip"),
+    ("Glioma, WHO grade 2", "Glioblastoma", "qualifier.conflict.grade"),
+    ("Chronic subdural haematoma", "Acute subdural hematoma", "qualifier.conflict.phase"),
+    ("Cryptococcal meningitis", "Tuberculous meningitis", "qualifier.conflict.cause"),
+    (
+        "Malignant peripheral nerve sheath tumour",
+        "Benign nerve sheath tumor",
+        "qualifier.conflict.behavior",
+    ),
 ]
 
 
@@ -893,7 +1030,7 @@ def test_qualifiers_headings_and_naming_of_later_rounds(matcher, predicted, refe
 def test_a_bracketed_name_keeps_the_side_of_the_title(matcher):
     reference = "Left mesial temporal sclerosis (hippocampal sclerosis)"
     assert matcher.explain("right hippocampal sclerosis", reference).rule == (
-        "qualifier:laterality"
+        "qualifier.conflict.laterality"
     )
     assert matcher.match("left-sided hippocampal sclerosis", reference)
     assert matcher.match("hippocampal sclerosis", reference)

@@ -90,7 +90,7 @@ def test_the_matcher_names_the_rule_behind_each_error(matcher):
     errors = diagnosis_agreement(matcher, flipped)["heldout"]["errors"]
     # Left vs right: the matcher refuses on the laterality qualifier.
     assert [(e["id"], e["error"], e["rule"]) for e in errors] == [
-        ("f-02", "missed", "qualifier:laterality")
+        ("f-02", "missed", "qualifier.conflict.laterality")
     ]
 
 

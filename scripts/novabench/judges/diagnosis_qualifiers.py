@@ -9,8 +9,11 @@ side only is a difference in specificity and does not count against a match.
 The groups and their words live in the ``qualifiers`` section of
 ``diagnosis_synonyms.yaml``. Each group maps values to the phrases that state them, and
 ``within`` relates values (a hippocampus is within the temporal lobe, a herpes infection is
-viral): two values agree when they are equal or one is within the other. Types, grades and
-stages written as numbers are read from the tokens here, not from the table.
+viral): two values agree when they are equal or one is within the other; ``roles`` says
+which groups name a site, are read from the whole text, or describe the whole diagnosis
+from a clause. Types, grades and stages written as numbers are read from the tokens here,
+with the words of the tables' ``rule_words`` (the number groups, spinal segments, gene
+status words).
 """
 
 from __future__ import annotations
@@ -18,49 +21,64 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
-# Numbers after these words are grades or stages; any other standalone number, a letter
-# written as "type X" (token "typex") or the digits closing a short code ("nf2",
-# "hsv1", "sca3") is a type.
-_GRADE_WORDS = {"grade", "who"}
-_STAGE_WORDS = {"stage"}
 _CODE_WITH_NUMBER = re.compile(r"^[a-z]{2,4}(\d{1,2})$")
-_TYPE_LETTER = re.compile(r"^(?:type|group)([a-z])$")
-# Spinal segments written as levels ("L4", "T11", "C1"), and the region each lies in.
-_SPINAL_LEVEL = re.compile(r"^([ctls])(\d{1,2})$")
-_SEGMENTS = {"c": "cervical", "t": "thoracic", "l": "lumbar", "s": "sacral"}
-# Gene symbols with a digit ("tp53", "idh1", "h3f3a"); a few without one.
+# Gene symbols with a digit ("tp53", "idh1", "h3f3a"); the tables list a few without one.
 _GENE = re.compile(r"^[a-z]{1,6}\d{1,3}[a-z]?$")
-_GENES_WITHOUT_DIGIT = frozenset({"atrx", "braf", "egfr", "pten", "tert", "mgmt", "nf", "myc"})
 # A numbered type with a letter subtype ("2b", read from "IIb"): within its number.
 _LETTERED_NUMBER = re.compile(r"^(\d{1,2})([a-d])$")
-# Groups read from the whole text, not only before its first clause: the primary tumour
-# ("metastases from melanoma") and the organism ("meningitis due to Listeria") often
-# follow a connector.
-WHOLE_TEXT_GROUPS = ("cause", "primary")
-# So is a gene's status ("medulloblastoma, SHH-activated and TP53-mutant").
+# A gene's status is a group of its own, read from the whole text ("medulloblastoma,
+# SHH-activated and TP53-mutant").
 GENE_STATUS_SUFFIX = " status"
-
-
-def whole_text_group(group: str) -> bool:
-    return group in WHOLE_TEXT_GROUPS or group.endswith(GENE_STATUS_SUFFIX)
-
-
-# Groups that name where a lesion is (or, for a metastasis, where it came from): their
-# words say nothing about what the disease is, so the disease words are compared
-# without them.
-SITE_GROUPS = (
-    "location",
-    "laterality",
-    "territory",
-    "sinus",
-    "compartment",
-    "midline side",
-    "nerve",
-    "primary",
-)
+# What a group's ``roles`` may say: it names where a lesion is (its words say nothing about
+# what the disease is), it is read from the whole text and not only before the first clause
+# ("metastases from melanoma", "meningitis due to Listeria"), or its value in a clause
+# describes the whole diagnosis.
+ROLES = ("site", "whole-text", "clause-wide")
 
 Qualifiers = dict[str, frozenset[str]]
+
+
+@dataclass(frozen=True)
+class NumberWords:
+    """How numbers, levels and gene symbols in the tokens are read (``rule_words``).
+
+    A number after a word of ``after`` goes to that word's group; any other standalone
+    number, a letter written as "type X" (token "typex") or the digits closing a short code
+    ("nf2", "hsv1", "sca3") to ``other``; a spinal level ("L4", "T11") is the segment's
+    value of ``level_group``."""
+
+    after: Mapping[str, str]
+    other: str
+    type_letter: re.Pattern[str]
+    level_group: str
+    segments: Mapping[str, str]
+    spinal_level: re.Pattern[str]
+    genes_without_digit: frozenset[str]
+    # status -> the token sequences that state it, in the order they are tried
+    gene_status: tuple[tuple[str, tuple[tuple[str, ...], ...]], ...]
+
+    @classmethod
+    def from_words(cls, words: Mapping[str, Any]) -> NumberWords:
+        levels = words["spinal_levels"]
+        segments = {str(k): str(v) for k, v in levels["segments"].items()}
+        type_words = "|".join(re.escape(w) for w in words["type_words"])
+        return cls(
+            after={str(k): str(v) for k, v in words["number_groups"].items()},
+            other=str(words["other_numbers"]),
+            type_letter=re.compile(rf"^(?:{type_words})([a-z])$"),
+            level_group=str(levels["group"]),
+            segments=segments,
+            spinal_level=re.compile(
+                "^(" + "|".join(re.escape(k) for k in segments) + r")(\d{1,2})$"
+            ),
+            genes_without_digit=frozenset(words["genes_without_digit"]),
+            gene_status=tuple(
+                (str(status), tuple(tuple(p.split()) for p in phrases))
+                for status, phrases in words["gene_status"].items()
+            ),
+        )
 
 
 @dataclass(frozen=True)
@@ -71,7 +89,15 @@ class QualifierTable:
     max_len: int
     ancestors: dict[tuple[str, str], frozenset[str]]
     # (group, value) pairs that another value lies within: classes, not leaves.
-    classes: frozenset[tuple[str, str]] = frozenset()
+    classes: frozenset[tuple[str, str]]
+    roles: Mapping[str, frozenset[str]]
+    numbers: NumberWords
+
+    def has_role(self, group: str, role: str) -> bool:
+        return role in self.roles.get(group, ())
+
+    def whole_text(self, group: str) -> bool:
+        return self.has_role(group, "whole-text") or group.endswith(GENE_STATUS_SUFFIX)
 
     def is_leaf(self, group: str, value: str) -> bool:
         """No other value of ``group`` lies within ``value`` (an organism, not a class)."""
@@ -93,8 +119,13 @@ def _lettered_within(narrow: str, broad: str) -> bool:
     return bool(match) and match.group(1) == broad
 
 
-def build_table(groups: Mapping[str, Mapping[str, object]], tokenize) -> QualifierTable:
-    """The lookup for the ``qualifiers`` section; ``tokenize`` normalizes a phrase."""
+def build_table(
+    groups: Mapping[str, Mapping[str, object]],
+    tokenize,
+    numbers: NumberWords,
+) -> QualifierTable:
+    """The lookup for the ``qualifiers`` section; ``tokenize`` normalizes a phrase and
+    ``numbers`` says how numbers are read."""
     phrases: dict[tuple[str, ...], dict[str, set[str]]] = {}
     ancestors: dict[tuple[str, str], frozenset[str]] = {}
     for group, spec in groups.items():
@@ -125,48 +156,50 @@ def build_table(groups: Mapping[str, Mapping[str, object]], tokenize) -> Qualifi
         for key, found in phrases.items()
     }
     classes = frozenset((group, up) for (group, _), ups in ancestors.items() for up in ups)
-    return QualifierTable(frozen, max((len(k) for k in frozen), default=1), ancestors, classes)
+    roles = {str(g): frozenset(spec.get("roles") or ()) for g, spec in groups.items()}
+    return QualifierTable(
+        frozen,
+        max((len(k) for k in frozen), default=1),
+        ancestors,
+        classes,
+        roles,
+        numbers,
+    )
 
 
-def _numbers(tokens: Sequence[str]) -> Qualifiers:
+def _numbers(tokens: Sequence[str], words: NumberWords) -> Qualifiers:
     found: dict[str, set[str]] = {}
     for i, token in enumerate(tokens):
         previous = tokens[i - 1] if i else ""
         following = tokens[i + 1 : i + 3]
-        if level := _SPINAL_LEVEL.match(token):
+        if level := words.spinal_level.match(token):
             # "L4-L5", "T11", "C1": the spinal segment is a location like "lumbar".
-            found.setdefault("location", set()).add(_SEGMENTS[level.group(1)])
-        elif gene_status := _gene_status(token, following):
+            found.setdefault(words.level_group, set()).add(words.segments[level.group(1)])
+        elif gene_status := _gene_status(token, following, words):
             found.setdefault(token + GENE_STATUS_SUFFIX, set()).add(gene_status)
         elif token.isdigit() or _LETTERED_NUMBER.match(token):
-            if previous in _GRADE_WORDS:
-                group = "grade"
-            elif previous in _STAGE_WORDS:
-                group = "stage"
-            else:
-                group = "type"
+            group = words.after.get(previous, words.other)
             found.setdefault(group, set()).add(token.lstrip("0") or "0")
-        elif match := _TYPE_LETTER.match(token):
-            found.setdefault("type", set()).add(match.group(1))
+        elif match := words.type_letter.match(token):
+            found.setdefault(words.other, set()).add(match.group(1))
         elif match := _CODE_WITH_NUMBER.match(token):
-            found.setdefault("type", set()).add(str(int(match.group(1))))
+            found.setdefault(words.other, set()).add(str(int(match.group(1))))
     return {group: frozenset(values) for group, values in found.items()}
 
 
-def _gene_status(token: str, following: Sequence[str]) -> str | None:
+def _gene_status(token: str, following: Sequence[str], words: NumberWords) -> str | None:
     """ "TP53-mutant" / "TP53-wildtype": the status of a named gene, a molecular type.
 
     Only for a gene-like symbol (letters and digits, at most 8 characters, with a digit
     or in capitals upstream: the tokens are lower-case here, so a digit is required
     unless the symbol is a known short gene such as "atrx" or "braf")."""
-    if not following or not (_GENE.fullmatch(token) or token in _GENES_WITHOUT_DIGIT):
+    if not following or not (_GENE.fullmatch(token) or token in words.genes_without_digit):
         return None
-    if following[0] in ("mutant", "mutated", "mutation"):
-        return "mutant"
-    if following[0] in ("amplified", "amplification"):
-        return "amplified"
-    if following[0] == "wildtype" or list(following) == ["wild", "type"]:
-        return "wildtype"
+    for status, phrases in words.gene_status:
+        for phrase in phrases:
+            # One word is the next token; two words are the next two and nothing after.
+            if (len(phrase) == 1 and following[0] == phrase[0]) or tuple(following) == phrase:
+                return status
     return None
 
 
@@ -179,7 +212,7 @@ def extract_with_words(
     tokens: Sequence[str], table: QualifierTable
 ) -> tuple[Qualifiers, dict[str, frozenset[str]]]:
     """The qualifiers stated in ``tokens`` and, per group, the words that state them."""
-    found: dict[str, set[str]] = {g: set(v) for g, v in _numbers(tokens).items()}
+    found: dict[str, set[str]] = {g: set(v) for g, v in _numbers(tokens, table.numbers).items()}
     words: dict[str, set[str]] = {}
     i = 0
     while i < len(tokens):

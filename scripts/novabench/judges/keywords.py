@@ -67,6 +67,26 @@ _SPELLING = [
 ]
 _SPELLING_KEEP = frozenset({"raising", "rising", "arising", "comprising", "surprising"})
 ABNORMAL_WHEN = {True: "stated", False: "never", "negated": "negated", "any": "any"}
+# Concepts the caption-wide rules below name (absence, normal variants, thickening, signal
+# on a perfusion map): a lexicon must define each, checked when it is loaded.
+RULE_CONCEPTS = (
+    "agenesis",
+    "hypoplasia",
+    "normal variant",
+    "enlargement",
+    "thickening",
+    "t1",
+    "t2",
+    "flair",
+    "dwi",
+    "perfusion",
+    "hyperintensity",
+    "hypointensity",
+    "hyperperfusion",
+    "hypoperfusion",
+)
+# Groups open names are recorded under ("Rasmussen encephalitis", "ivy sign").
+OPEN_NAME_GROUPS = ("diagnosis", "sign")
 
 
 def _fold(text: str) -> str:
@@ -165,6 +185,7 @@ class KeywordJudge:
         self._phrases: dict[tuple[str, ...], _Entry] = {}
         self._exact: dict[tuple[str, ...], _Entry] = {}
         self._load_groups(lexicon)
+        self._check_rule_names(lexicon)
         self._load_phrases(lexicon)
         self._load_negation(lexicon["negation"])
         self._load_normality(lexicon.get("normality"))
@@ -202,6 +223,20 @@ class KeywordJudge:
             table[tokens] = entry
         elif known != entry and explicit:
             raise self._fail(f"form {' '.join(tokens)!r} has two meanings")
+
+    def _check_rule_names(self, lexicon: dict) -> None:
+        """Every concept and group this module's rules name is defined by the lexicon."""
+        needed = [("concept", k, k in self._concept_group) for k in RULE_CONCEPTS]
+        if (lexicon.get("open_names") or {}).get("heads") or []:
+            needed += [("group", g, g in self._groups) for g in OPEN_NAME_GROUPS]
+        for what, name, defined in needed:
+            if not defined:
+                where = "the concepts of a group" if what == "concept" else "groups"
+                raise ConfigError(
+                    f"judge lexicon {self.lexicon_path}: the judge's rules name the {what} "
+                    f"{name!r}, which the lexicon does not define",
+                    f"add {name!r} to {where} of the lexicon",
+                )
 
     def _known(self, keys: list[str]) -> tuple[str, ...]:
         for key in keys:
@@ -390,7 +425,8 @@ class KeywordJudge:
         """Record one concept under the scan's negation, absence and normality."""
         if scan.absence and group == "anatomy":
             # "absent septum pellucidum": congenital absence is a finding, not a negation.
-            scan.add(_Mention("agenesis", "finding", sentence=scan.sentence), True)
+            group = self._concept_group["agenesis"]
+            scan.add(_Mention("agenesis", group, sentence=scan.sentence), True)
             scan.in_scope = scan.absence = False
         negatable = self._groups[group]["negatable"]
         mention = _Mention(

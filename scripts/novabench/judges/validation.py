@@ -158,6 +158,11 @@ def _json_lines(path: Path) -> Iterator[tuple[int, Any]]:
 
 def read_pairs(path: Path, fields: Sequence[str]) -> list[dict[str, Any]]:
     """The pairs of a JSON-lines validation set; a malformed line stops with its number."""
+    return [pair for _, pair in read_numbered_pairs(path, fields)]
+
+
+def read_numbered_pairs(path: Path, fields: Sequence[str]) -> list[tuple[int, dict[str, Any]]]:
+    """(line number, pair) of each pair of a JSON-lines validation set."""
     pairs = []
     for number, pair in _json_lines(path):
         missing = [f for f in fields if not isinstance(pair, dict) or f not in pair]
@@ -168,7 +173,7 @@ def read_pairs(path: Path, fields: Sequence[str]) -> list[dict[str, Any]]:
                 f"give every pair {', '.join(fields)} with split tune or heldout "
                 "(validation/README.md)",
             )
-        pairs.append(pair)
+        pairs.append((number, pair))
     return pairs
 
 
