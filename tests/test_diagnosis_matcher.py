@@ -17,7 +17,7 @@ from novabench.judges.diagnosis_matcher import (
     DiagnosisMatcher,
     MatchDecision,
 )
-from novabench.knowledge_base import DEFAULT_KNOWLEDGE_BASE, load_knowledge_base
+from novabench.judges.vocabulary import DEFAULT_VOCABULARY, load_vocabulary
 
 
 @pytest.fixture(scope="module")
@@ -131,16 +131,13 @@ def test_any_text_gives_a_verdict(
     )
 
 
-def test_every_knowledge_base_synonym_matches_its_entry(matcher: DiagnosisMatcher) -> None:
-    # Except the names the tables declare distinct entities (gangliocytoma is not a
-    # ganglioglioma; the knowledge base lists it for the retrieval baseline).
-    distinct = {
-        matcher.normalize(n) for n in yaml.safe_load(DEFAULT_SYNONYMS.read_text())["distinct"]
-    }
-    for entry in load_knowledge_base().entries:
+def test_every_vocabulary_synonym_matches_its_entry(matcher: DiagnosisMatcher) -> None:
+    for entry in load_vocabulary().entries:
         for alias in entry.synonyms:
-            if matcher.normalize(alias) not in distinct:
-                assert matcher.match(alias, entry.name), (alias, entry.name)
+            assert matcher.match(alias, entry.name), (alias, entry.name)
+        # Related names share only the category: gangliocytoma is not a ganglioglioma.
+        for name in entry.related:
+            assert matcher.canonical_label(name) != entry.name, (name, entry.name)
 
 
 def test_rules_are_reported(matcher: DiagnosisMatcher) -> None:
@@ -176,8 +173,7 @@ def test_identity_hashes_the_tables(matcher: DiagnosisMatcher) -> None:
     assert identity["threshold"] is None and identity["embedding_model"] is None
     assert identity["synonyms_sha256"] == hashlib.sha256(DEFAULT_SYNONYMS.read_bytes()).hexdigest()
     assert (
-        identity["knowledge_base_sha256"]
-        == hashlib.sha256(DEFAULT_KNOWLEDGE_BASE.read_bytes()).hexdigest()
+        identity["vocabulary_sha256"] == hashlib.sha256(DEFAULT_VOCABULARY.read_bytes()).hexdigest()
     )
 
 
@@ -772,7 +768,7 @@ def test_no_known_name_holds_a_hedge_phrase(matcher) -> None:
     # Hedges are dropped before names are looked up: a name holding one ("basilar
     # impression") would be cut down to another name ("basilar").
     tables = yaml.safe_load(DEFAULT_SYNONYMS.read_text())
-    names = [n for e in load_knowledge_base().entries for n in e.names]
+    names = [n for e in load_vocabulary().entries for n in e.names]
     names += [a for name, aliases in tables["concepts"].items() for a in [name, *aliases]]
     hedges = [h.split() for h in tables["hedges"]]
     cut = [

@@ -771,7 +771,7 @@ def _tick(category: str) -> str:
 
 def breakdown_order(axis: str, present: Sequence[str]) -> list[str]:
     """The categories of one breakdown axis in reading order (sizes small to large)."""
-    from novabench.knowledge_base import CATEGORIES, UNKNOWN_CATEGORY
+    from novabench.judges.vocabulary import CATEGORIES, UNKNOWN_CATEGORY
     from novabench.report.breakdowns import NO_GOLD_BOX
     from novabench.report.imaging import MULTIPLE, PLANES, SEQUENCES, UNSPECIFIED
 
