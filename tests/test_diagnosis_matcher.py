@@ -140,6 +140,47 @@ def test_every_vocabulary_synonym_matches_its_entry(matcher: DiagnosisMatcher) -
             assert matcher.canonical_label(name) != entry.name, (name, entry.name)
 
 
+def test_the_matcher_never_reads_the_retrieval_corpus(tmp_path: Path) -> None:
+    # The retrieval baseline answers with its corpus names; a judge that read the corpus
+    # would know every one of them. An audit hook refuses to open the corpus file while
+    # the matcher and the report's categories are built; neither imports a model module.
+    import os
+    import subprocess
+    import sys
+
+    scripts = Path(__file__).resolve().parents[1] / "scripts"
+    corpus = scripts / "novabench" / "models" / "retrieval" / "corpus.yaml"
+    assert corpus.is_file()
+    code = f"""
+import sys
+from pathlib import Path
+corpus = Path({str(corpus)!r})
+def refuse(event, args):
+    if event == "open" and args and isinstance(args[0], (str, bytes, Path)):
+        if Path(args[0]).resolve() == corpus:
+            raise RuntimeError("opened the retrieval corpus")
+sys.addaudithook(refuse)
+from novabench.judges.diagnosis_matcher import DiagnosisMatcher
+from novabench.report.breakdowns import pathology_category
+import pandas as pd
+matcher = DiagnosisMatcher(embedding_fallback=False)
+assert matcher.match("GBM", "Glioblastoma") and not matcher.match("Gangliocytoma", "Ganglioglioma")
+frame = pd.DataFrame({{"final_diagnosis": ["Glioblastoma", "Prolactinoma"]}})
+assert pathology_category(frame).tolist() == ["neoplasm", "neoplasm"]
+print(sorted(m for m in sys.modules if m.startswith("novabench.models")))
+"""
+    done = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        env={**os.environ, "PYTHONPATH": str(scripts)},
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "[]"
+
+
 def test_rules_are_reported(matcher: DiagnosisMatcher) -> None:
     assert matcher.explain("GBM", "glioblastoma").rule == "concept"
     assert matcher.explain("Tumour", "tumor").rule == "normalized-equal"

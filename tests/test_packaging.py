@@ -247,7 +247,8 @@ def test_the_command_needs_only_the_core_dependencies(tmp_path):
 DATA_FILES = (
     "novabench/judges/lexicon.yaml",
     "novabench/judges/diagnosis_synonyms.yaml",
-    "novabench/data/knowledge_base.yaml",
+    "novabench/judges/diagnosis_vocabulary.yaml",
+    "novabench/models/retrieval/corpus.yaml",
     "novabench/judges/prompts/judge-caption-paired-v1.txt",
     "novabench/judges/prompts/judge-keywords-v1.txt",
     "novabench/judges/prompts/judge-diagnosis-v1.txt",
@@ -336,5 +337,5 @@ def test_the_wheel_installs_and_scores_outside_the_repository(tmp_path):
         )
         payload = json.loads(done.stdout)
         assert payload["metrics"] == expected_metrics(inputs, task, tmp_path), task
-        if task != "localization":  # the shipped tables and knowledge base were read
+        if task != "localization":  # the shipped tables and vocabulary were read
             assert payload["judge"]["name"] in ("keyword-lexicon", "diagnosis-matcher")
