@@ -795,7 +795,7 @@ def breakdown_order(axis: str, present: Sequence[str]) -> list[str]:
 
 
 BREAKDOWN_TITLES = {
-    "category": "By pathology category (knowledge base)",
+    "category": "By pathology category (diagnosis vocabulary)",
     "sequence": "By sequence (from the reference caption)",
     "plane": "By plane (from the reference caption)",
     "lesion_size": "By lesion size (tertiles of sqrt of the largest gold box area)",
