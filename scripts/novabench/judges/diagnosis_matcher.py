@@ -381,7 +381,7 @@ class DiagnosisMatcher:
         self._normalize = functools.lru_cache(maxsize=65536)(self._normalize_uncached)
         self._analyse = functools.lru_cache(maxsize=65536)(self._analyse_uncached)
         self._explain = functools.lru_cache(maxsize=65536)(self._explain_uncached)
-        self._vocabulary_file = load_vocabulary(vocabulary_path)
+        self._diagnosis_vocabulary = load_vocabulary(vocabulary_path)
         self._synonyms_sha256 = self._load_tables()
         self._embedding_cache: dict[str, Any] = {}
         self._model = None
@@ -437,7 +437,7 @@ class DiagnosisMatcher:
         """Concepts of the vocabulary and the tables, their is-a and own qualifiers."""
         self._concepts: dict[str, _Concept] = {}
         self._alias_to_concept: dict[str, str] = {}
-        for entry in self._vocabulary_file.entries:
+        for entry in self._diagnosis_vocabulary.entries:
             cid = self.normalize(entry.name)
             self._concepts[cid] = _Concept(name=entry.name)
             for alias in entry.names:
@@ -621,7 +621,7 @@ class DiagnosisMatcher:
             "embedding_fallback": self.embedding_fallback,
             "threshold": self.threshold if self.embedding_fallback else None,
             "synonyms_sha256": self._synonyms_sha256,
-            "vocabulary_sha256": self._vocabulary_file.sha256,
+            "vocabulary_sha256": self._diagnosis_vocabulary.sha256,
             "ontology_synonyms_sha256": self._ontology_sha256,
             "embedding_model": dict(self._model_identity) if self._model_identity else None,
         }
