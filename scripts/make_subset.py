@@ -4,7 +4,7 @@ from pathlib import Path
 
 from novabench.dataset.build import remove_stale_rater_scores
 from novabench.dataset.subset import write_subset
-from novabench.knowledge_base import load_knowledge_base
+from novabench.judges.vocabulary import load_vocabulary
 from novabench.rules import log, run
 
 
@@ -16,7 +16,7 @@ def main(smk):
         smk.params.tag,
         Path(smk.output.parquet),
         Path(smk.output.manifest),
-        load_knowledge_base().category_of,
+        load_vocabulary().category_of,
         task_needs=smk.params.tasks,
         out_tasks={Path(path).stem: Path(path) for path in smk.output.tasks},
     )

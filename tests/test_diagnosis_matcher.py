@@ -17,7 +17,7 @@ from novabench.judges.diagnosis_matcher import (
     DiagnosisMatcher,
     MatchDecision,
 )
-from novabench.knowledge_base import DEFAULT_KNOWLEDGE_BASE, load_knowledge_base
+from novabench.judges.vocabulary import DEFAULT_VOCABULARY, load_vocabulary
 
 
 @pytest.fixture(scope="module")
@@ -131,16 +131,54 @@ def test_any_text_gives_a_verdict(
     )
 
 
-def test_every_knowledge_base_synonym_matches_its_entry(matcher: DiagnosisMatcher) -> None:
-    # Except the names the tables declare distinct entities (gangliocytoma is not a
-    # ganglioglioma; the knowledge base lists it for the retrieval baseline).
-    distinct = {
-        matcher.normalize(n) for n in yaml.safe_load(DEFAULT_SYNONYMS.read_text())["distinct"]
-    }
-    for entry in load_knowledge_base().entries:
+def test_every_vocabulary_synonym_matches_its_entry(matcher: DiagnosisMatcher) -> None:
+    for entry in load_vocabulary().entries:
         for alias in entry.synonyms:
-            if matcher.normalize(alias) not in distinct:
-                assert matcher.match(alias, entry.name), (alias, entry.name)
+            assert matcher.match(alias, entry.name), (alias, entry.name)
+        # Related names share only the category: gangliocytoma is not a ganglioglioma.
+        for name in entry.related:
+            assert matcher.canonical_label(name) != entry.name, (name, entry.name)
+
+
+def test_the_matcher_never_reads_the_retrieval_corpus(tmp_path: Path) -> None:
+    # The retrieval baseline answers with its corpus names; a judge that read the corpus
+    # would know every one of them. An audit hook refuses to open the corpus file while
+    # the matcher and the report's categories are built; neither imports a model module.
+    import os
+    import subprocess
+    import sys
+
+    scripts = Path(__file__).resolve().parents[1] / "scripts"
+    corpus = scripts / "novabench" / "models" / "retrieval" / "corpus.yaml"
+    assert corpus.is_file()
+    code = f"""
+import sys
+from pathlib import Path
+corpus = Path({str(corpus)!r})
+def refuse(event, args):
+    if event == "open" and args and isinstance(args[0], (str, bytes, Path)):
+        if Path(args[0]).resolve() == corpus:
+            raise RuntimeError("opened the retrieval corpus")
+sys.addaudithook(refuse)
+from novabench.judges.diagnosis_matcher import DiagnosisMatcher
+from novabench.report.breakdowns import pathology_category
+import pandas as pd
+matcher = DiagnosisMatcher(embedding_fallback=False)
+assert matcher.match("GBM", "Glioblastoma") and not matcher.match("Gangliocytoma", "Ganglioglioma")
+frame = pd.DataFrame({{"final_diagnosis": ["Glioblastoma", "Prolactinoma"]}})
+assert pathology_category(frame).tolist() == ["neoplasm", "neoplasm"]
+print(sorted(m for m in sys.modules if m.startswith("novabench.models")))
+"""
+    done = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        env={**os.environ, "PYTHONPATH": str(scripts)},
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "[]"
 
 
 def test_rules_are_reported(matcher: DiagnosisMatcher) -> None:
@@ -204,8 +242,7 @@ def test_identity_hashes_the_tables(matcher: DiagnosisMatcher) -> None:
     assert identity["threshold"] is None and identity["embedding_model"] is None
     assert identity["synonyms_sha256"] == hashlib.sha256(DEFAULT_SYNONYMS.read_bytes()).hexdigest()
     assert (
-        identity["knowledge_base_sha256"]
-        == hashlib.sha256(DEFAULT_KNOWLEDGE_BASE.read_bytes()).hexdigest()
+        identity["vocabulary_sha256"] == hashlib.sha256(DEFAULT_VOCABULARY.read_bytes()).hexdigest()
     )
 
 
@@ -909,7 +946,7 @@ def test_no_known_name_holds_a_hedge_phrase(matcher) -> None:
     # Hedges are dropped before names are looked up: a name holding one ("basilar
     # impression") would be cut down to another name ("basilar").
     tables = yaml.safe_load(DEFAULT_SYNONYMS.read_text())
-    names = [n for e in load_knowledge_base().entries for n in e.names]
+    names = [n for e in load_vocabulary().entries for n in e.names]
     names += [a for name, aliases in tables["concepts"].items() for a in [name, *aliases]]
     hedges = [h.split() for h in tables["hedges"]]
     cut = [

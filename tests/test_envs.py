@@ -20,9 +20,9 @@ here. Instead these tests check what a build would depend on:
   every ``novabench`` module it reaches (imports inside functions included, since lazy
   imports still run in the job), mapped to distributions with
   ``importlib.metadata.packages_distributions()``. The predict rule loads adapters by
-  name at run time, so each adapter module (``novabench/models/<kind>.py`` or
-  ``<kind>/__init__.py``) counts as imported by it, checked against the env the rule's
-  ``conda:`` function picks for that adapter kind. The
+  name at run time, so each adapter (``novabench/models/<kind>.py`` or a package
+  ``novabench/models/<kind>/``) counts as imported by it, checked against the env the
+  rule's ``conda:`` function picks for that adapter kind. The
   standard library, ``novabench`` (on the path inside every job) and ``snakemake`` (the
   runner provides it to scripts) are not counted;
 - every distribution that code imports is pinned in requirements.txt itself: a direct
@@ -323,14 +323,13 @@ def rules() -> list:
     return load_rules()
 
 
-def adapter_modules() -> list[Path]:
-    """The module of each adapter kind: models/<kind>.py, or models/<kind>/__init__.py for
-    an adapter that is a package (its internals beside it)."""
+def adapter_modules() -> dict[str, Path]:
+    """Adapter kind -> the file that defines it: ``models/<kind>.py`` or, for an adapter
+    that is a package, ``models/<kind>/__init__.py``."""
     models = SCRIPTS / "novabench" / "models"
-    return sorted(
-        [p for p in models.glob("*.py") if p.stem not in NOT_ADAPTERS]
-        + list(models.glob("*/__init__.py"))
-    )
+    found = {p.stem: p for p in models.glob("*.py") if p.stem not in NOT_ADAPTERS}
+    found.update((p.parent.name, p) for p in models.glob("*/__init__.py"))
+    return dict(sorted(found.items()))
 
 
 def adapter_kind(module: Path) -> str:
@@ -356,14 +355,14 @@ def rule_envs(rules: list, monkeypatch: pytest.MonkeyPatch) -> list[RuleEnv]:
             continue
         script = (Path(rule.basedir) / rule.script).resolve()
         if callable(rule.conda_env):
-            for module in adapter_modules():
+            for kind, module in adapter_modules().items():
                 out.append(
                     RuleEnv(
                         rule.name,
                         script,
-                        conda_env_of(rule, monkeypatch, adapter_kind(module)),
+                        conda_env_of(rule, monkeypatch, kind),
                         (module,),
-                        f" with adapter {adapter_kind(module)}",
+                        f" with adapter {kind}",
                     )
                 )
         else:

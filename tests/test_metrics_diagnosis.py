@@ -8,7 +8,7 @@ import pytest
 
 from novabench.errors import ConfigError, NovaError
 from novabench.judges.diagnosis_matcher import DiagnosisMatcher
-from novabench.knowledge_base import load_knowledge_base
+from novabench.judges.vocabulary import load_vocabulary
 from novabench.metrics.diagnosis import COLUMNS, label_recall_table, score_diagnosis
 
 
@@ -172,7 +172,7 @@ def test_dataframe_and_serialized_predictions_are_accepted() -> None:
 
 
 def test_gold_versus_gold_is_100(matcher: DiagnosisMatcher) -> None:
-    kb = load_knowledge_base()
+    kb = load_vocabulary()
     records = []
     for i, entry in enumerate(kb.entries):
         for j, name in enumerate(entry.names[:3]):

@@ -248,7 +248,8 @@ DATA_FILES = (
     "novabench/resources/lexicon.yaml",
     "novabench/resources/diagnosis_synonyms.yaml",
     "novabench/resources/diagnosis_ontology_synonyms.yaml",
-    "novabench/resources/knowledge_base.yaml",
+    "novabench/resources/diagnosis_vocabulary.yaml",
+    "novabench/models/retrieval/corpus.yaml",
     "novabench/resources/prompts/judge-caption-paired-v1.txt",
     "novabench/resources/prompts/judge-keywords-v1.txt",
     "novabench/resources/prompts/judge-diagnosis-v1.txt",
@@ -337,5 +338,5 @@ def test_the_wheel_installs_and_scores_outside_the_repository(tmp_path):
         )
         payload = json.loads(done.stdout)
         assert payload["metrics"] == expected_metrics(inputs, task, tmp_path), task
-        if task != "localization":  # the shipped tables and knowledge base were read
+        if task != "localization":  # the shipped tables and vocabulary were read
             assert payload["judge"]["name"] in ("keyword-lexicon", "diagnosis-matcher")

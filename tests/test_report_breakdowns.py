@@ -47,7 +47,7 @@ def test_lesion_size_tertiles():
     assert order == ["small ≤5 px", "medium 5–9 px", "large >9 px", NO_GOLD_BOX]
 
 
-def test_pathology_category_uses_the_knowledge_base():
+def test_pathology_category_uses_the_vocabulary():
     frame = pd.DataFrame({"final_diagnosis": ["Glioblastoma", "Herpes simplex encephalitis", "?"]})
     assert pathology_category(frame).tolist() == ["neoplasm", "infection", "unknown"]
     assert set(AXES) == {"category", "sequence", "plane", "lesion_size"}

@@ -12,7 +12,7 @@ import pytest
 from novabench.dataset.subset import select_rows, write_subset
 from novabench.dataset.tags import dataset_tags, source_tag, subset_spec, subset_tag
 from novabench.errors import ConfigError
-from novabench.knowledge_base import load_knowledge_base
+from novabench.judges.vocabulary import load_vocabulary
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -32,7 +32,7 @@ def table() -> pa.Table:
 
 
 def category_of(diagnosis):
-    return load_knowledge_base().category_of(diagnosis)
+    return load_vocabulary().category_of(diagnosis)
 
 
 @pytest.mark.parametrize(
@@ -64,8 +64,8 @@ def test_subset_tag_depends_on_the_settings_only():
     assert dataset_tags({"source": "sample", "subset": None}) == ("sample", "sample")
 
 
-def test_knowledge_base_categories():
-    kb = load_knowledge_base()
+def test_vocabulary_categories():
+    kb = load_vocabulary()
     assert kb.category_of("Glioblastoma, IDH-wildtype") == "neoplasm"
     assert kb.category_of("Multiple sclerosis") == "demyelinating"
     assert kb.category_of("zzz") == "unknown"
@@ -125,10 +125,10 @@ def test_write_subset_keeps_the_schema_and_recounts(dataset, tmp_path):
     assert written["source"] == "local"
 
 
-def test_schema_lists_the_knowledge_base_categories():
+def test_schema_lists_the_vocabulary_categories():
     import yaml
 
-    from novabench.knowledge_base import CATEGORIES, UNKNOWN_CATEGORY
+    from novabench.judges.vocabulary import CATEGORIES, UNKNOWN_CATEGORY
 
     schema = yaml.safe_load((ROOT / "workflow" / "schemas" / "config.schema.yaml").read_text())
     subset = schema["properties"]["dataset"]["properties"]["subset"]["properties"]
@@ -136,7 +136,7 @@ def test_schema_lists_the_knowledge_base_categories():
 
 
 def test_parenthetical_text_explains_and_does_not_decide_the_category():
-    kb = load_knowledge_base()
+    kb = load_vocabulary()
     melas = "MELAS (mitochondrial encephalomyopathy with stroke-like episodes)"
     assert kb.category_of(melas) == "metabolic"  # not "stroke" (vascular), a longer alias
     assert kb.category_of("(acute stroke)") == "vascular"

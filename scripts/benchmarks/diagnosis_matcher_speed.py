@@ -5,7 +5,7 @@ rule-based matcher (``embedding_fallback: false``, the configured judge) on the
 hand-labelled pairs it is tuned on (the first four diagnosis sets whole, the tuning half
 of the fifth; the fifth's held-out half is left unread):
 
-- construction (tables, knowledge base, alias index), once per scoring job;
+- construction (tables, vocabulary, alias index), once per scoring job;
 - a cold pass (every text new to the matcher's caches) and a warm pass (all cached), per
   pair, and the cold pass projected onto one model's 906 x 5 judgements;
 - the cold pass as a ratio of the projected budget of 1 ms per pair.

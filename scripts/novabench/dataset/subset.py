@@ -4,8 +4,8 @@ A subset is cut from the built ``nova.parquet``, so the full dataset is built, v
 and recorded once and every subset is taken from it. Keys, all optional, combined with AND:
 
 - ``cases``: case ids to keep; ``filenames``: image file names to keep;
-- ``categories``: pathology categories of the knowledge base (``unknown`` for a diagnosis
-  it does not hold), matched on each image's final diagnosis;
+- ``categories``: pathology categories of the diagnosis vocabulary (``unknown`` for a
+  diagnosis it does not hold), matched on each image's final diagnosis;
 - ``limit``: at most this many images, drawn as whole cases in an order fixed by ``seed``
   (a case's images are never split, because the statistics resample cases).
 """

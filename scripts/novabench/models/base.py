@@ -2,8 +2,9 @@
 
 A model is configuration (``models:`` in config.yaml): a name, an ``adapter`` kind, the
 tasks it runs and adapter ``settings``. The kind names a module ``novabench/models/<kind>.py``
-that defines a subclass of :class:`Adapter` called ``Adapter``; adding a backend is adding
-one such module, nothing else.
+(or a package ``novabench/models/<kind>/`` whose ``__init__`` defines it, for an adapter with
+internals of its own) that defines a subclass of :class:`Adapter` called ``Adapter``; adding
+a backend is adding one such module, nothing else.
 
 Adapters see one :class:`Sample` per image and return one :class:`Response` per sample,
 in order. They return raw text exactly as a model would; the task code parses it with the

@@ -2,8 +2,8 @@
 
 Each axis maps the dataset to one category per image:
 
-- ``category``: the pathology category of the final diagnosis in the knowledge base
-  (``unknown`` for a diagnosis it does not hold);
+- ``category``: the pathology category of the final diagnosis in the diagnosis
+  vocabulary (``unknown`` for a diagnosis it does not hold);
 - ``sequence`` and ``plane``: read from the reference caption (``report.imaging``);
 - ``lesion_size``: tertile of the image's largest gold box, by the square root of its area
   in pixels (cut points over the images that have a box; ``no gold box`` otherwise).
@@ -20,9 +20,9 @@ NO_GOLD_BOX = "no gold box"
 
 
 def pathology_category(dataset: pd.DataFrame) -> pd.Series:
-    from novabench.knowledge_base import load_knowledge_base
+    from novabench.judges.vocabulary import load_vocabulary
 
-    category_of = load_knowledge_base().category_of
+    category_of = load_vocabulary().category_of
     return dataset["final_diagnosis"].map(category_of)
 
 

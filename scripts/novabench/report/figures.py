@@ -771,7 +771,7 @@ def _tick(category: str) -> str:
 
 def breakdown_order(axis: str, present: Sequence[str]) -> list[str]:
     """The categories of one breakdown axis in reading order (sizes small to large)."""
-    from novabench.knowledge_base import CATEGORIES, UNKNOWN_CATEGORY
+    from novabench.judges.vocabulary import CATEGORIES, UNKNOWN_CATEGORY
     from novabench.report.breakdowns import NO_GOLD_BOX
     from novabench.report.imaging import MULTIPLE, PLANES, SEQUENCES, UNSPECIFIED
 
@@ -795,7 +795,7 @@ def breakdown_order(axis: str, present: Sequence[str]) -> list[str]:
 
 
 BREAKDOWN_TITLES = {
-    "category": "By pathology category (knowledge base)",
+    "category": "By pathology category (diagnosis vocabulary)",
     "sequence": "By sequence (from the reference caption)",
     "plane": "By plane (from the reference caption)",
     "lesion_size": "By lesion size (tertiles of sqrt of the largest gold box area)",

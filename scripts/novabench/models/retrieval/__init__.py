@@ -1,10 +1,10 @@
-"""Knowledge-base retrieval baseline for diagnosis, no training and no weights.
+"""Corpus retrieval baseline for diagnosis, no training and no weights.
 
-Ranks the conditions of the shipped knowledge base (``novabench/resources/knowledge_base.yaml``)
-against the clinical history and findings with BM25; see
-:class:`novabench.knowledge_base.RetrievalDiagnoser` for the method. Settings: ``k1``,
-``b``, ``name_weight``, ``top_k`` (BM25 parameters) and ``knowledge_base`` (another
-knowledge base file).
+Ranks the conditions of its own corpus (``corpus.yaml`` in this package) against the
+clinical history and findings with BM25 and answers with their names; see
+:class:`novabench.models.retrieval.bm25.RetrievalDiagnoser` for the method. Settings:
+``k1``, ``b``, ``name_weight``, ``top_k`` (BM25 parameters) and ``corpus`` (another corpus
+file). The diagnosis judge never reads the corpus.
 """
 
 from __future__ import annotations
@@ -27,19 +27,19 @@ class Adapter(BaseAdapter):
             "b": {"type": "number", "minimum": 0, "maximum": 1},
             "name_weight": {"type": "integer", "minimum": 0},
             "top_k": {"type": "integer", "minimum": 1, "maximum": 5},
-            "knowledge_base": {"type": "string", "minLength": 1},
+            "corpus": {"type": "string", "minLength": 1},
         },
     }
 
     @cached_property
     def _diagnoser(self):
-        from novabench.knowledge_base import RetrievalDiagnoser, load_knowledge_base
+        from novabench.models.retrieval.bm25 import RetrievalDiagnoser
+        from novabench.models.retrieval.corpus import load_corpus
 
         params = {
             k: self.settings[k] for k in ("k1", "b", "name_weight", "top_k") if k in self.settings
         }
-        kb = load_knowledge_base(self.settings.get("knowledge_base"))
-        return RetrievalDiagnoser(kb, **params)
+        return RetrievalDiagnoser(load_corpus(self.settings.get("corpus")), **params)
 
     def identity(self) -> dict[str, Any]:
         return {**super().identity(), "method": self._diagnoser.identity()}

@@ -1,4 +1,4 @@
-"""The knowledge base loader and the BM25 retrieval baseline."""
+"""The retrieval baseline: its corpus loader, the BM25 ranking and the adapter."""
 
 import math
 from pathlib import Path
@@ -8,30 +8,25 @@ import yaml
 from rank_bm25 import BM25Okapi
 
 from novabench.errors import NovaError
-from novabench.knowledge_base import (
-    CATEGORIES,
-    KnowledgeBase,
-    RetrievalDiagnoser,
-    american_spelling,
-    load_knowledge_base,
-    retrieval_tokens,
-)
+from novabench.models.base import Sample, load_adapter
+from novabench.models.retrieval.bm25 import RetrievalDiagnoser, retrieval_tokens
+from novabench.models.retrieval.corpus import Corpus, load_corpus
+from novabench.spelling import american_spelling
 
 
 @pytest.fixture(scope="module")
-def kb() -> KnowledgeBase:
-    return load_knowledge_base()
+def kb() -> Corpus:
+    return load_corpus()
 
 
 @pytest.fixture(scope="module")
-def diagnoser(kb: KnowledgeBase) -> RetrievalDiagnoser:
+def diagnoser(kb: Corpus) -> RetrievalDiagnoser:
     return RetrievalDiagnoser(kb)
 
 
 def _entry(name: str, **overrides) -> dict:
     entry = {
         "name": name,
-        "category": "neoplasm",
         "synonyms": [],
         "mri_findings": "Some findings.",
         "clinical_context": "Some patient.",
@@ -41,14 +36,13 @@ def _entry(name: str, **overrides) -> dict:
 
 
 def _write(tmp_path: Path, entries: list, version: int = 1) -> Path:
-    path = tmp_path / "kb.yaml"
+    path = tmp_path / "corpus.yaml"
     path.write_text(yaml.safe_dump({"version": version, "entries": entries}))
     return path
 
 
-def test_shipped_knowledge_base_is_broad(kb: KnowledgeBase) -> None:
+def test_shipped_corpus_is_broad(kb: Corpus) -> None:
     assert len(kb) >= 120
-    assert {entry.category for entry in kb.entries} == set(CATEGORIES)
     names = {entry.name for entry in kb.entries}
     # Diagnoses of the project's synthetic sample and the common NOVA categories.
     for needed in [
@@ -72,7 +66,7 @@ def test_shipped_knowledge_base_is_broad(kb: KnowledgeBase) -> None:
     assert len(kb.sha256) == 64
 
 
-def test_entries_are_normalized(kb: KnowledgeBase) -> None:
+def test_entries_are_normalized(kb: Corpus) -> None:
     gbm = next(entry for entry in kb.entries if entry.name == "Glioblastoma")
     assert "GBM" in gbm.synonyms and gbm.names[0] == "Glioblastoma"
     assert "\n" not in gbm.mri_findings and "  " not in gbm.mri_findings
@@ -81,7 +75,8 @@ def test_entries_are_normalized(kb: KnowledgeBase) -> None:
 @pytest.mark.parametrize(
     ("entries", "message"),
     [
-        ([_entry("X", category="tumour")], "category"),
+        # Categories belong to the judges' vocabulary, not to the corpus.
+        ([_entry("X", category="neoplasm")], "category"),
         ([{k: v for k, v in _entry("X").items() if k != "mri_findings"}], "mri_findings"),
         ([_entry("X", synonyms="GBM")], "synonyms"),
         ([_entry("X", clinical_context="  ")], "clinical_context"),
@@ -93,22 +88,22 @@ def test_entries_are_normalized(kb: KnowledgeBase) -> None:
 )
 def test_malformed_entries_raise(tmp_path: Path, entries: list, message: str) -> None:
     with pytest.raises(NovaError, match=message):
-        load_knowledge_base(_write(tmp_path, entries))
+        load_corpus(_write(tmp_path, entries))
 
 
 def test_bad_file_raises(tmp_path: Path) -> None:
     with pytest.raises(NovaError, match="cannot read"):
-        load_knowledge_base(tmp_path / "missing.yaml")
+        load_corpus(tmp_path / "missing.yaml")
     broken = tmp_path / "broken.yaml"
     broken.write_text("version: 1\nentries: [\n")
     with pytest.raises(NovaError, match="not valid YAML"):
-        load_knowledge_base(broken)
+        load_corpus(broken)
 
 
 def test_error_names_the_bad_entry(tmp_path: Path) -> None:
-    path = _write(tmp_path, [_entry("Good"), _entry("Bad one", category="x")])
-    with pytest.raises(NovaError, match=r"entries/1/category \('Bad one'\)"):
-        load_knowledge_base(path)
+    path = _write(tmp_path, [_entry("Good"), _entry("Bad one", synonyms="x")])
+    with pytest.raises(NovaError, match=r"entries/1/synonyms \('Bad one'\)"):
+        load_corpus(path)
 
 
 def test_spelling_and_tokens() -> None:
@@ -119,7 +114,7 @@ def test_spelling_and_tokens() -> None:
     assert retrieval_tokens("The haemorrhages of the patient") == retrieval_tokens("hemorrhage")
 
 
-# Hand-written textbook descriptions (not copied from the knowledge base).
+# Hand-written textbook descriptions (not copied from the corpus).
 TEXTBOOK = [
     (
         "68-year-old man, three weeks of worsening headache and left-sided weakness.",
@@ -202,7 +197,7 @@ def test_retrieval_ranks_textbook_description_first(
     assert ranked[0] == expected
 
 
-def test_scores_are_bm25_scores(kb: KnowledgeBase, diagnoser: RetrievalDiagnoser) -> None:
+def test_scores_are_bm25_scores(kb: Corpus, diagnoser: RetrievalDiagnoser) -> None:
     # Independent recomputation with rank_bm25 over the documented document layout.
     corpus = [
         retrieval_tokens(" ".join([" ".join(e.names)] * 2 + [e.mri_findings, e.clinical_context]))
@@ -218,7 +213,7 @@ def test_scores_are_bm25_scores(kb: KnowledgeBase, diagnoser: RetrievalDiagnoser
 
 
 def test_ties_are_broken_by_name(tmp_path: Path) -> None:
-    kb = load_knowledge_base(
+    kb = load_corpus(
         _write(
             tmp_path,
             [_entry(name) for name in ["Delta", "alpha", "Charlie", "Bravo", "Echo", "Foxtrot"]],
@@ -233,12 +228,48 @@ def test_ties_are_broken_by_name(tmp_path: Path) -> None:
 
 
 def test_retrieval_is_deterministic_and_identified(
-    kb: KnowledgeBase, diagnoser: RetrievalDiagnoser
+    kb: Corpus, diagnoser: RetrievalDiagnoser
 ) -> None:
-    again = RetrievalDiagnoser(load_knowledge_base())
+    again = RetrievalDiagnoser(load_corpus())
     history, findings, _ = TEXTBOOK[0]
     assert again.rank(history, findings) == diagnoser.rank(history, findings)
     identity = diagnoser.identity()
-    assert identity["knowledge_base_sha256"] == kb.sha256
-    assert identity["name"] == "retrieval-bm25" and identity["knowledge_base_entries"] == len(kb)
+    assert identity["corpus_sha256"] == kb.sha256
+    assert identity["name"] == "retrieval-bm25" and identity["corpus_entries"] == len(kb)
     assert diagnoser.predict_many([(history, findings)]) == [diagnoser.predict(history, findings)]
+
+
+def _sample(history: str, findings: str) -> Sample:
+    return Sample(
+        filename="x.png",
+        case_id="c",
+        task="diagnosis",
+        prompt="",
+        image_png=None,
+        width=0,
+        height=0,
+        inputs={"clinical_history": history, "findings": findings},
+    )
+
+
+def test_adapter_answers_with_corpus_names_only(kb: Corpus) -> None:
+    from novabench.diagnosis import parse_diagnosis
+
+    adapter = load_adapter("retrieval", {"adapter": "retrieval"})
+    assert adapter.identity()["adapter"] == "retrieval"
+    assert adapter.identity()["method"]["corpus_sha256"] == kb.sha256
+    names = {entry.name for entry in kb.entries}
+    cases = [_sample(history, findings) for history, findings, _ in TEXTBOOK]
+    cases.append(_sample("", "words no corpus entry holds"))
+    answers = [parse_diagnosis(r.raw).ranked for r in adapter.predict(cases)]
+    assert answers[0][0] == "Glioblastoma"
+    assert all(len(ranked) == 5 and set(ranked) <= names for ranked in answers)
+
+
+def test_adapter_reads_the_corpus_its_settings_name(tmp_path: Path) -> None:
+    from novabench.diagnosis import parse_diagnosis
+
+    own = _write(tmp_path, [_entry(n) for n in ["Alpha", "Bravo", "Charlie", "Delta", "Echo"]])
+    adapter = load_adapter("r", {"adapter": "retrieval", "settings": {"corpus": str(own)}})
+    (response,) = adapter.predict([_sample("", "")])
+    assert parse_diagnosis(response.raw).ranked == ("Alpha", "Bravo", "Charlie", "Delta", "Echo")
