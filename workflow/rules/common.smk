@@ -277,16 +277,30 @@ def report_code(*names):
     ]
 
 
-def task_code(wildcards):
-    """The task's module (its bootstrap replicates and breakdown metric) and the task base:
-    editing them re-runs the task's statistics."""
+def _task_files(task):
+    """The task base and the modules of the task's folder (of its module, if not a folder)."""
     import inspect
 
     from novabench.tasks import Task
 
-    return [
-        inspect.getsourcefile(cls) for cls in (Task, type(get_task(wildcards.task)))
-    ]
+    source = Path(inspect.getsourcefile(type(get_task(task))))
+    modules = (
+        sorted(source.parent.glob("*.py")) if source.name == "__init__.py" else [source]
+    )
+    return inspect.getsourcefile(Task), {p.name: str(p) for p in modules}
+
+
+def task_code(wildcards):
+    """The task's code but its figures (its replicates, scorer and breakdown metric) and
+    the task base: editing them re-runs the task's statistics."""
+    base, files = _task_files(wildcards.task)
+    return [base, *(path for name, path in files.items() if name != "figures.py")]
+
+
+def task_figure_code(wildcards):
+    """The task's folder (its own figure families and what they read, e.g. boxes):
+    editing it re-draws the task's figures."""
+    return list(_task_files(wildcards.task)[1].values())
 
 
 def report_category(wildcards):

@@ -176,6 +176,7 @@ rule figure_task:
         # bootstrap.py: the lesion-size figure's CIs
         dataset_manifest=MANIFEST,
         code=report_code("make_figures.py", "figures.py", "inputs.py", "bootstrap.py"),
+        task_code=task_figure_code,
     output:
         png=report(
             results("figures/{task}_{family}.png"),

@@ -75,9 +75,6 @@ class ScoringContext:
     judge: Any = None
     options: Mapping[str, Any] = field(default_factory=dict)
     nltk_data: Path | None = None
-    # BERT F1 of caption pairs, ``novabench.metrics.bertscore.bert_f1``: handed over by the
-    # scoring stage like the judge, so that only its environment needs bert-score and torch.
-    bert_f1: Any = None
 
 
 class ScoredEntry(Protocol):
@@ -121,7 +118,8 @@ class Task:
     needs_judge: ClassVar[bool] = False  # scored through a judge (tasks.<name>.judge)
     # Per-image label columns of the judge that judge agreement compares (none: no agreement).
     agreement_labels: ClassVar[tuple[str, ...]] = ()
-    # Task-specific figure families beyond the metric bars (results/<tag>/figures/<task>_<family>).
+    # Task-specific figure families beyond the metric bars (results/<tag>/figures/<task>_<family>):
+    # "breakdown" is drawn by the report, any other by draw_figure.
     figures: ClassVar[tuple[str, ...]] = ()
     # The task whose predictions this one can read as an input (diagnosis: captioning).
     upstream_task: ClassVar[str | None] = None
@@ -218,6 +216,11 @@ class Task:
     def judge_labels(self, judge: Any, reference: Any, record: Mapping[str, Any]) -> dict:
         """The judge's per-image labels (``agreement_labels``) of one answer."""
         raise NotImplementedError
+
+    def draw_figure(self, family: str, context: Any) -> None:
+        """Draw one of the task's own ``figures`` families from a
+        ``novabench.report.figures.FigureContext`` (the report stage's inputs of one job)."""
+        raise NotImplementedError(f"task {self.name} draws no figure family {family!r}")
 
     # --- derived -------------------------------------------------------------------------
 

@@ -13,7 +13,7 @@ import pandas as pd
 from novabench.errors import NovaError
 from novabench.tasks.base import AnswerContext, Answers, Metric, Parsed, ScoringContext, Task
 
-# BERT F1's encoder and settings (tasks.captioning.bertscore; see novabench.metrics.bertscore):
+# BERT F1's encoder and settings (tasks.captioning.bertscore; see .bertscore):
 # bert-score's English default, raw (not rescaled) F1.
 BERTSCORE_DEFAULTS: dict[str, Any] = {
     "enabled": True,
@@ -88,7 +88,8 @@ class Captioning(Task):
     def score(
         self, frame: pd.DataFrame, answers: Answers, context: ScoringContext
     ) -> tuple[dict[str, Any], pd.DataFrame]:
-        from novabench.metrics.captioning import score_captioning
+        from novabench.tasks.captioning.bertscore import bert_f1
+        from novabench.tasks.captioning.metrics import score_captioning
 
         rows = []
         for row in frame.itertuples(index=False):
@@ -101,14 +102,11 @@ class Captioning(Task):
                     "status": status,
                 }
             )
-        settings, implementation = context.options.get("bertscore"), context.bert_f1
-        bert = None
-        if implementation is not None:
-            bert = functools.partial(implementation, settings=settings)
+        bert = functools.partial(bert_f1, settings=context.options.get("bertscore"))
         return score_captioning(rows, context.judge, context.nltk_data, bert_f1=bert)
 
     def replicates(self, entry, dataset, weights, judge=None) -> dict[str, np.ndarray]:
-        from novabench.report.bootstrap import bleu_statistics, captioning_replicates
+        from novabench.tasks.captioning.bootstrap import bleu_statistics, captioning_replicates
 
         stats = entry.extra.get("bleu")
         if stats is None and entry.predictions is not None:

@@ -74,7 +74,7 @@ class Diagnosis(Task):
         return json.dumps(answer)
 
     def parse(self, raw: str, context: AnswerContext) -> Parsed:
-        from novabench.diagnosis import parse_diagnosis
+        from novabench.tasks.diagnosis.parser import parse_diagnosis
 
         parsed = parse_diagnosis(raw)
         if parsed.status != "ok":
@@ -90,7 +90,7 @@ class Diagnosis(Task):
     def score(
         self, frame: pd.DataFrame, answers: Answers, context: ScoringContext
     ) -> tuple[dict[str, Any], pd.DataFrame]:
-        from novabench.metrics.diagnosis import score_diagnosis
+        from novabench.tasks.diagnosis.metrics import score_diagnosis
 
         rows = []
         for row in frame.itertuples(index=False):
@@ -108,7 +108,7 @@ class Diagnosis(Task):
         return score_diagnosis(rows, context.judge, unit=unit)
 
     def replicates(self, entry, dataset, weights, judge=None) -> dict[str, np.ndarray]:
-        from novabench.report.bootstrap import diagnosis_replicates
+        from novabench.tasks.diagnosis.bootstrap import diagnosis_replicates
 
         labels = entry.extra.get("labels")
         if labels is None:
@@ -117,6 +117,11 @@ class Diagnosis(Task):
             )
         unit = entry.scores["metrics"].get("unit", "image")
         return diagnosis_replicates(entry.per_image, weights, *labels, unit=unit)
+
+    def draw_figure(self, family: str, context: Any) -> None:
+        from novabench.tasks.diagnosis.figures import FAMILIES
+
+        FAMILIES[family](context)
 
     def breakdown_values(self, per_image: pd.DataFrame) -> tuple[str, np.ndarray]:
         values = per_image["top1_correct"].astype("boolean").astype("Float64")

@@ -83,7 +83,7 @@ class Localization(Task):
         return json.dumps(boxes) if boxes else "no finding"
 
     def parse(self, raw: str, context: AnswerContext) -> Parsed:
-        from novabench import boxes
+        from novabench.tasks.localization import boxes
 
         # Only this convention is in pixels of the frame the model saw.
         resized = context.frame_size if context.box_format == "qwen25_bbox_2d" else None
@@ -108,7 +108,7 @@ class Localization(Task):
     def score(
         self, frame: pd.DataFrame, answers: Answers, context: ScoringContext
     ) -> tuple[dict[str, Any], pd.DataFrame]:
-        from novabench.metrics.localization import score_localization
+        from novabench.tasks.localization.metrics import score_localization
 
         gold, predicted, statuses = {}, {}, {}
         for row in frame.itertuples(index=False):
@@ -116,9 +116,25 @@ class Localization(Task):
             predicted[row.filename], statuses[row.filename] = answers.get(row.filename, "boxes", [])
         return score_localization(gold, predicted, statuses)
 
+    def score_rater(
+        self, frame: pd.DataFrame, rater: str
+    ) -> tuple[dict[str, Any], pd.DataFrame] | None:
+        """(summary, per-image table) of one human rater's boxes (``rater`` a rater slug)
+        against gold, with the models' code; None if the rater drew no box in ``frame``."""
+        from novabench.dataset.schema import rater_slug
+        from novabench.tasks.localization.metrics import score_rater
+
+        gold, boxes = {}, {}
+        for r in frame.itertuples(index=False):
+            gold[r.filename] = xywh(r.gold_boxes)
+            boxes[r.filename] = xywh(b for b in r.rater_boxes if rater_slug(b["rater"]) == rater)
+        if not any(boxes.values()):
+            return None
+        return score_rater(gold, boxes)
+
     def replicates(self, entry, dataset, weights, judge=None) -> dict[str, np.ndarray]:
-        from novabench.metrics.localization import coco_detection_matches
-        from novabench.report.bootstrap import localization_replicates
+        from novabench.tasks.localization.bootstrap import localization_replicates
+        from novabench.tasks.localization.metrics import coco_detection_matches
 
         matches = entry.extra.get("matches")
         if matches is None:
@@ -126,6 +142,11 @@ class Localization(Task):
                 gold_boxes(dataset), entry_boxes(dataset, entry.name, entry.predictions)
             )
         return localization_replicates(entry.per_image, matches, weights)
+
+    def draw_figure(self, family: str, context: Any) -> None:
+        from novabench.tasks.localization.figures import FAMILIES
+
+        FAMILIES[family](context)
 
     def breakdown_values(self, per_image: pd.DataFrame) -> tuple[str, np.ndarray]:
         hit = per_image["hit30"].astype("boolean").astype("Float64")
