@@ -115,6 +115,23 @@ def test_editing_leaderboard_code_replans_only_the_leaderboard(up_to_date):
     assert planned_jobs(snakemake(workflow, workdir, "-n")) == {"leaderboard": 1, "all": 1}
 
 
+def test_editing_a_task_folder_replans_that_task_only(up_to_date):
+    workflow, workdir, now = up_to_date
+    tasks = workflow / "scripts" / "novabench" / "tasks"
+    for path in (workdir / "results").rglob("*"):
+        os.utime(path, (now + 350, now + 350))
+    # A task's own figures: its figure families only (diagnosis: labels).
+    edit(tasks / "diagnosis" / "figures.py", now + 400)
+    assert planned_jobs(snakemake(workflow, workdir, "-n")) == {"figure_task": 1, "all": 1}
+    for path in (workdir / "results").rglob("*"):
+        os.utime(path, (now + 450, now + 450))
+    # Its replicates: its statistics and what reads them, not another task's.
+    edit(tasks / "captioning" / "bootstrap.py", now + 500)
+    jobs = planned_jobs(snakemake(workflow, workdir, "-n"))
+    assert jobs["statistics"] == 1 and "figure_task" not in jobs
+    assert not {"predict", "score", "score_rater"} & set(jobs)
+
+
 # --- the HTML report's captions ----------------------------------------------------------
 
 
