@@ -123,6 +123,8 @@ class Task:
     figures: ClassVar[tuple[str, ...]] = ()
     # The task whose predictions this one can read as an input (diagnosis: captioning).
     upstream_task: ClassVar[str | None] = None
+    # Tokens of an answer, for the cost estimate until answers were measured.
+    answer_tokens: ClassVar[int] = 100
 
     @property
     def category(self) -> str:

@@ -67,6 +67,7 @@ class Captioning(Task):
     needs_judge = True
     agreement_labels = ("abnormal",)
     figures = ("breakdown",)
+    answer_tokens = 70  # one to three sentences
 
     def options(self, task_config: Mapping[str, Any]) -> dict[str, Any]:
         return {"bertscore": bertscore_settings(task_config.get("bertscore"))}

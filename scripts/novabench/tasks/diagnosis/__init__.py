@@ -50,6 +50,7 @@ class Diagnosis(Task):
     agreement_labels = ("top1_correct", "top5_correct")
     figures = ("breakdown", "labels")
     upstream_task = "captioning"
+    answer_tokens = 60  # a JSON object with five diagnoses
 
     def options(self, task_config: Mapping[str, Any]) -> dict[str, Any]:
         return {"unit": task_config.get("unit", "image")}

@@ -74,6 +74,7 @@ class Localization(Task):
     reference_columns = ("gold_boxes",)
     needs_box_format = True
     figures = ("breakdown", "iou", "lesion_size", "examples")
+    answer_tokens = 50  # a JSON list of one to three boxes
 
     def gold_answer(self, reference: Mapping[str, Any]) -> str:
         boxes = [
