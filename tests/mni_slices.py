@@ -12,8 +12,8 @@ import functools
 import numpy as np
 from scipy import ndimage
 
-from novabench.metrics.localization import iou_matrix
 from novabench.models.classical import detector
+from novabench.tasks.localization.metrics import iou_matrix
 
 # (CSF, grey matter, white matter) intensities: T1 dark CSF and white > grey; T2 bright CSF;
 # FLAIR dark CSF and white < grey; DWI low contrast, blurred and noisy.

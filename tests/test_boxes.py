@@ -1,4 +1,5 @@
-"""Tests for novabench.boxes: reading each model's box convention into pixel boxes."""
+"""Tests for the localization parser (tasks/localization/boxes.py): reading each model's box
+convention into pixel boxes."""
 
 from __future__ import annotations
 
@@ -9,17 +10,16 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from novabench.boxes import (
-    BOX_FORMATS,
+from novabench.answer_formats import BOX_FORMATS, smart_resize
+from novabench.errors import ConfigError, NovaError
+from novabench.tasks.localization.boxes import (
     STATUSES,
     Box,
     ParsedBoxes,
     from_dict,
     parse_boxes,
-    smart_resize,
     to_dict,
 )
-from novabench.errors import ConfigError, NovaError
 
 FENCE = "```"
 

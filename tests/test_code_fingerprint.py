@@ -132,8 +132,10 @@ def test_entry_scripts_reach_no_plug_in(entry):
         if f.startswith(("novabench/models/", "novabench/tasks/"))
         and f.rsplit("/", 1)[-1] not in ("__init__.py", "base.py")
     ]
-    judges = [f for f in files if f.startswith("novabench/judges/") and "base" not in f]
-    assert plugins == [] and [j for j in judges if not j.endswith("__init__.py")] == []
+    from novabench.judges import judge_kinds
+
+    kinds = {type(kind).__module__.replace(".", "/") + ".py" for kind in judge_kinds().values()}
+    assert plugins == [] and kinds & set(files) == set()
 
 
 def test_plan_roots_add_the_model_adapter_task_and_judge():
@@ -158,3 +160,24 @@ def test_a_judges_identity_is_its_code():
     judge = make_judge({"kind": "keyword-lexicon"}, "captioning")
     assert judge.identity()["code"] == code_fingerprint("novabench.judges.keywords")
     assert "version" not in judge.identity()
+
+
+@pytest.mark.parametrize("task", ["localization", "captioning", "diagnosis"])
+def test_a_tasks_stages_are_apart(task):
+    """A task's definition imports none of its stage modules, and a stage's roots hold no
+    other stage's: editing the scorer re-predicts nothing, editing figures re-scores
+    nothing."""
+    from novabench.tasks import get_task, task_module
+
+    spec, package = get_task(task), task_module(task)
+    graph = CodeGraph(SCRIPTS)
+    folder = SCRIPTS.joinpath(*package.split("."))
+    own = {p for p in graph.files([package]) if p.parent == folder and p.name != "__init__.py"}
+    assert own == set()
+    declared = {m for modules in spec.stage_modules.values() for m in modules}
+    on_disk = {p.stem for p in folder.glob("*.py")} - {"__init__"}
+    assert declared == on_disk, "every module of the folder belongs to a stage"
+    predict = graph.files(spec.code_modules("predict"))
+    assert not any(p.parent == folder and p.stem in ("metrics", "figures") for p in predict)
+    with pytest.raises(ValueError, match="stage_modules names no 'nothing'"):
+        spec.stage("nothing")

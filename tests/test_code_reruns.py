@@ -99,7 +99,7 @@ class edited:
 
 
 def test_editing_a_localization_scorer_rescores_localization_only(checkout):
-    with edited(module_file(checkout, "novabench.metrics.localization")):
+    with edited(module_file(checkout, "novabench.tasks.localization.metrics")):
         jobs = planned(checkout)
     assert "predict" not in rules(jobs)
     scores = {w for rule, w in jobs if rule == "score"}
@@ -140,6 +140,20 @@ def test_editing_statistics_code_reruns_statistics_not_scoring(checkout):
 def test_editing_leaderboard_code_rewrites_the_leaderboard_only(checkout):
     with edited(module_file(checkout, "novabench.report.leaderboard")):
         assert rules(planned(checkout)) == {"leaderboard", "all"}
+    assert planned(checkout) == set()
+
+
+def test_editing_a_tasks_figures_redraws_that_tasks_figures_only(checkout):
+    with edited(module_file(checkout, "novabench.tasks.diagnosis.figures")):
+        assert planned(checkout) == {("figure_task", "task=diagnosis, family=labels"), ("all", "")}
+    assert planned(checkout) == set()
+
+
+def test_editing_a_tasks_replicates_reruns_its_statistics_only(checkout):
+    with edited(module_file(checkout, "novabench.tasks.captioning.bootstrap")):
+        jobs = planned(checkout)
+    assert {w for rule, w in jobs if rule == "statistics"} == {"task=captioning"}
+    assert not {"predict", "score", "score_rater", "figure_task"} & rules(jobs)
     assert planned(checkout) == set()
 
 

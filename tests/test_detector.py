@@ -3,7 +3,7 @@
 Slices come from the MNI152 renderer of ``mni_slices`` (a symmetric brain)
 with sequence-like tissue contrasts; lesions are discs of known centre and radius, so the
 expected box is known exactly. IoUs are computed with the benchmark's own scorer
-(``novabench.metrics.localization.iou_matrix``), independently of the detector.
+(``novabench.tasks.localization.metrics.iou_matrix``), independently of the detector.
 """
 
 from __future__ import annotations

@@ -6,8 +6,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from novabench import diagnosis
-from novabench.diagnosis import MAX_ITEMS, ParsedDiagnosis, format_diagnosis, parse_diagnosis
+from novabench.answer_formats import format_diagnosis
+from novabench.tasks.diagnosis import parser as diagnosis
+from novabench.tasks.diagnosis.parser import MAX_ITEMS, ParsedDiagnosis, parse_diagnosis
 
 FIVE = ["Glioblastoma", "Metastasis", "Primary CNS lymphoma", "Brain abscess", "Tumefactive MS"]
 

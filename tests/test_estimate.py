@@ -18,7 +18,6 @@ from novabench.cache import ResponseCache, request_key
 from novabench.cli import main
 from novabench.config import plan_from_files
 from novabench.estimate import (
-    DEFAULT_OUTPUT_TOKENS,
     PLACEHOLDER_CHARS,
     estimate_run,
     expected_size,
@@ -70,7 +69,7 @@ def test_every_request_is_counted_with_the_configured_price_and_concurrency(work
     per_request = math.ceil(len(CAPTIONING_PROMPT) / 4) + 100  # text + the fixed image count
     assert (job.requests, job.to_send) == (n, n)
     assert job.input_tokens == n * per_request
-    assert job.output_tokens == n * DEFAULT_OUTPUT_TOKENS["captioning"]
+    assert job.output_tokens == n * 70  # the captioning task's answer_tokens
     assert job.usd == pytest.approx((n * per_request * 2.0 + n * 70 * 10.0) / 1e6)
     assert job.wall_s == math.ceil(n / 3) * 4
 

@@ -11,10 +11,11 @@ import hashlib
 import pytest
 import yaml
 
+from novabench.caption_keywords import MODALITY_KEYWORDS, split_keywords
 from novabench.errors import ConfigError
 from novabench.judges import KeywordSet
 from novabench.judges.keywords import DEFAULT_LEXICON, RULE_CONCEPTS, KeywordJudge
-from novabench.metrics.captioning import MODALITY_KEYWORDS, keyword_f1, split_keywords
+from novabench.tasks.captioning.metrics import keyword_f1
 
 
 def verdict(modality, clinical, abnormal) -> KeywordSet:

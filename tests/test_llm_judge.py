@@ -41,10 +41,10 @@ from novabench.judges.llm import (
     read_keywords,
     read_paired,
 )
-from novabench.metrics.captioning import score_captioning
-from novabench.metrics.diagnosis import score_diagnosis
 from novabench.predict import run_predictions
 from novabench.score import score_predictions
+from novabench.tasks.captioning.metrics import score_captioning
+from novabench.tasks.diagnosis.metrics import score_diagnosis
 from openai_server import Fail, FakeOpenAI, Reply
 from upstream import CASES, IMAGES
 

@@ -9,7 +9,7 @@ from nltk.translate.meteor_score import meteor_score
 
 from novabench.errors import NovaError
 from novabench.judges import KeywordSet
-from novabench.metrics.captioning import (
+from novabench.tasks.captioning.metrics import (
     binary_f1,
     bleu4,
     keyword_f1,
@@ -362,7 +362,7 @@ def _greedy_f1(folder, reference: str, hypothesis: str) -> float:
 
 @pytest.mark.parametrize("kind", ["bert", "roberta"])
 def test_bert_f1_is_greedy_cosine_matching_of_the_encoder(encoders, kind):
-    from novabench.metrics.bertscore import bert_f1
+    from novabench.tasks.captioning.bertscore import bert_f1
 
     folder = encoders[kind]
     result = bert_f1([*REFERENCES[:2], REFERENCES[0]], [*HYPOTHESES[:2], ""], _settings(folder))
@@ -379,7 +379,7 @@ def test_bert_f1_is_greedy_cosine_matching_of_the_encoder(encoders, kind):
 def test_bert_f1_records_what_computed_it(encoders):
     from importlib.metadata import version
 
-    from novabench.metrics.bertscore import bert_f1
+    from novabench.tasks.captioning.bertscore import bert_f1
 
     identity = bert_f1(REFERENCES, HYPOTHESES, _settings(encoders["bert"])).identity
     assert identity == {
@@ -398,7 +398,7 @@ def test_bert_f1_records_what_computed_it(encoders):
 
 
 def test_rescaling_with_a_baseline_file(encoders, tmp_path):
-    from novabench.metrics.bertscore import bert_f1
+    from novabench.tasks.captioning.bertscore import bert_f1
 
     baseline = tmp_path / "baseline.tsv"  # bert-score's format: one row per layer
     baseline.write_text("LAYER,P,R,F\n" + "".join(f"{i},0.4,0.4,0.6\n" for i in range(4)))
@@ -416,7 +416,7 @@ def test_rescaling_with_a_baseline_file(encoders, tmp_path):
 
 
 def test_no_encoder_is_one_line_and_the_scoring_goes_on(nltk_data, monkeypatch, caplog):
-    from novabench.metrics.bertscore import bert_f1
+    from novabench.tasks.captioning.bertscore import bert_f1
 
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     settings = {"model": "novabench-test/absent-encoder"}
@@ -449,7 +449,7 @@ def test_no_encoder_is_one_line_and_the_scoring_goes_on(nltk_data, monkeypatch, 
     ],
 )  # fmt: skip
 def test_a_local_encoder_that_cannot_be_used_is_reported(encoders, settings, reason):
-    from novabench.metrics.bertscore import bert_f1
+    from novabench.tasks.captioning.bertscore import bert_f1
 
     folder = encoders["bert"]
     result = bert_f1(REFERENCES, HYPOTHESES, {**_settings(folder), **settings})
@@ -460,7 +460,7 @@ def test_a_local_encoder_that_cannot_be_used_is_reported(encoders, settings, rea
 
 
 def test_a_folder_without_weights_is_reported(tmp_path):
-    from novabench.metrics.bertscore import bert_f1
+    from novabench.tasks.captioning.bertscore import bert_f1
 
     result = bert_f1(["a"], ["a"], {"model": str(tmp_path)})
     assert result.identity["reason"] == (
@@ -472,8 +472,8 @@ def test_a_folder_without_weights_is_reported(tmp_path):
 def test_bert_f1_per_image_feeds_the_summary_and_the_bootstrap(nltk_data, encoders):
     import numpy as np
 
-    from novabench.metrics.bertscore import bert_f1
-    from novabench.report.bootstrap import captioning_replicates
+    from novabench.tasks.captioning.bertscore import bert_f1
+    from novabench.tasks.captioning.bootstrap import captioning_replicates
 
     settings = _settings(encoders["roberta"])
     records = _records()

@@ -9,7 +9,7 @@ import pytest
 from novabench.errors import ConfigError, NovaError
 from novabench.judges.diagnosis_matcher import DiagnosisMatcher
 from novabench.judges.vocabulary import load_vocabulary
-from novabench.metrics.diagnosis import COLUMNS, label_recall_table, score_diagnosis
+from novabench.tasks.diagnosis.metrics import COLUMNS, label_recall_table, score_diagnosis
 
 
 class ExactJudge:

@@ -1,4 +1,4 @@
-"""Tests for novabench.metrics.localization against hand-worked cases and independent code."""
+"""Tests for novabench.tasks.localization.metrics against hand-worked cases and independent code."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ from pycocotools.coco import COCO
 from pycocotools.cocoeval import COCOeval
 
 from novabench.errors import NovaError
-from novabench.metrics.localization import (
+from novabench.tasks.localization.metrics import (
     PER_IMAGE_COLUMNS,
     greedy_match,
     iou_matrix,

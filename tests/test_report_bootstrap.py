@@ -13,22 +13,24 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from novabench.metrics.captioning import bleu4, score_captioning
-from novabench.metrics.diagnosis import score_diagnosis
-from novabench.metrics.localization import coco_detection_matches, score_localization
 from novabench.report.bootstrap import (
-    bleu_from_statistics,
-    bleu_statistics,
-    captioning_replicates,
-    diagnosis_replicates,
     draw_cases,
-    localization_replicates,
     paired_p_value,
     percentile_interval,
     summarize,
     unit_weights,
 )
+from novabench.tasks.captioning.bootstrap import (
+    bleu_from_statistics,
+    bleu_statistics,
+    captioning_replicates,
+)
+from novabench.tasks.captioning.metrics import bleu4, score_captioning
 from novabench.tasks.diagnosis import diagnosis_labels
+from novabench.tasks.diagnosis.bootstrap import diagnosis_replicates
+from novabench.tasks.diagnosis.metrics import score_diagnosis
+from novabench.tasks.localization.bootstrap import localization_replicates
+from novabench.tasks.localization.metrics import coco_detection_matches, score_localization
 
 N_RESAMPLES = 30
 

@@ -15,6 +15,8 @@ from novabench.report.inputs import Entry
 from novabench.report.statistics import breakdown_table
 from novabench.sample.text import SEQUENCE_NAMES
 from novabench.tasks import get_task
+from novabench.tasks.diagnosis import figures as diagnosis_figures
+from novabench.tasks.localization import figures as localization_figures
 
 
 @pytest.mark.parametrize("sequence", sorted(SEQUENCE_NAMES))
@@ -45,7 +47,7 @@ def test_parser_edge_cases(caption, sequence, plane):
 def test_lesion_hits_by_hand():
     gold = {"a.png": [[0, 0, 10, 10], [100, 100, 40, 40]], "b.png": []}
     predicted = {"a.png": [{"x": 0, "y": 0, "width": 10, "height": 20}]}  # IoU 0.5 with 1st
-    hits = figures.lesion_hits(gold, predicted)
+    hits = localization_figures.lesion_hits(gold, predicted)
     assert hits["size"].tolist() == [10.0, 40.0]
     assert hits["hit"].tolist() == [True, False]
 
@@ -77,8 +79,8 @@ def test_pick_examples_is_seeded_and_spreads_over_cases():
             "gold_boxes": [[{"x": 1}] if (c + i) % 2 else [] for c in range(6) for i in range(3)],
         }
     )
-    picks = figures.pick_examples(frame, 4, seed=3)
-    assert picks == figures.pick_examples(frame, 4, seed=3)
+    picks = localization_figures.pick_examples(frame, 4, seed=3)
+    assert picks == localization_figures.pick_examples(frame, 4, seed=3)
     assert len({p.split("_")[0] for p in picks}) == 4
     with_gold = set(frame.loc[frame["gold_boxes"].map(len) > 0, "filename"])
     assert set(picks) <= with_gold
@@ -96,8 +98,8 @@ def test_lesion_hit_rates_and_cis_are_those_of_resampled_cases():
         if rng.random() < 0.6
     }
     case_of = {f: f.split("_")[0] for f in gold}
-    hits = figures.lesion_hits(gold, predicted)
-    table = figures.lesion_hit_rates(
+    hits = localization_figures.lesion_hits(gold, predicted)
+    table = localization_figures.lesion_hit_rates(
         {"m": hits}, case_of, n_resamples=300, seed=7, confidence=0.9
     ).set_index("size")
     assert list(table.index) == ["<16", "16–32", "32–64", "64–128", "≥128"]
@@ -122,7 +124,8 @@ def test_lesion_hit_rates_and_cis_are_those_of_resampled_cases():
 def drawn(monkeypatch):
     """The figures a plot function draws, instead of files."""
     shown = []
-    monkeypatch.setattr(figures, "save", lambda fig, png, pdf, dpi=None: shown.append(fig))
+    for module in (figures, localization_figures, diagnosis_figures):
+        monkeypatch.setattr(module, "save", lambda fig, png, pdf, dpi=None: shown.append(fig))
     return shown
 
 
@@ -160,13 +163,13 @@ def test_every_axis_with_a_quantity_names_its_unit(drawn, tmp_path):
             ]
         )  # fmt: skip
         figures.plot_metric_bars(task, stats, *out)
-    figures.plot_iou_distribution([("m", "model", _per_image(rng, 20))], *out)
+    localization_figures.plot_iou_distribution([("m", "model", _per_image(rng, 20))], *out)
     table = pd.DataFrame(
         [{"model": "m", "bin": 1, "size": "16–32", "n_lesions": 3, "value": 50.0,
           "ci_low": 20.0, "ci_high": 80.0}]
     )  # fmt: skip
-    figures.plot_hit_by_lesion_size(table, {"m": "model"}, *out)
-    figures.plot_diagnosis_labels([("m", "model", ["a", "b"])], ["a", "b"], *out)
+    localization_figures.plot_hit_by_lesion_size(table, {"m": "model"}, *out)
+    diagnosis_figures.plot_diagnosis_labels([("m", "model", ["a", "b"])], ["a", "b"], *out)
     metric_units = [ax.get_xlabel() for fig in drawn[:2] for ax in fig.axes if ax.axison]
     # localization: 7 metrics; diagnosis: Top-1, Top-5, Coverage, Label recall, Entropy
     assert metric_units == ["%"] * 7 + ["%", "%", "%", "%", "bits"]
@@ -187,7 +190,9 @@ def test_every_axis_with_a_quantity_names_its_unit(drawn, tmp_path):
 def test_the_label_plot_labels_several_ticks_on_each_axis(drawn, tmp_path, predicted):
     reference = sorted(predicted)
     entries = [("m", "model", predicted)]
-    figures.plot_diagnosis_labels(entries, reference, tmp_path / "l.png", tmp_path / "l.pdf")
+    diagnosis_figures.plot_diagnosis_labels(
+        entries, reference, tmp_path / "l.png", tmp_path / "l.pdf"
+    )
     ax = drawn[0].axes[0]
     drawn[0].canvas.draw()
     assert ax.get_yscale() == "log" and ax.get_xscale() == "linear"
@@ -240,7 +245,7 @@ def test_every_family_writes_column_sized_png_and_pdf(tmp_path):
     outputs = {}
     outputs["metrics"] = _draw(tmp_path, "metrics", figures.plot_metric_bars, "localization", stats)
     entries = [("m1", "model", _per_image(rng, 30)), ("gold", "control", _per_image(rng, 30))]
-    outputs["iou"] = _draw(tmp_path, "iou", figures.plot_iou_distribution, entries)
+    outputs["iou"] = _draw(tmp_path, "iou", localization_figures.plot_iou_distribution, entries)
     gold = {f"i{i}.png": [[10.0 * i, 10.0, 8.0 + 10 * i, 12.0]] for i in range(12)}
     predicted = {
         "m1": {
@@ -248,15 +253,21 @@ def test_every_family_writes_column_sized_png_and_pdf(tmp_path):
             for i in range(0, 12, 2)
         }
     }
-    hits = {"m1": figures.lesion_hits(gold, predicted["m1"])}
+    hits = {"m1": localization_figures.lesion_hits(gold, predicted["m1"])}
     case_of = {f: f"c{i // 2}" for i, f in enumerate(gold)}
-    table = figures.lesion_hit_rates(hits, case_of, n_resamples=50, seed=0, confidence=0.95)
+    table = localization_figures.lesion_hit_rates(
+        hits, case_of, n_resamples=50, seed=0, confidence=0.95
+    )
     outputs["lesion_size"] = _draw(
-        tmp_path, "lesion_size", figures.plot_hit_by_lesion_size, table, {"m1": "model"}
+        tmp_path,
+        "lesion_size",
+        localization_figures.plot_hit_by_lesion_size,
+        table,
+        {"m1": "model"},
     )
     labels = [("m1", "model", ["a", "a", "b", None]), ("m2", "model", ["c", "c", "c", "c"])]
     outputs["labels"] = _draw(
-        tmp_path, "labels", figures.plot_diagnosis_labels, labels, ["a", "b", "b", "d"]
+        tmp_path, "labels", diagnosis_figures.plot_diagnosis_labels, labels, ["a", "b", "b", "d"]
     )
     for name, (png, pdf) in outputs.items():
         with Image.open(png) as image:
@@ -276,7 +287,7 @@ def test_examples_grid(tmp_path):
     png, pdf = _draw(
         tmp_path,
         "examples",
-        figures.plot_examples,
+        localization_figures.plot_examples,
         {"a.png": image},
         {"a.png": [[100, 100, 100, 100]]},
         {"a.png": [[95, 95, 100, 100]]},
@@ -297,3 +308,14 @@ def _draw(directory, name, function, *args):
     png, pdf = directory / f"{name}.png", directory / f"{name}.pdf"
     function(*args, png, pdf)
     return png, pdf
+
+
+def test_a_family_the_task_does_not_draw_is_refused(tmp_path):
+    with pytest.raises(ValueError) as caught:
+        figures.make_figure(
+            "labels", png=tmp_path / "a.png", pdf=tmp_path / "a.pdf", task="captioning"
+        )
+    assert str(caught.value) == (
+        "unknown figure family 'labels'; one of ['breakdown', 'judge_agreement', 'metrics']"
+    )
+    assert not (tmp_path / "a.png").exists()

@@ -17,7 +17,6 @@ import pandas as pd
 import pytest
 import yaml
 
-from novabench.metrics.localization import score_localization
 from novabench.report import failures
 from novabench.report.failures import Limits
 from novabench.report.inputs import load_entries
@@ -30,6 +29,7 @@ from novabench.report.tables import (
 )
 from novabench.score import write_scores
 from novabench.tasks import get_task, task_names
+from novabench.tasks.localization.metrics import score_localization
 
 ROOT = Path(__file__).resolve().parents[1]
 MODELS = {

@@ -253,7 +253,7 @@ def _sample(history: str, findings: str) -> Sample:
 
 
 def test_adapter_answers_with_corpus_names_only(kb: Corpus) -> None:
-    from novabench.diagnosis import parse_diagnosis
+    from novabench.tasks.diagnosis.parser import parse_diagnosis
 
     adapter = load_adapter("retrieval", {"adapter": "retrieval"})
     assert adapter.identity()["adapter"] == "retrieval"
@@ -267,7 +267,7 @@ def test_adapter_answers_with_corpus_names_only(kb: Corpus) -> None:
 
 
 def test_adapter_reads_the_corpus_its_settings_name(tmp_path: Path) -> None:
-    from novabench.diagnosis import parse_diagnosis
+    from novabench.tasks.diagnosis.parser import parse_diagnosis
 
     own = _write(tmp_path, [_entry(n) for n in ["Alpha", "Bravo", "Charlie", "Delta", "Echo"]])
     adapter = load_adapter("r", {"adapter": "retrieval", "settings": {"corpus": str(own)}})

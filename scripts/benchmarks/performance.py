@@ -448,7 +448,7 @@ def best_of(repeats: int, function: Callable[[], Any]) -> float:
 
 
 def coco_row(workdir: Path, n_images: int, repeats: int) -> Row:
-    from novabench.metrics.localization import score_localization
+    from novabench.tasks.localization.metrics import score_localization
 
     gold, preds, statuses, _ = localization_inputs(workdir)
     log("localization scorer vs bare pycocotools")
@@ -471,8 +471,9 @@ def bootstrap_row(workdir: Path, n_images: int, naive_resamples: int) -> Row:
     import numpy as np
     import yaml
 
-    from novabench.metrics.localization import coco_detection_matches, score_localization
-    from novabench.report.bootstrap import draw_cases, localization_replicates
+    from novabench.report.bootstrap import draw_cases
+    from novabench.tasks.localization.bootstrap import localization_replicates
+    from novabench.tasks.localization.metrics import coco_detection_matches, score_localization
 
     reporting = yaml.safe_load((ROOT / "config" / "config.yaml").read_text())["reporting"]
     n_resamples, seed = reporting["bootstrap"]["resamples"], reporting["bootstrap"]["seed"]

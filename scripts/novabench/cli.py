@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from novabench import __version__, paths
-from novabench.boxes import BOX_FORMATS
+from novabench.answer_formats import BOX_FORMATS
 from novabench.errors import NovaError
 from novabench.judges import judge_kinds
 from novabench.judges.base import DEFAULT_KINDS

@@ -113,6 +113,21 @@ class CodeGraph:
                     imports.add(prefix)
         return _Source(frozenset(imports), frozenset(names))
 
+    def modules(self) -> list[str]:
+        """Every module of the package, by name."""
+        return sorted(
+            self._module_name(path)
+            for path in (self.root / PACKAGE).rglob("*.py")
+            if "__pycache__" not in path.parts
+        )
+
+    def imports(self, name: str) -> frozenset[str]:
+        """The package's modules that module ``name`` imports anywhere in its code."""
+        path = self.module_file(name)
+        if path is None:
+            raise ValueError(f"no module {name!r} under {self.root}")
+        return self._source(path).imports - {name}
+
     # --- closure and fingerprint ---------------------------------------------------------
 
     def files(self, roots: Iterable[str]) -> list[Path]:

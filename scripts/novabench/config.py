@@ -165,6 +165,8 @@ JOB_CODE = {
     "manifest": ("make_manifest", None),
     "judge_report": ("judge_report", None),
 }
+# Jobs that run the task's judge.
+JUDGED_JOBS = ("score", "agreement", "statistics", "figure")
 
 
 @dataclass
@@ -275,7 +277,8 @@ class Plan:
         for name in (task,) if task else tasks:
             if stage:
                 roots += get_task(name).code_modules(stage)
-            judge = self.judge(name) if job in ("score", "agreement") else None
+            # Statistics and figures count labels with the judge's canonical names.
+            judge = self.judge(name) if job in JUDGED_JOBS else None
             if judge is not None:
                 roots.append(type(judge_kind(judge["kind"])).__module__)
         roots += [type(judge_kind(kind)).__module__ for kind in judge_kinds]

@@ -29,13 +29,10 @@ from novabench.catalog import FAMILIES
 from novabench.config import Plan
 from novabench.dataset.tags import dataset_tags, subset_spec
 from novabench.errors import NovaError
-from novabench.tasks import get_task
+from novabench.tasks import TASK_NAMES, get_task
 from novabench.tokens import image_tokens, text_tokens
 
 NOVA_IMAGES, NOVA_CASES = 906, 281  # the published release (Bercea et al. 2025)
-# Answer length per task when no earlier answer was measured: a JSON list of one to three
-# boxes, one to three sentences of caption, a JSON object with five diagnoses.
-DEFAULT_OUTPUT_TOKENS = {"localization": 50, "captioning": 70, "diagnosis": 60}
 DEFAULT_LATENCY_S = 5.0  # seconds per API request, when the model's info gives none
 DEFAULT_GPU_S_PER_IMAGE = 2.0  # local model, when the model's info gives none
 DEFAULT_IMAGE_TOKENS = 1000  # a model of unknown family
@@ -228,7 +225,7 @@ def _tokens(
             for r in to_send
         )
     if answer_mean is None:
-        answer_mean = DEFAULT_OUTPUT_TOKENS.get(job.task, 100) + info.get("thinking_tokens", 0)
+        answer_mean = get_task(job.task).answer_tokens + info.get("thinking_tokens", 0)
     job.output_tokens = round(answer_mean * len(to_send))
     if where:
         job.notes.append(f"tokens per request measured on {where}")
@@ -386,7 +383,7 @@ def format_estimate(estimate: Estimate) -> str:
     lines = [f"Estimate of the prediction jobs: {estimate.dataset}", *_aligned(rows)]
     notes = dict.fromkeys(f"{j.model}: {note}" for j in estimate.jobs for note in j.notes)
     lines += [f"  note: {note}" for note in notes]
-    defaults = "/".join(str(v) for v in DEFAULT_OUTPUT_TOKENS.values())
+    defaults = "/".join(str(get_task(name).answer_tokens) for name in TASK_NAMES)
     lines.append("  assumptions: " + ASSUMPTIONS.format(defaults=defaults))
     if estimate.offline_jobs:
         lines.append(f"  {estimate.offline_jobs} jobs of offline models cost nothing")

@@ -21,7 +21,6 @@ from novabench.dataset.read import load_nova
 from novabench.errors import NovaError
 from novabench.io import atomic_path, atomic_write_text
 from novabench.judges import make_judge
-from novabench.metrics.bertscore import bert_f1
 from novabench.provenance import sha256_file
 from novabench.records import read_predictions
 from novabench.tasks import Answers, ScoringContext, get_task
@@ -96,9 +95,7 @@ def score_predictions(
         )
     model = records[0]["model"] if records else Path(predictions).stem
     judge = make_judge(judge_cfg, task, cache_dir=cache_dir) if spec.needs_judge else None
-    context = ScoringContext(
-        judge=judge, options=dict(options or {}), nltk_data=nltk_data, bert_f1=bert_f1
-    )
+    context = ScoringContext(judge=judge, options=dict(options or {}), nltk_data=nltk_data)
     metrics, per_image = spec.score(frame, Answers(records), context)
     payload = {
         "task": task,
@@ -127,20 +124,13 @@ def score_rater(
 
     ``rater`` is the rater's slug (:func:`novabench.dataset.schema.rater_slug`).
     """
-    from novabench.dataset.schema import rater_slug
-    from novabench.metrics.localization import score_rater as score_rater_boxes
-    from novabench.tasks.localization import xywh
-
     frame = load_nova(dataset, columns=[*KEY_COLUMNS, "gold_boxes", "rater_boxes"])
-    gold, boxes = {}, {}
-    for r in frame.itertuples(index=False):
-        gold[r.filename] = xywh(r.gold_boxes)
-        boxes[r.filename] = xywh(b for b in r.rater_boxes if rater_slug(b["rater"]) == rater)
-    if not any(boxes.values()):
+    scored = get_task("localization").score_rater(frame, rater)
+    if scored is None:
         raise NovaError(
             f"rater {rater!r} has no boxes in {dataset}", "check the dataset manifest's raters"
         )
-    metrics, per_image = score_rater_boxes(gold, boxes)
+    metrics, per_image = scored
     payload = {
         "task": "localization",
         "model": f"rater-{rater}",

@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 
-from novabench.boxes import smart_resize
+from novabench.answer_formats import smart_resize
 
 CHARS_PER_TOKEN = 4.0
 

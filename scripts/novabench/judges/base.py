@@ -5,8 +5,9 @@ label of a caption (captioning), or whether a ranked list of diagnoses names the
 reference (diagnosis). Judges are configured like models: ``judges.<name>`` in the config
 gives a ``kind`` and its ``settings``. A kind is a :class:`JudgeKind` subclass registered
 with :func:`register_judge_kind` in one module of this package; adding a judge is adding
-that module. Judges import nothing from :mod:`novabench.metrics`: the metrics decide what
-a verdict counts for (e.g. the Clinical/Modality split of keywords).
+that module. Judges import no task and nothing from :mod:`novabench.metrics`: the tasks'
+metrics decide what a verdict counts for (the Clinical/Modality split of keywords is
+:mod:`novabench.caption_keywords`).
 """
 
 from __future__ import annotations

@@ -32,8 +32,9 @@ from pathlib import Path
 from typing import Any
 
 from novabench import paths
+from novabench.caption_keywords import MODALITY_KEYWORDS, set_f1, split_keywords
 from novabench.errors import NovaError
-from novabench.judges.base import NEGATED_PREFIX, judge_kind, make_judge
+from novabench.judges.base import NEGATED_PREFIX, judge_caption_pairs, judge_kind, make_judge
 from novabench.judges.llm import clean_keyword
 
 SPLITS = ("heldout", "tune")
@@ -289,8 +290,6 @@ def comparable_keyword(keyword: str) -> tuple[str, ...]:
 
 def _hand(labels: Mapping[str, Any]) -> tuple[frozenset[str], frozenset[str], bool]:
     """(clinical, modality, abnormal) of one caption's hand labels, cleaned like a judge's."""
-    from novabench.metrics.captioning import MODALITY_KEYWORDS
-
     modality = _clean(labels.get("modality") or [])
     unknown = modality - MODALITY_KEYWORDS
     if unknown:
@@ -306,10 +305,6 @@ def f1_difference(a: float | None, b: float | None) -> float | None:
 
 
 def caption_rows(judge: Any, pairs: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    # Imported here: judge modules import nothing from metrics at import time (base.py).
-    from novabench.judges.base import judge_caption_pairs
-    from novabench.metrics.captioning import set_f1, split_keywords
-
     verdicts = judge_caption_pairs(judge, [(p["reference"], p["prediction"]) for p in pairs])
     rows = []
     for pair, verdict in zip(pairs, verdicts, strict=True):

@@ -1,1 +1,2 @@
-"""The benchmark's scorers: plain functions over plain data."""
+"""What every task's scorer shares (status counts); the scorers are in their task's folder
+(``novabench.tasks.<name>.metrics``)."""

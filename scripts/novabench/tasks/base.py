@@ -18,6 +18,7 @@ import importlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import ModuleType
 from typing import Any, ClassVar, Protocol
 
 import numpy as np
@@ -75,9 +76,6 @@ class ScoringContext:
     judge: Any = None
     options: Mapping[str, Any] = field(default_factory=dict)
     nltk_data: Path | None = None
-    # BERT F1 of caption pairs, ``novabench.metrics.bertscore.bert_f1``: handed over by the
-    # scoring stage like the judge, so that only its environment needs bert-score and torch.
-    bert_f1: Any = None
 
 
 class ScoredEntry(Protocol):
@@ -121,17 +119,37 @@ class Task:
     needs_judge: ClassVar[bool] = False  # scored through a judge (tasks.<name>.judge)
     # Per-image label columns of the judge that judge agreement compares (none: no agreement).
     agreement_labels: ClassVar[tuple[str, ...]] = ()
-    # Task-specific figure families beyond the metric bars (results/<tag>/figures/<task>_<family>).
+    # Task-specific figure families beyond the metric bars (results/<tag>/figures/<task>_<family>):
+    # "breakdown" is drawn by the report, any other by draw_figure.
     figures: ClassVar[tuple[str, ...]] = ()
     # The task whose predictions this one can read as an input (diagnosis: captioning).
     upstream_task: ClassVar[str | None] = None
+    # Tokens of an answer, for the cost estimate until answers were measured.
+    answer_tokens: ClassVar[int] = 100
+
+    #: The modules of this task's folder behind each pipeline stage (``predict``,
+    #: ``score``, ``statistics``, ``figures``), named relative to the folder. The task's
+    #: ``__init__`` imports none of them; its hooks load them with :meth:`stage`. So each
+    #: stage's jobs fingerprint that stage's code only (novabench.code_fingerprint):
+    #: editing the figures re-draws figures, editing the scorer re-scores and re-predicts
+    #: nothing.
+    stage_modules: ClassVar[Mapping[str, tuple[str, ...]]] = {}
+
+    def stage(self, module: str) -> ModuleType:
+        """Module ``module`` of this task's folder; it must be one of ``stage_modules``, or
+        no job's fingerprint would cover it."""
+        if not any(module in modules for modules in self.stage_modules.values()):
+            raise ValueError(
+                f"{type(self).__name__}.stage_modules names no {module!r}: declare it under "
+                "the stage that runs it, so that its jobs re-run when it changes"
+            )
+        return importlib.import_module(f"{type(self).__module__}.{module}")
 
     def code_modules(self, stage: str) -> tuple[str, ...]:
-        """The modules behind one stage of this task (``predict``, ``score``,
-        ``statistics``, ``figures``, ``report``): the roots of that stage's jobs' code
-        fingerprints (novabench.code_fingerprint), so an edit re-runs the stages it
-        touches only."""
-        return (type(self).__module__,)
+        """The roots of one stage's code fingerprints (``report`` for tables and the
+        leaderboard, which read the task's definition only)."""
+        package = type(self).__module__
+        return (package, *(f"{package}.{m}" for m in self.stage_modules.get(stage, ())))
 
     @property
     def category(self) -> str:
@@ -225,6 +243,11 @@ class Task:
     def judge_labels(self, judge: Any, reference: Any, record: Mapping[str, Any]) -> dict:
         """The judge's per-image labels (``agreement_labels``) of one answer."""
         raise NotImplementedError
+
+    def draw_figure(self, family: str, context: Any) -> None:
+        """Draw one of the task's own ``figures`` families from a
+        ``novabench.report.figures.FigureContext`` (the report stage's inputs of one job)."""
+        raise NotImplementedError(f"task {self.name} draws no figure family {family!r}")
 
     # --- derived -------------------------------------------------------------------------
 

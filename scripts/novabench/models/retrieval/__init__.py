@@ -45,7 +45,7 @@ class Adapter(BaseAdapter):
         return {**super().identity(), "method": self._diagnoser.identity()}
 
     def predict(self, samples: Sequence[Sample]) -> Iterator[Response]:
-        from novabench.diagnosis import format_diagnosis
+        from novabench.answer_formats import format_diagnosis
 
         for sample in samples:
             ranked = self._diagnoser.predict(

@@ -5,7 +5,7 @@ from __future__ import annotations
 import functools
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 import pandas as pd
@@ -13,7 +13,7 @@ import pandas as pd
 from novabench.errors import NovaError
 from novabench.tasks.base import AnswerContext, Answers, Metric, Parsed, ScoringContext, Task
 
-# BERT F1's encoder and settings (tasks.captioning.bertscore; see novabench.metrics.bertscore):
+# BERT F1's encoder and settings (tasks.captioning.bertscore; see .bertscore):
 # bert-score's English default, raw (not rescaled) F1.
 BERTSCORE_DEFAULTS: dict[str, Any] = {
     "enabled": True,
@@ -67,6 +67,11 @@ class Captioning(Task):
     needs_judge = True
     agreement_labels = ("abnormal",)
     figures = ("breakdown",)
+    answer_tokens = 70  # one to three sentences
+    stage_modules: ClassVar[Mapping[str, tuple[str, ...]]] = {
+        "score": ("metrics", "bertscore"),
+        "statistics": ("bootstrap",),
+    }
 
     def options(self, task_config: Mapping[str, Any]) -> dict[str, Any]:
         return {"bertscore": bertscore_settings(task_config.get("bertscore"))}
@@ -88,8 +93,6 @@ class Captioning(Task):
     def score(
         self, frame: pd.DataFrame, answers: Answers, context: ScoringContext
     ) -> tuple[dict[str, Any], pd.DataFrame]:
-        from novabench.metrics.captioning import score_captioning
-
         rows = []
         for row in frame.itertuples(index=False):
             caption, status = answers.get(row.filename, "caption")
@@ -101,20 +104,22 @@ class Captioning(Task):
                     "status": status,
                 }
             )
-        settings, implementation = context.options.get("bertscore"), context.bert_f1
-        bert = None
-        if implementation is not None:
-            bert = functools.partial(implementation, settings=settings)
-        return score_captioning(rows, context.judge, context.nltk_data, bert_f1=bert)
+        bert = functools.partial(
+            self.stage("bertscore").bert_f1, settings=context.options.get("bertscore")
+        )
+        return self.stage("metrics").score_captioning(
+            rows, context.judge, context.nltk_data, bert_f1=bert
+        )
 
     def replicates(self, entry, dataset, weights, judge=None) -> dict[str, np.ndarray]:
-        from novabench.report.bootstrap import bleu_statistics, captioning_replicates
-
+        bootstrap = self.stage("bootstrap")
         stats = entry.extra.get("bleu")
         if stats is None and entry.predictions is not None:
             hypotheses = captions(dataset, entry.predictions)
-            stats = entry.extra["bleu"] = bleu_statistics(list(dataset["caption"]), hypotheses)
-        return captioning_replicates(entry.per_image, stats, weights)
+            stats = entry.extra["bleu"] = bootstrap.bleu_statistics(
+                list(dataset["caption"]), hypotheses
+            )
+        return bootstrap.captioning_replicates(entry.per_image, stats, weights)
 
     def breakdown_values(self, per_image: pd.DataFrame) -> tuple[str, np.ndarray]:
         return "Clinical F1 (%)", per_image["clinical_f1"].to_numpy(dtype=float)

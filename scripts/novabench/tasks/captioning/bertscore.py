@@ -29,9 +29,9 @@ layer) BERT F1 is null, the score file records why in one line and the log warns
 the other captioning metrics are computed as usual. A download is tried only after a
 quick connection check, so an offline run never waits on the network.
 
-Only the scoring stage imports this module (``novabench.score`` hands :func:`bert_f1` to
-the task through ``ScoringContext``, as it hands over the judge), so bert-score, torch and
-transformers are needed in the scoring environment only.
+Only the captioning task's scorer imports this module (``Captioning.score``, run by the
+scoring stage), and bert-score, torch and transformers only when an encoder is loaded, so
+they are needed in the scoring environment only.
 """
 
 from __future__ import annotations
@@ -48,8 +48,8 @@ from pathlib import Path
 from typing import Any
 
 from novabench.errors import NovaError
-from novabench.metrics.captioning import BertF1
 from novabench.tasks.captioning import bertscore_settings
+from novabench.tasks.captioning.metrics import BertF1
 
 log = logging.getLogger(__name__)
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import functools
 import json
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 import pandas as pd
@@ -50,6 +50,13 @@ class Diagnosis(Task):
     agreement_labels = ("top1_correct", "top5_correct")
     figures = ("breakdown", "labels")
     upstream_task = "captioning"
+    answer_tokens = 60  # a JSON object with five diagnoses
+    stage_modules: ClassVar[Mapping[str, tuple[str, ...]]] = {
+        "predict": ("parser",),
+        "score": ("metrics",),
+        "statistics": ("bootstrap",),
+        "figures": ("figures",),
+    }
 
     def options(self, task_config: Mapping[str, Any]) -> dict[str, Any]:
         return {"unit": task_config.get("unit", "image")}
@@ -74,9 +81,7 @@ class Diagnosis(Task):
         return json.dumps(answer)
 
     def parse(self, raw: str, context: AnswerContext) -> Parsed:
-        from novabench.diagnosis import parse_diagnosis
-
-        parsed = parse_diagnosis(raw)
+        parsed = self.stage("parser").parse_diagnosis(raw)
         if parsed.status != "ok":
             return Parsed(parsed.status, None, parsed.error)
         return Parsed("ok", {"ranked": list(parsed.ranked)})
@@ -90,8 +95,6 @@ class Diagnosis(Task):
     def score(
         self, frame: pd.DataFrame, answers: Answers, context: ScoringContext
     ) -> tuple[dict[str, Any], pd.DataFrame]:
-        from novabench.metrics.diagnosis import score_diagnosis
-
         rows = []
         for row in frame.itertuples(index=False):
             ranked, status = answers.get(row.filename, "ranked", [])
@@ -105,18 +108,21 @@ class Diagnosis(Task):
                 }
             )
         unit = context.options.get("unit", "image")
-        return score_diagnosis(rows, context.judge, unit=unit)
+        return self.stage("metrics").score_diagnosis(rows, context.judge, unit=unit)
 
     def replicates(self, entry, dataset, weights, judge=None) -> dict[str, np.ndarray]:
-        from novabench.report.bootstrap import diagnosis_replicates
-
         labels = entry.extra.get("labels")
         if labels is None:
             labels = entry.extra["labels"] = diagnosis_labels(
                 entry.per_image, diagnosis_labeler(judge)
             )
         unit = entry.scores["metrics"].get("unit", "image")
-        return diagnosis_replicates(entry.per_image, weights, *labels, unit=unit)
+        return self.stage("bootstrap").diagnosis_replicates(
+            entry.per_image, weights, *labels, unit=unit
+        )
+
+    def draw_figure(self, family: str, context: Any) -> None:
+        self.stage("figures").FAMILIES[family](context)
 
     def breakdown_values(self, per_image: pd.DataFrame) -> tuple[str, np.ndarray]:
         values = per_image["top1_correct"].astype("boolean").astype("Float64")

@@ -1,6 +1,7 @@
 """Parse a model's localization answer into pixel boxes of the original image.
 
-Each model declares one box convention in the config (``BOX_FORMATS``); the parser reads
+Each model declares one box convention in the config (``BOX_FORMATS`` in
+:mod:`novabench.answer_formats`, which adapters read too); the parser reads
 every answer of that model with that convention only. It never guesses per answer and
 never tries several readings to keep the best one, because that would inflate scores.
 
@@ -66,16 +67,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from novabench.answer_formats import BOX_FORMATS, smart_resize
 from novabench.errors import ConfigError, NovaError
 
-BOX_FORMATS = (
-    "gemini_yxyx_1000",
-    "xyxy_1000",
-    "qwen25_bbox_2d",
-    "pixel_xyxy",
-    "xyxy_01",
-    "paligemma_loc",
-)
 # Conventions that write y before x.
 _YXYX = ("gemini_yxyx_1000", "paligemma_loc")
 STATUSES = ("ok", "no_finding", "parse_error")
@@ -138,39 +132,6 @@ class ParsedBoxes:
     boxes: tuple[Box, ...]
     dropped: int  # boxes dropped as degenerate (no area after clipping, non-finite)
     error: str | None  # why parsing failed (parse_error only)
-
-
-def smart_resize(
-    height: int,
-    width: int,
-    factor: int = 28,
-    min_pixels: int = 56 * 56,
-    max_pixels: int = 28 * 28 * 1280,
-) -> tuple[int, int]:
-    """Return ``(height, width)`` of the frame Qwen2.5-VL's image processor resizes to.
-
-    This is the processor's resize rule (``smart_resize`` in transformers' Qwen2-VL image
-    processing, which Qwen2.5-VL reuses), written out here because importing transformers
-    only for it is heavy: both sides are rounded to a multiple of ``factor`` (patch size 14
-    x merge size 2), then scaled so the area lies within ``[min_pixels, max_pixels]`` keeping
-    the aspect ratio. Python's ``round`` (half to even) is used, as there. A 480x480 NOVA
-    image becomes 476x476.
-    """
-    if height <= 0 or width <= 0:
-        raise ValueError(f"image size must be positive, got height={height}, width={width}")
-    if max(height, width) / min(height, width) > 200:
-        raise ValueError(f"aspect ratio must be at most 200, got {height}x{width}")
-    h_bar = max(factor, round(height / factor) * factor)
-    w_bar = max(factor, round(width / factor) * factor)
-    if h_bar * w_bar > max_pixels:
-        beta = math.sqrt((height * width) / max_pixels)
-        h_bar = max(factor, math.floor(height / beta / factor) * factor)
-        w_bar = max(factor, math.floor(width / beta / factor) * factor)
-    elif h_bar * w_bar < min_pixels:
-        beta = math.sqrt(min_pixels / (height * width))
-        h_bar = math.ceil(height * beta / factor) * factor
-        w_bar = math.ceil(width * beta / factor) * factor
-    return h_bar, w_bar
 
 
 def _check_size(name: str, size: Any) -> tuple[int, int]:
@@ -365,7 +326,7 @@ def to_dict(parsed: ParsedBoxes) -> dict[str, Any]:
 
 def from_dict(data: Mapping[str, Any]) -> ParsedBoxes:
     """Inverse of ``to_dict``; raises ``NovaError`` on a malformed record."""
-    fix = "re-create the prediction record with novabench.boxes.to_dict"
+    fix = "re-create the prediction record with novabench.tasks.localization.boxes.to_dict"
     try:
         status = data["status"]
         boxes = tuple(

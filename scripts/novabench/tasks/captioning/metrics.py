@@ -16,7 +16,7 @@ Unit: the image. Every metric is on a 0-100 scale.
   synonyms of the *stemmed* hypothesis word with the *stemmed* reference word, so a
   synonym pair only matches where Porter leaves the words intact (e.g. tumor/tumour).
 - BERT F1: BERTScore F1 per image with a configurable encoder, mean over images
-  (``novabench.metrics.bertscore``); null, with the reason recorded, where the encoder
+  (``novabench.tasks.captioning.bertscore``); null, with the reason recorded, where the encoder
   cannot be loaded.
 - Clinical F1 / Modality F1: per-image set F1 of judge keywords, averaged over images
   (macro). An image where both sets are empty has no defined F1 and is left out of the
@@ -55,25 +55,13 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import pandas as pd
 
+from novabench.caption_keywords import set_f1, split_keywords
 from novabench.errors import NovaError
 from novabench.judges.base import judge_caption_pairs
 from novabench.metrics.status import RATE_STATUSES, STATUSES, status_summary
 
 if TYPE_CHECKING:
     from novabench.judges.base import CaptionJudge, KeywordSet, PairedCaptionJudge
-
-# Keywords that make up Modality F1 (sequence and plane words); every other keyword is
-# clinical. The set is the benchmark's definition, so the split lives here, not in judges.
-MODALITY_KEYWORDS = frozenset(
-    {"flair", "axial", "sagittal", "t1", "t2", "coronal", "dwi", "t1w", "t2w", "weighted"}
-)
-
-
-def split_keywords(keywords: Iterable[str]) -> tuple[frozenset[str], frozenset[str]]:
-    """(clinical, modality) keywords of one caption, as the benchmark splits them."""
-    keywords = frozenset(keywords)
-    return keywords - MODALITY_KEYWORDS, keywords & MODALITY_KEYWORDS
-
 
 TOKENIZER = "lowercase+sacrebleu-13a"
 BLEU_SMOOTHING = "nltk-method3 (NIST geometric; = sacrebleu smooth_method='exp')"
@@ -158,14 +146,6 @@ def meteor(
     ]
     mean = math.fsum(scores) / len(scores) if scores else float("nan")
     return mean, scores
-
-
-def set_f1(reference: frozenset[str] | set[str], predicted: frozenset[str] | set[str]):
-    """Set F1 x100 of one image; None when both sets are empty (undefined)."""
-    if not reference and not predicted:
-        return None
-    true_positives = len(set(reference) & set(predicted))
-    return 100.0 * 2 * true_positives / (len(reference) + len(predicted))
 
 
 def keyword_f1(
@@ -339,7 +319,7 @@ def _metric_summary(
 @dataclass(frozen=True)
 class BertF1:
     """Per-image BERT F1 x100 (NaN where not computed), their mean, what computed them
-    (``novabench.metrics.bertscore``)."""
+    (``novabench.tasks.captioning.bertscore``)."""
 
     per_image: list[float]
     mean: float | None
@@ -444,7 +424,7 @@ def score_captioning(
     ``records`` hold ``filename``, ``reference``, ``prediction`` (text or None) and
     ``status``. ``on_error`` handles images whose request failed or that the model refused
     (see the module docstring). ``bert_f1(references, hypotheses)``: BERT F1 with its
-    settings bound (``novabench.metrics.bertscore.bert_f1``); None computes none. Status
+    settings bound (``novabench.tasks.captioning.bertscore.bert_f1``); None computes none. Status
     counts and rates use the keys of ``novabench.metrics.status``.
     """
     if on_error not in ("empty", "exclude", "raise"):

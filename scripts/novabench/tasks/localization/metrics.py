@@ -8,8 +8,8 @@ Conventions, decided once for every model and rater:
 
 - Boxes are ``x, y, width, height`` in pixels of the original image; IoU uses continuous
   coordinates (no "+1" pixel), the same as pycocotools. The scorer does not clip: boxes are
-  clipped to the image when answers are parsed (``novabench.boxes``), and gold boxes are
-  taken as they are.
+  clipped to the image when answers are parsed (:mod:`.boxes`), and gold boxes are taken
+  as they are.
 - Predictions without a score get 1.0. Ties are broken by order, so order is fixed: within
   an image, the model's output order; across images (COCO ranks all detections together),
   the order of filenames, because pycocotools sorts image ids and ids are given in sorted

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 import pandas as pd
@@ -74,6 +74,13 @@ class Localization(Task):
     reference_columns = ("gold_boxes",)
     needs_box_format = True
     figures = ("breakdown", "iou", "lesion_size", "examples")
+    answer_tokens = 50  # a JSON list of one to three boxes
+    stage_modules: ClassVar[Mapping[str, tuple[str, ...]]] = {
+        "predict": ("boxes",),
+        "score": ("metrics",),
+        "statistics": ("bootstrap", "metrics"),
+        "figures": ("figures",),
+    }
 
     def gold_answer(self, reference: Mapping[str, Any]) -> str:
         boxes = [
@@ -83,8 +90,7 @@ class Localization(Task):
         return json.dumps(boxes) if boxes else "no finding"
 
     def parse(self, raw: str, context: AnswerContext) -> Parsed:
-        from novabench import boxes
-
+        boxes = self.stage("boxes")
         # Only this convention is in pixels of the frame the model saw.
         resized = context.frame_size if context.box_format == "qwen25_bbox_2d" else None
         parsed = boxes.parse_boxes(
@@ -108,24 +114,37 @@ class Localization(Task):
     def score(
         self, frame: pd.DataFrame, answers: Answers, context: ScoringContext
     ) -> tuple[dict[str, Any], pd.DataFrame]:
-        from novabench.metrics.localization import score_localization
-
         gold, predicted, statuses = {}, {}, {}
         for row in frame.itertuples(index=False):
             gold[row.filename] = xywh(row.gold_boxes)
             predicted[row.filename], statuses[row.filename] = answers.get(row.filename, "boxes", [])
-        return score_localization(gold, predicted, statuses)
+        return self.stage("metrics").score_localization(gold, predicted, statuses)
+
+    def score_rater(
+        self, frame: pd.DataFrame, rater: str
+    ) -> tuple[dict[str, Any], pd.DataFrame] | None:
+        """(summary, per-image table) of one human rater's boxes (``rater`` a rater slug)
+        against gold, with the models' code; None if the rater drew no box in ``frame``."""
+        from novabench.dataset.schema import rater_slug
+
+        gold, boxes = {}, {}
+        for r in frame.itertuples(index=False):
+            gold[r.filename] = xywh(r.gold_boxes)
+            boxes[r.filename] = xywh(b for b in r.rater_boxes if rater_slug(b["rater"]) == rater)
+        if not any(boxes.values()):
+            return None
+        return self.stage("metrics").score_rater(gold, boxes)
 
     def replicates(self, entry, dataset, weights, judge=None) -> dict[str, np.ndarray]:
-        from novabench.metrics.localization import coco_detection_matches
-        from novabench.report.bootstrap import localization_replicates
-
         matches = entry.extra.get("matches")
         if matches is None:
-            matches = entry.extra["matches"] = coco_detection_matches(
+            matches = entry.extra["matches"] = self.stage("metrics").coco_detection_matches(
                 gold_boxes(dataset), entry_boxes(dataset, entry.name, entry.predictions)
             )
-        return localization_replicates(entry.per_image, matches, weights)
+        return self.stage("bootstrap").localization_replicates(entry.per_image, matches, weights)
+
+    def draw_figure(self, family: str, context: Any) -> None:
+        self.stage("figures").FAMILIES[family](context)
 
     def breakdown_values(self, per_image: pd.DataFrame) -> tuple[str, np.ndarray]:
         hit = per_image["hit30"].astype("boolean").astype("Float64")

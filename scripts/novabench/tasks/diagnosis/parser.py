@@ -11,9 +11,7 @@ error of its own: a bug here raises rather than becoming a model's parse error.
 
 from __future__ import annotations
 
-import json
 import re
-from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -65,15 +63,6 @@ class ParsedDiagnosis:
     status: str  # "ok" or "parse_error"
     ranked: tuple[str, ...] = ()  # most likely first, at most MAX_ITEMS, no duplicates
     error: str | None = None
-
-
-def format_diagnosis(ranked: Sequence[str]) -> str:
-    """The model-output JSON for a ranked differential (used by non-LLM baselines)."""
-    items = list(ranked)
-    return json.dumps(
-        {"most_likely_diagnosis": items[0] if items else "", "other_possible_diagnoses": items[1:]},
-        ensure_ascii=False,
-    )
 
 
 def _clean_item(value: Any) -> str:
