@@ -158,7 +158,10 @@ JOB_CODE = {
     "score": ("score", "score"),
     "score_rater": ("score_rater", "score"),
     "statistics": ("make_statistics", "statistics"),
-    "figure": ("make_figures", "figures"),
+    # The shared figure families (metrics, breakdowns) read the task's definition only; a
+    # task's own families are its figures stage.
+    "figure": ("make_figures", "report"),
+    "task_figure": ("make_figures", "figures"),
     "tables": ("make_tables", "report"),
     "leaderboard": ("make_leaderboard", "report"),
     "agreement": ("make_agreement", "score"),
@@ -166,7 +169,7 @@ JOB_CODE = {
     "judge_report": ("judge_report", None),
 }
 # Jobs that run the task's judge.
-JUDGED_JOBS = ("score", "agreement", "statistics", "figure")
+JUDGED_JOBS = ("score", "agreement", "statistics", "task_figure")
 
 
 @dataclass
@@ -292,13 +295,16 @@ class Plan:
         return code_fingerprint(*self.code_roots(job, **job_keys))
 
     def run_code_files(self) -> dict[str, str]:
-        """``{file: sha256}`` of the code and data behind every job of the run, for the
-        provenance manifest."""
-        roots = [entry for entry, _ in JOB_CODE.values() if entry != "judge_report"]
+        """``{file: sha256}`` of the code and data behind the numbers the provenance
+        manifest describes: the dataset, every prediction, score and statistics job.
+        Figures and tables are drawn from those numbers; their code is the commit's, so
+        that editing it re-draws them and rewrites no manifest."""
+        numbers = ("sample", "dataset", "subset", "predict", "score", "score_rater")
+        roots = [JOB_CODE[job][0] for job in (*numbers, "statistics")]
         for task, model in self.jobs():
             roots += self.code_roots("predict", task=task, model=model)
-            for job in ("score", "statistics", "figure", "tables"):
-                roots += self.code_roots(job, task=task)
+            roots += self.code_roots("score", task=task)
+            roots += self.code_roots("statistics", task=task)
         return code_graph().listing(dict.fromkeys(roots))
 
     def api_resources(self) -> dict[str, dict[str, set[str]]]:

@@ -185,7 +185,7 @@ rule figure_task:
     conda:
         "../../envs/reporting.yaml"
     params:
-        code=job_code("figure"),
+        code=job_code("task_figure"),
         dataset_label=DATASET_LABEL,
         family=lambda wildcards: wildcards.family,
         task=lambda wildcards: wildcards.task,
