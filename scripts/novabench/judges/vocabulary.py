@@ -17,11 +17,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import jsonschema
-import yaml
-
 from novabench import paths
 from novabench.errors import NovaError
+from novabench.io import check_entries, read_yaml
 from novabench.spelling import american_spelling
 
 # Shipped inside the package, so an installed novabench finds it too.
@@ -136,41 +134,6 @@ def _name_key(name: str) -> str:
     return " ".join(re.sub(r"[^a-z0-9]+", " ", american_spelling(name)).split())
 
 
-def _read_yaml(path: Path) -> tuple[bytes, Any]:
-    """The file's bytes (for its hash) and its parsed YAML."""
-    try:
-        raw = path.read_bytes()
-    except OSError as exc:
-        raise NovaError(
-            f"cannot read the diagnosis vocabulary {path} ({exc.strerror})",
-            "point vocabulary_path at an existing YAML file such as the shipped one",
-        ) from exc
-    try:
-        # The C loader when libyaml is present: 10x faster than the pure-Python one.
-        data = yaml.load(raw, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
-    except yaml.YAMLError as exc:
-        raise NovaError(
-            f"the diagnosis vocabulary {path} is not valid YAML ({exc})", "fix the YAML syntax"
-        ) from exc
-    return raw, data
-
-
-def _check_schema(data: Any, path: Path) -> None:
-    try:
-        jsonschema.validate(data, _SCHEMA)
-    except jsonschema.ValidationError as exc:
-        where = "/".join(str(part) for part in exc.absolute_path) or "top level"
-        if len(exc.absolute_path) >= 2 and exc.absolute_path[0] == "entries":
-            item = data["entries"][exc.absolute_path[1]]
-            if isinstance(item, dict) and isinstance(item.get("name"), str):
-                where += f" ({item['name']!r})"
-        raise NovaError(
-            f"malformed diagnosis vocabulary entry in {path} at {where}: {exc.message}",
-            "give every entry name, category and synonyms (a list), optionally related "
-            f"(a list), with category one of {', '.join(CATEGORIES)}",
-        ) from exc
-
-
 def _entries(items: list[dict[str, Any]], path: Path) -> tuple[VocabularyEntry, ...]:
     """The entries, names stripped; a name that two entries hold is refused."""
     entries = []
@@ -202,8 +165,19 @@ def load_vocabulary(path: str | Path | None = None) -> Vocabulary:
     or missing fields, empty names, unknown category) or gives one name to two entries.
     """
     path = Path(path) if path is not None else DEFAULT_VOCABULARY
-    raw, data = _read_yaml(path)
-    _check_schema(data, path)
+    raw, data = read_yaml(
+        path,
+        "the diagnosis vocabulary",
+        "point vocabulary_path at an existing YAML file such as the shipped one",
+    )
+    check_entries(
+        data,
+        _SCHEMA,
+        path,
+        "diagnosis vocabulary",
+        "give every entry name, category and synonyms (a list), optionally related "
+        f"(a list), with category one of {', '.join(CATEGORIES)}",
+    )
     return Vocabulary(
         entries=_entries(data["entries"], path),
         version=data["version"],

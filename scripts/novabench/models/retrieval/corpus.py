@@ -14,10 +14,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import jsonschema
-import yaml
-
 from novabench.errors import NovaError
+from novabench.io import check_entries, read_yaml
 from novabench.spelling import american_spelling
 
 # Shipped inside the package, so an installed novabench finds it too.
@@ -82,42 +80,6 @@ def _name_key(name: str) -> str:
     return " ".join(re.sub(r"[^a-z0-9]+", " ", american_spelling(name)).split())
 
 
-def _read_yaml(path: Path) -> tuple[bytes, Any]:
-    """The file's bytes (for its hash) and its parsed YAML."""
-    try:
-        raw = path.read_bytes()
-    except OSError as exc:
-        raise NovaError(
-            f"cannot read the retrieval corpus {path} ({exc.strerror})",
-            "point the retrieval model's corpus setting at an existing YAML file such as "
-            "the shipped one",
-        ) from exc
-    try:
-        # The C loader when libyaml is present: 10x faster than the pure-Python one.
-        data = yaml.load(raw, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
-    except yaml.YAMLError as exc:
-        raise NovaError(
-            f"the retrieval corpus {path} is not valid YAML ({exc})", "fix the YAML syntax"
-        ) from exc
-    return raw, data
-
-
-def _check_schema(data: Any, path: Path) -> None:
-    try:
-        jsonschema.validate(data, _SCHEMA)
-    except jsonschema.ValidationError as exc:
-        where = "/".join(str(part) for part in exc.absolute_path) or "top level"
-        if len(exc.absolute_path) >= 2 and exc.absolute_path[0] == "entries":
-            item = data["entries"][exc.absolute_path[1]]
-            if isinstance(item, dict) and isinstance(item.get("name"), str):
-                where += f" ({item['name']!r})"
-        raise NovaError(
-            f"malformed retrieval corpus entry in {path} at {where}: {exc.message}",
-            "give every entry name, synonyms (a list), mri_findings and clinical_context "
-            "and nothing else",
-        ) from exc
-
-
 def _entries(items: list[dict[str, Any]], path: Path) -> tuple[CorpusEntry, ...]:
     """The entries, text tidied; a name or synonym shared by two entries is refused."""
     entries = []
@@ -149,8 +111,20 @@ def load_corpus(path: str | Path | None = None) -> Corpus:
     or missing fields, empty text) or names one condition twice.
     """
     path = Path(path) if path is not None else DEFAULT_CORPUS
-    raw, data = _read_yaml(path)
-    _check_schema(data, path)
+    raw, data = read_yaml(
+        path,
+        "the retrieval corpus",
+        "point the retrieval model's corpus setting at an existing YAML file such as "
+        "the shipped one",
+    )
+    check_entries(
+        data,
+        _SCHEMA,
+        path,
+        "retrieval corpus",
+        "give every entry name, synonyms (a list), mri_findings and clinical_context "
+        "and nothing else",
+    )
     return Corpus(
         entries=_entries(data["entries"], path),
         version=data["version"],
