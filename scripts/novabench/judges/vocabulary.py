@@ -19,8 +19,8 @@ from typing import Any
 
 from novabench import paths
 from novabench.errors import NovaError
-from novabench.io import check_entries, read_yaml
 from novabench.spelling import american_spelling
+from novabench.yaml_data import check_entries, read_yaml
 
 # Shipped inside the package, so an installed novabench finds it too.
 DEFAULT_VOCABULARY = paths.RESOURCES / "diagnosis_vocabulary.yaml"

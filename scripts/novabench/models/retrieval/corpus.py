@@ -15,8 +15,8 @@ from pathlib import Path
 from typing import Any
 
 from novabench.errors import NovaError
-from novabench.io import check_entries, read_yaml
 from novabench.spelling import american_spelling
+from novabench.yaml_data import check_entries, read_yaml
 
 # Shipped inside the package, so an installed novabench finds it too.
 DEFAULT_CORPUS = Path(__file__).resolve().with_name("corpus.yaml")
