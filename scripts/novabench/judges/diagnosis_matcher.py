@@ -358,34 +358,17 @@ _STRING_MAP = {"type": ["object", "null"], "additionalProperties": {"type": "str
 _NAME_MAP = {"type": ["object", "null"], "additionalProperties": _NULLABLE}
 _PHRASES = {"type": "array", "items": {"type": "string", "minLength": 1}, "minItems": 1}
 _WORD = {"type": "string", "minLength": 1}
+# The word lists every table file has.
+_WORD_LISTS = ("hedges", "filler", "connectors", "negations", "generic_modifiers", "generic_heads")
 # The shape of the synonym tables; an unknown key anywhere is refused by name.
 TABLES_SCHEMA: dict[str, Any] = {
     "type": "object",
     "additionalProperties": False,
-    "required": [
-        "hedges",
-        "filler",
-        "connectors",
-        "negations",
-        "generic_modifiers",
-        "generic_heads",
-        "rules",
-        "rule_words",
-    ],
+    "required": [*_WORD_LISTS, "rules", "rule_words"],
     "properties": {
         "version": {"type": "integer"},
-        **{
-            key: _STRINGS
-            for key in (
-                "hedges",
-                "filler",
-                "connectors",
-                "negations",
-                "generic_modifiers",
-                "generic_heads",
-            )
-        },
-        **{key: _NULLABLE for key in ("distinct", "groups", "prediction_cutoffs", "regraded")},
+        **dict.fromkeys(_WORD_LISTS, _STRINGS),
+        **dict.fromkeys(("groups", "prediction_cutoffs", "regraded"), _NULLABLE),
         "concepts": _NAME_MAP,
         "broader": _NAME_MAP,
         "expansions": _STRING_MAP,
