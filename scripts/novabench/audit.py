@@ -149,12 +149,14 @@ def allocate(sizes: Mapping[str, int], n: int, minimum: int = MIN_PER_STRATUM) -
         open_ = {s: k for s, k in sizes.items() if take[s] < k}
         total = sum(open_.values())
         shares = {s: left * k / total for s, k in open_.items()}
-        extra = {s: min(math.floor(v), sizes[s] - take[s]) for s, v in shares.items()}
-        if not any(extra.values()):  # hand the remainder out by largest fraction
-            order = sorted(open_, key=lambda s: (-(shares[s] % 1), s))
-            extra = dict.fromkeys(order[:left], 1)
-        for s, k in extra.items():
-            take[s] += k
+        for s, share in shares.items():
+            take[s] += min(math.floor(share), sizes[s] - take[s])
+        # The rest one each, largest fraction first (ties by name); a stratum that is
+        # full hands its share on in the next round.
+        rest = n - sum(take.values())
+        for s in sorted(open_, key=lambda s: (-(shares[s] % 1), s)):
+            if rest and take[s] < sizes[s]:
+                take[s], rest = take[s] + 1, rest - 1
     return take
 
 
@@ -240,8 +242,9 @@ def stratified_ppi(
     h - f is h shifted by a constant, so S_s^2 = p_s (1 - p_s) with p_s the stratum's human
     rate, taken as (k_s + 1) / (n_s + 2): a judge that rarely errs leaves strata whose
     labels all agree with it, where the plain sample variance is 0 and the interval
-    undercovers (88% in a simulation with 2% false and 3% missed matches; 97-100% with this
-    variance). The point estimate is the plain PPI one, unbiased.
+    undercovers (82% of 1,000 audits of 100 items with 2% false and 1% missed matches in
+    tests/test_audit.py; 100% with this variance, which errs on the wide side). The point
+    estimate is the plain PPI one, unbiased.
     """
     judge, strata = np.asarray(judge, dtype=float), np.asarray(strata)
     sample, human = np.asarray(sample, dtype=int), np.asarray(human, dtype=float)
