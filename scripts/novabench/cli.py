@@ -6,6 +6,8 @@
     novabench judge-report --config config/config.yaml --out-dir results/judges
     novabench estimate --configfile config/paper.yaml
     novabench catalog
+    novabench audit draw --scores scores/diagnosis/gold.images.csv --out sheet.csv
+    novabench audit estimate --scores scores/diagnosis/gold.images.csv --sheet sheet.csv
 
 A predictions file is either the pipeline's prediction records (lines with ``status`` and
 ``parsed``, as in ``results/<tag>/predictions/{task}/{model}.jsonl``) or raw answers
@@ -511,6 +513,59 @@ def cmd_catalog(args: argparse.Namespace) -> int:
     return 0
 
 
+def _audit_model(scores: Path) -> str:
+    name = Path(scores).name
+    return name.removesuffix(".json").removesuffix(".images.csv")
+
+
+def cmd_audit_draw(args: argparse.Namespace) -> int:
+    from novabench.audit import draw_sheet
+
+    drawn = draw_sheet(args.scores, args.out, size=args.size, seed=args.seed)
+    strata = "; ".join(f"{s} {v['drawn']} of {v['size']}" for s, v in drawn["strata"].items())
+    print(
+        f"wrote {args.out}: {drawn['n_drawn']} of {drawn['n_ok']} answered images of "
+        f"{_audit_model(args.scores)} ({strata})"
+    )
+    print(
+        "label human_top1 and human_top5 yes/no in every row, then run `novabench audit "
+        f"estimate --scores {args.scores} --sheet {args.out}`"
+    )
+    return 0
+
+
+def cmd_audit_estimate(args: argparse.Namespace) -> int:
+    from novabench.audit import audit_estimate, format_audit
+
+    result = audit_estimate(args.scores, args.sheet)
+    if args.format == "json":
+        print(json.dumps(result, indent=2))
+    else:
+        print(format_audit(result, _audit_model(args.scores)))
+    return 0
+
+
+def _audit_parser(commands: Any) -> None:
+    audit = commands.add_parser(
+        "audit", help="measure the diagnosis judge on one model's own answers"
+    )
+    steps = audit.add_subparsers(dest="step", required=True)
+    scores_help = "the model's diagnosis score file (<model>.images.csv)"
+    draw = steps.add_parser("draw", help="draw a sample of judged images for a person to label")
+    draw.add_argument("--scores", required=True, type=Path, help=scores_help)
+    draw.add_argument("--out", required=True, type=Path, help="the sheet (CSV) to write")
+    draw.add_argument("--size", type=int, default=100, help="images to draw (default 100)")
+    draw.add_argument("--seed", type=int, default=0, help="seed of the draw (default 0)")
+    draw.set_defaults(run=cmd_audit_draw)
+    estimate = steps.add_parser(
+        "estimate", help="the judge's error and the audited Top-1/Top-5 from a filled sheet"
+    )
+    estimate.add_argument("--scores", required=True, type=Path, help=scores_help)
+    estimate.add_argument("--sheet", required=True, type=Path, help="the filled sheet")
+    estimate.add_argument("--format", choices=("table", "json"), default="table")
+    estimate.set_defaults(run=cmd_audit_estimate)
+
+
 # --- the command line -------------------------------------------------------------------
 
 
@@ -595,6 +650,7 @@ def make_parser() -> argparse.ArgumentParser:
     _build_parser(commands)
     _judge_report_parser(commands)
     _estimate_parsers(commands)
+    _audit_parser(commands)
     return parser
 
 
