@@ -16,6 +16,7 @@ def main(smk):
         dataset_manifest=Path(smk.input.dataset_manifest),
         out_dir=Path(smk.output.summary).parent,
         agreement=smk.params.agreement,
+        audits={model: Path(sheet) for model, sheet in smk.params.audits.items()},
         limits=Limits.from_config(smk.params.limits),
     )
     log.info("tables written for %s", ", ".join(tables) or "no task")

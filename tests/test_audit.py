@@ -356,3 +356,101 @@ def test_cli_draw_then_estimate(tmp_path, capsys):
     assert lines[2].split() == [
         "Top-1", "33.3", "50.0", "[24.5,", "75.5]", *alone.split(), "2/5", "1/2", "2/3"
     ]  # fmt: skip
+
+
+# --- the diagnosis table and the config ---------------------------------------------------------
+
+
+def _statistics(path: Path, models: dict[str, dict[str, float]]) -> Path:
+    """A statistics table as the `statistics` rule writes it (CIs are placeholders)."""
+    rows = [
+        {"task": "diagnosis", "model": name, "group": "model", "metric": metric,
+         "estimate": value, "ci_low": value - 1, "ci_high": value + 1, "confidence": 0.95,
+         "n_resamples": 10, "n_defined": 12, "reference": "m", "difference": 0.0,
+         "p_value": math.nan, "seed": 1, "n_images": 12, "n_cases": 4}
+        for name, metrics in models.items()
+        for metric, value in metrics.items()
+    ]  # fmt: skip
+    pd.DataFrame(rows).to_csv(path, index=False)
+    return path
+
+
+def test_the_diagnosis_table_shows_the_audit_beside_the_judged(hand, tmp_path):
+    import json
+
+    from novabench.report.tables import write_all_tables
+
+    scores, sheet = hand
+    fill(sheet, {MATCH: ["yes", "no"], NO: ["n", "1", "True"]}, sheet)
+    metrics = {"Top-1": 100 * 4 / 12, "Top-5": 100 * 4 / 12, "Coverage": 50.0,
+               "Label_recall": 50.0, "Entropy": 1.0, "n_images": 12}  # fmt: skip
+    other = score_file(tmp_path / "other.images.csv", [(False, False)] * 12)
+    for path in (scores, other):
+        payload = {"task": "diagnosis", "model": path.name.split(".")[0], "metrics": metrics}
+        path.with_name(path.name.replace(".images.csv", ".json")).write_text(json.dumps(payload))
+    statistics = _statistics(tmp_path / "diagnosis.csv", {"m": metrics, "other": metrics})
+    reference = tmp_path / "paper_reference.yaml"
+    reference.write_text("sources: {}\nmodels: {}\nreported: []\n")
+    out = tmp_path / "tables"
+    write_all_tables(
+        statistics={"diagnosis": statistics},
+        scores={"diagnosis": [tmp_path / "m.json", tmp_path / "other.json"]},
+        paper_reference=reference,
+        dataset_manifest=None,
+        out_dir=out,
+        audits={"m": sheet},
+    )
+    table = pd.read_csv(out / "diagnosis.csv").set_index("model")
+    columns = [c for c in table.columns if c.startswith("Top-")]
+    assert columns[:10] == [
+        "Top-1", "Top-1_ci_low", "Top-1_ci_high", "Top-1_p_value", "Top-1_best",
+        "Top-1_audited", "Top-1_audited_ci_low", "Top-1_audited_ci_high",
+        "Top-1_audited_p_value", "Top-1_audited_best",
+    ]  # fmt: skip
+    # The hand computation of test_audit_estimate_equals_the_hand_computation.
+    assert table.loc["m", "Top-1_audited"] == pytest.approx(50.0)
+    assert table.loc["m", "Top-5_audited_ci_low"] == pytest.approx(24.4869, abs=1e-3)
+    assert math.isnan(table.loc["other", "Top-1_audited"])
+    assert not table["Top-1_audited_best"].any()
+    md = (out / "diagnosis.md").read_text()
+    assert "| Top-1 ↑ | Top-1 (audited) | Top-5 ↑ | Top-5 (audited) |" in md
+    row = next(line for line in md.splitlines() if line.startswith("| Models | m "))
+    cells = [cell.strip() for cell in row.strip("|").split("|")]
+    assert cells[2:6] == ["33.3 [32.3, 34.3]", "50.0 [24.5, 75.5]"] * 2
+    assert "(m: 5 of 10 answered images labelled, Top-1 judge agreement 2/5)." in md
+
+
+def _config(tmp_path, audit: str | None, tasks=("diagnosis",)):
+    import copy
+
+    import yaml
+    from snakemake.utils import validate
+
+    from novabench.config import check_config
+
+    root = Path(__file__).resolve().parents[1]
+    config = yaml.safe_load((root / "config" / "config.yaml").read_text())
+    config = copy.deepcopy(config)
+    config["models"]["retrieval"] = {"adapter": "retrieval", "tasks": list(tasks)}
+    if audit is not None:
+        config["models"]["retrieval"]["audit"] = audit
+    validate(config, schema=str(root / "workflow" / "schemas" / "config.schema.yaml"))
+    return check_config(config, root)
+
+
+def test_a_model_entry_names_its_audit_sheet(tmp_path):
+    from novabench.catalog import predict_params
+
+    sheet = tmp_path / "sheet.csv"
+    sheet.write_text("item\n")
+    plan = _config(tmp_path, str(sheet))
+    assert plan.audits() == {"retrieval": str(sheet)}
+    # Naming a sheet re-runs no prediction.
+    assert "audit" not in predict_params(plan.model("retrieval"))
+    assert _config(tmp_path, None).audits() == {}
+    with pytest.raises(NovaError) as error:
+        _config(tmp_path, str(tmp_path / "absent.csv"))
+    assert str(error.value) == (
+        f"models.retrieval.audit: no audit sheet at {tmp_path / 'absent.csv'}; fix: draw "
+        "one with `novabench audit draw` and label it, or remove the key"
+    )

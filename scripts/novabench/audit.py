@@ -35,6 +35,7 @@ from scipy.stats import norm
 
 from novabench.errors import NovaError
 
+AUDIT_TASK = "diagnosis"
 METRICS = ("Top-1", "Top-5")
 JUDGE_COLUMNS = {"Top-1": "judge_top1", "Top-5": "judge_top5"}
 HUMAN_COLUMNS = {"Top-1": "human_top1", "Top-5": "human_top5"}

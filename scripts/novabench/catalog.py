@@ -236,9 +236,10 @@ def check_model_info(name: str, model: Mapping[str, Any]) -> None:
 
 
 def predict_params(model: Mapping[str, Any]) -> dict[str, Any]:
-    """What a prediction job is given of a model: everything but ``info``, so that editing
-    the documentation (a price, a date) does not re-run predictions."""
-    return {key: value for key, value in model.items() if key != "info"}
+    """What a prediction job is given of a model: everything but ``info`` and ``audit``, so
+    that editing the documentation (a price, a date) or naming a judge audit sheet does not
+    re-run predictions."""
+    return {key: value for key, value in model.items() if key not in ("info", "audit")}
 
 
 # -- the README table ---------------------------------------------------------------------

@@ -219,6 +219,15 @@ class Plan:
             fix = "add the task to a model's tasks: or enable a model that runs it"
         return f"nothing to predict or score: {why}; only the dataset is built; fix: {fix}"
 
+    def audits(self) -> dict[str, str]:
+        """The filled judge audit sheet of each model that runs diagnosis and names one
+        (``models.<name>.audit``; novabench.audit)."""
+        return {
+            name: self.resolve(self.model(name)["audit"])
+            for task, name in self.jobs()
+            if task == "diagnosis" and "audit" in self.model(name)
+        }
+
     def resolve(self, path: str) -> str:
         """Config paths are relative to the working directory, else to the workflow."""
         return resolve_path(path, self.basedir)
@@ -455,6 +464,8 @@ def _check_models(plan: Plan) -> None:
         if tasks:  # a disabled model (or one whose tasks are all off) does not run
             adapter.check_tasks(name, model.get("settings", {}), tasks)
         check_model_info(name, model)
+        if "audit" in model:
+            _check_audit(plan, name, model)
     for task, name in plan.jobs():
         adapter = adapter_class(name, plan.model(name))
         if not adapter.supports(task):
@@ -468,6 +479,22 @@ def _check_models(plan: Plan) -> None:
                 f"prompt template {prompt} (task {task}, model {name}) does not exist",
                 f"fix tasks.{task}.prompt or models.{name}.prompts",
             )
+
+
+def _check_audit(plan: Plan, name: str, model: dict[str, Any]) -> None:
+    """A model's audit sheet audits its diagnosis judge: the model runs diagnosis and the
+    sheet exists."""
+    if "diagnosis" not in model["tasks"]:
+        raise ConfigError(
+            f"models.{name}.audit: {name} does not run diagnosis, whose judge the sheet audits",
+            f"remove models.{name}.audit",
+        )
+    path = plan.resolve(model["audit"])
+    if not Path(path).is_file():
+        raise ConfigError(
+            f"models.{name}.audit: no audit sheet at {path}",
+            "draw one with `novabench audit draw` and label it, or remove the key",
+        )
 
 
 def check_reporting(config: dict[str, Any]) -> None:

@@ -316,6 +316,20 @@ def tables_inputs(wildcards):
     }
 
 
+# Per model, the filled sheet that audits its diagnosis judge (models.<name>.audit); the
+# tables job reads it with the model's per-image scores, so editing it re-writes the tables.
+AUDITS = PLAN.audits() if "diagnosis" in REPORT_TASKS else {}
+
+
+def audit_inputs(wildcards):
+    return {
+        "audit_sheets": list(AUDITS.values()),
+        "audit_scores": [
+            results(f"scores/diagnosis/{model}.images.csv") for model in AUDITS
+        ],
+    }
+
+
 def report_tables():
     """Per task: the CSV (shown in the HTML report), the LaTeX and Markdown versions."""
     # Imported under another name: Snakemake reads a line starting with `report(` as

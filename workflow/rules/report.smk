@@ -40,6 +40,7 @@ rule statistics:
 rule tables:
     input:
         unpack(tables_inputs),
+        unpack(audit_inputs),
     output:
         tables=report_tables(),
         summary=results("tables/summary.md"),
@@ -61,6 +62,7 @@ rule tables:
         code=job_code("tables", tasks=tuple(REPORT_TASKS)),
         dataset_label=DATASET_LABEL,
         agreement=bool(AGREEMENT_JUDGES),
+        audits=AUDITS,
         limits={
             key: config["reporting"][key] for key in ("min_answered", "max_error_rate")
         },

@@ -319,13 +319,18 @@ def _excluded_note(task: str, n_excluded: int) -> list[str]:
 
 
 def write_task_tables(
-    task: str, table: pd.DataFrame, context: Mapping[str, Any], out_dir: Path
+    task: str,
+    table: pd.DataFrame,
+    context: Mapping[str, Any],
+    out_dir: Path,
+    columns: Sequence[Metric] | None = None,
 ) -> dict[str, Path]:
-    """Write ``{task}.tex``, ``{task}.csv`` and ``{task}.md`` into ``out_dir``."""
+    """Write ``{task}.tex``, ``{task}.csv`` and ``{task}.md`` into ``out_dir``; ``columns``:
+    the metric columns (default: the task's table metrics)."""
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     spec = get_task(task)
-    columns = spec.table_metrics
+    columns = spec.table_metrics if columns is None else list(columns)
     note = table_note(task, context)
     legend = context.get("limits", Limits()).legend()
     label = context.get("dataset", "an unnamed dataset")
@@ -338,6 +343,63 @@ def write_task_tables(
     title = f"{spec.title} on {label}"
     paths["md"].write_text(markdown_table(table, columns, title, md_note, legend))
     return paths
+
+
+# --- judge audits ------------------------------------------------------------------------
+
+
+def audit_results(
+    task: str, scores: Sequence[Path], sheets: Mapping[str, Path]
+) -> dict[str, dict[str, Any]]:
+    """Per model of ``task`` that names a filled audit sheet, its audit (novabench.audit)."""
+    from novabench.audit import AUDIT_TASK, audit_estimate
+    from novabench.report.inputs import per_image_path
+
+    if task != AUDIT_TASK:
+        return {}
+    found = {}
+    for path in scores:
+        name = Path(path).name.removesuffix(".json")
+        if name in sheets:
+            found[name] = audit_estimate(per_image_path(Path(path)), Path(sheets[name]))
+    return found
+
+
+def with_audits(
+    table: pd.DataFrame, columns: Sequence[Metric], audits: Mapping[str, Mapping[str, Any]]
+) -> tuple[pd.DataFrame, list[Metric]]:
+    """The table with an audited column after each audited metric (its CI the audit's; no
+    p-value, never bold: only some models are audited), and the columns to show."""
+    from novabench.audit import METRICS
+
+    table, shown = table.copy(), []
+    for column in columns:
+        shown.append(column)
+        if column.key not in METRICS:
+            continue
+        key = f"{column.key}_audited"
+        shown.append(Metric(key, f"{column.label} (audited)", None, column.decimals))
+        for suffix, field in (("", "audited"), ("_ci_low", "ci_low"), ("_ci_high", "ci_high")):
+            values = {name: a["metrics"][column.key][field] for name, a in audits.items()}
+            table[key + suffix] = table["model"].map(values).astype(float)
+        table[f"{key}_p_value"] = math.nan
+        table[f"{key}_best"] = False
+    return table, shown
+
+
+def audit_note(audits: Mapping[str, Mapping[str, Any]]) -> str:
+    """The caption's sentence on the audited columns."""
+    labelled = "; ".join(
+        f"{latex_escape(name)}: {a['n_labelled']} of {a['n_ok']} answered images labelled, "
+        f"Top-1 judge agreement {a['metrics']['Top-1']['agreement']['k']}/{a['n_labelled']}"
+        for name, a in audits.items()
+    )
+    return (
+        "Audited: the judge's image-level rate corrected by a person's labels on a seeded, "
+        "verdict-stratified sample of that model's answers (prediction-powered inference, "
+        "Angelopoulos et al. 2023; see novabench audit), with the 95\\% CI of that sample "
+        f"({labelled})."
+    )
 
 
 # --- reproduced vs reported ---------------------------------------------------------------
@@ -627,6 +689,7 @@ def write_all_tables(
     out_dir: Path,
     agreement: bool = False,
     limits: Limits | None = None,
+    audits: Mapping[str, Path] | None = None,
 ) -> dict[str, pd.DataFrame]:
     """Every table of ``results/<tag>/tables/``: per task, reproduced vs reported, summary.
 
@@ -634,7 +697,8 @@ def write_all_tables(
     files; tasks that are absent are simply not in the tables. ``dataset_manifest`` names
     the dataset in every caption and decides whether the paper's numbers are compared.
     ``limits``: when a model is marked for failures (``reporting.min_answered``,
-    ``reporting.max_error_rate``).
+    ``reporting.max_error_rate``). ``audits``: per model the filled sheet that audits its
+    diagnosis judge (``models.<name>.audit``), shown as audited Top-1/Top-5 columns.
     """
     limits = limits or Limits()
     manifest = read_manifest(dataset_manifest)
@@ -657,7 +721,13 @@ def write_all_tables(
             "limits": limits,
             "dataset": label,
         }
-        write_task_tables(task, table, context, out_dir)
+        columns = get_task(task).table_metrics
+        audited = audit_results(task, scores.get(task, []), audits or {})
+        if audited:
+            table, columns = with_audits(table, columns, audited)
+            notes = [context["task_note"], audit_note(audited)]
+            context["task_note"] = " ".join(n for n in notes if n)
+        write_task_tables(task, table, context, out_dir, columns)
         tables[task] = table
     reference = load_paper_reference(Path(paper_reference))
     write_reproduced(reference, tables, manifest, out_dir)
