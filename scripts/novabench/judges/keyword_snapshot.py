@@ -3,7 +3,8 @@
 One JSON line per pair of the caption validation set (``validation/captions.jsonl``), in
 file order: the line and id, both texts, and for each side the keywords and the abnormal
 flag the configured caption judge gives when it judges the pair (jointly, as scoring
-does). Like the diagnosis verdict snapshot (:mod:`novabench.judges.verdict_snapshot`) it
+does), the ids of the rules that fired on that caption and the one that decided its
+flag. Like the diagnosis verdict snapshot (:mod:`novabench.judges.verdict_snapshot`) it
 is a test's expected output, so a change to the judge or its lexicon shows exactly which
 extractions it moves. Only the texts are read; the hand labels play no part.
 
@@ -33,8 +34,15 @@ def configured_caption_judge(config_path: Path = CONFIG) -> Any:
     return configured_judge("captioning", config_path)
 
 
-def _side(verdict: Any) -> dict[str, Any]:
-    return {"keywords": sorted(verdict.keywords), "abnormal": bool(verdict.abnormal)}
+def _side(verdict: Any, explanation: Any) -> dict[str, Any]:
+    """Keywords and flag as the pair is judged; the rules that fired on the caption alone
+    (each once, by id) and the one that decided its flag."""
+    return {
+        "keywords": sorted(verdict.keywords),
+        "abnormal": bool(verdict.abnormal),
+        "rules": sorted({f.rule for f in explanation.fired}),
+        "decided": explanation.decided.rule,
+    }
 
 
 def snapshot_rows(judge: Any, folder: Path | None = None) -> list[dict[str, Any]]:
@@ -53,7 +61,10 @@ def snapshot_rows(judge: Any, folder: Path | None = None) -> list[dict[str, Any]
                     "id": pair["id"],
                     "reference": pair["reference"],
                     "prediction": pair["prediction"],
-                    "extracted": {"reference": _side(ref), "prediction": _side(pred)},
+                    "extracted": {
+                        "reference": _side(ref, judge.explain(pair["reference"])),
+                        "prediction": _side(pred, judge.explain(pair["prediction"])),
+                    },
                 }
             )
     return rows
@@ -75,6 +86,12 @@ def _describe(old: Mapping[str, Any], new: Mapping[str, Any]) -> list[str]:
     if old["abnormal"] != new["abnormal"]:
         flag = {True: "abnormal", False: "normal"}
         parts.append(f"{flag[old['abnormal']]} -> {flag[new['abnormal']]}")
+    fired = sorted(set(new.get("rules", [])) - set(old.get("rules", [])))
+    unfired = sorted(set(old.get("rules", [])) - set(new.get("rules", [])))
+    if fired or unfired:
+        parts.append("rules " + ", ".join([*(f"+{r}" for r in fired), *(f"-{r}" for r in unfired)]))
+    if old.get("decided") != new.get("decided"):
+        parts.append(f"decided by {old.get('decided')} -> {new.get('decided')}")
     return parts
 
 
