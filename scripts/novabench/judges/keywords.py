@@ -16,10 +16,8 @@ spaCy to every scoring job, so the hand-written scope is kept.
 
 from __future__ import annotations
 
-import functools
 import hashlib
 import re
-import unicodedata
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
@@ -31,6 +29,7 @@ from novabench.code_fingerprint import code_fingerprint
 from novabench.errors import ConfigError
 from novabench.judges.anatomy import AnatomyTree
 from novabench.judges.base import NEGATED_PREFIX, JudgeKind, KeywordSet, register_judge_kind
+from novabench.text import PhraseIndex, american_word, fold_accents, longest_of, regular_plurals
 
 DEFAULT_LEXICON = paths.RESOURCES / "lexicon.yaml"
 
@@ -41,30 +40,6 @@ _TOKEN = re.compile(r"\d+(?:\.\d+)+|\+?[a-z0-9]+(?:[*+][a-z0-9]*)*|[.;:!?,]", re
 _POSSESSIVE = re.compile(r"['’]s\b", re.IGNORECASE)
 _BOUNDARIES = frozenset(".;:!?,")
 _SENTENCE_ENDS = frozenset(".;:!?")
-# British to American spelling, word by word (the labelling protocol writes American).
-_SPELLING = [
-    (re.compile(p), r)
-    for p, r in (
-        (r"^haem", "hem"),
-        (r"aem", "em"),
-        (r"^oedem", "edem"),
-        (r"^oesoph", "esoph"),
-        (r"paed", "ped"),
-        (r"^foet", "fet"),
-        (r"leuco", "leuko"),
-        (r"tumour", "tumor"),
-        (r"^favour", "favor"),
-        (r"colour", "color"),
-        (r"^grey$", "gray"),
-        (r"fibre", "fiber"),
-        (r"centre", "center"),
-        (r"isation", "ization"),
-        (r"ising$", "izing"),
-        (r"labelling", "labeling"),
-        (r"^aetiol", "etiol"),
-    )
-]
-_SPELLING_KEEP = frozenset({"raising", "rising", "arising", "comprising", "surprising"})
 ABNORMAL_WHEN = {True: "stated", False: "never", "negated": "negated", "any": "any"}
 # The lexicon's top-level keys; any other is a typo.
 LEXICON_KEYS = frozenset(
@@ -156,23 +131,8 @@ class Explanation:
     decided: Fired
 
 
-def _fold(text: str) -> str:
-    """Accents dropped ("Baló" -> "Balo", "Barré" -> "Barre")."""
-    decomposed = unicodedata.normalize("NFKD", text)
-    return "".join(c for c in decomposed if not unicodedata.combining(c))
-
-
-@functools.cache  # tokens repeat across forms and captions
-def _american(token: str) -> str:
-    if token in _SPELLING_KEEP:
-        return token
-    for pattern, replacement in _SPELLING:
-        token = pattern.sub(replacement, token)
-    return token
-
-
 def _tokens(text: str) -> list[str]:
-    return _TOKEN.findall(_POSSESSIVE.sub("", _fold(text)))
+    return _TOKEN.findall(_POSSESSIVE.sub("", fold_accents(text)))
 
 
 def _list_goes_on(lowered: list[str], comma: int, closers: frozenset[str]) -> bool:
@@ -218,19 +178,6 @@ class _Mention:
     rule: str = ""  # the rule that recorded it
 
 
-def _plurals(form: tuple[str, ...]) -> list[tuple[str, ...]]:
-    """Regular plurals of a form's last word (irregular ones are listed in the lexicon)."""
-    *head, last = form
-    if not last.isalpha():
-        return []
-    variants = [last + "s"]
-    if last.endswith(("s", "x", "z", "ch", "sh")):
-        variants.append(last + "es")
-    if last.endswith("y") and last[-2:-1] not in ("a", "e", "o", "u"):
-        variants.append(last[:-1] + "ies")
-    return [(*head, variant) for variant in variants]
-
-
 class KeywordJudge:
     """Extracts normalized keywords and a normal/abnormal label with a lexicon."""
 
@@ -271,9 +218,11 @@ class KeywordJudge:
         # Plurals last, so that an explicit form always wins over a generated one.
         for tokens, entry in list(self._phrases.items()):
             if entry.keys and not entry.negated:
-                for plural in _plurals(tokens):
+                for plural in regular_plurals(tokens):
                     self._add(self._phrases, plural, entry, explicit=False)
-        self._longest = max(len(p) for p in (*self._phrases, *self._exact))
+        # Built once; at a position the longest form wins, a case-sensitive one a tie.
+        self._phrase_index = PhraseIndex(self._phrases)
+        self._exact_index = PhraseIndex(self._exact)
 
     # -- lexicon loading -------------------------------------------------------------
     def _fail(self, problem: str) -> ConfigError:
@@ -286,7 +235,7 @@ class KeywordJudge:
         return tuple(_tokens(form))
 
     def _lower(self, form: object) -> tuple[str, ...]:
-        return tuple(_american(t.lower()) for t in self._form(form))
+        return tuple(american_word(t.lower()) for t in self._form(form))
 
     def _add(self, table: dict, tokens: tuple[str, ...], entry: _Entry, explicit: bool = True):
         known = table.get(tokens)
@@ -495,18 +444,12 @@ class KeywordJudge:
 
     def _match(self, original: list[str], lowered: list[str], i: int) -> tuple[int, _Entry]:
         """Longest phrase at position ``i`` (case-sensitive forms first); (0, None) if none."""
-        for length in range(min(self._longest, len(lowered) - i), 0, -1):
-            entry = self._exact.get(tuple(original[i : i + length]))
-            if entry is None:
-                entry = self._phrases.get(tuple(lowered[i : i + length]))
-            if entry is not None:
-                return length, entry
-        return 0, None
+        return longest_of((self._exact_index, original), (self._phrase_index, lowered), start=i)
 
     def _read(self, text: str) -> tuple[list[_Mention], list[Fired]]:
         """Every concept a caption names, with its negation and normality (in order)."""
         original = [t for t in _tokens(text or "") if t.lower() not in self._skip]
-        lowered = [_american(t.lower()) for t in original]
+        lowered = [american_word(t.lower()) for t in original]
         scan = _Scan(self._list_closers)
         i = 0
         while i < len(lowered):

@@ -22,7 +22,7 @@ import yaml
 
 from novabench import paths
 from novabench.errors import NovaError
-from novabench.spelling import american_spelling
+from novabench.text import american_spelling
 
 # Shipped inside the package, so an installed novabench finds it too.
 DEFAULT_VOCABULARY = paths.RESOURCES / "diagnosis_vocabulary.yaml"

@@ -18,7 +18,7 @@ import jsonschema
 import yaml
 
 from novabench.errors import NovaError
-from novabench.spelling import american_spelling
+from novabench.text import american_spelling
 
 # Shipped inside the package, so an installed novabench finds it too.
 DEFAULT_CORPUS = Path(__file__).resolve().with_name("corpus.yaml")
