@@ -13,6 +13,7 @@ import pytest
 from novabench.errors import NovaError
 from novabench.judges import keyword_snapshot as snap
 from novabench.judges import validation
+from novabench.judges.keywords import RULE_IDS
 
 SNAPSHOT = Path(__file__).parent / "snapshots" / "caption_keywords.jsonl"
 
@@ -91,3 +92,22 @@ def test_a_config_without_a_caption_judge_is_named(tmp_path) -> None:
         f"cannot find the captioning judge of {config} (KeyError: 'llm'); fix: give the "
         "config tasks.captioning.judge naming an entry of judges:"
     )
+
+
+def test_a_moved_rule_is_listed_even_when_the_keywords_stay() -> None:
+    old = _row(1, ["edema"], True)
+    old["extracted"]["reference"].update(rules=["phrase.concept"], decided="verdict.abnormal")
+    new = _row(1, ["edema"], True)
+    new["extracted"]["reference"].update(
+        rules=["phrase.compound", "verdict.normal"], decided="verdict.normal"
+    )
+    assert snap.moved([old], [new]) == [
+        "captioning:1 cap-001 reference 'Oedema.': rules +phrase.compound, +verdict.normal, "
+        "-phrase.concept; decided by verdict.abnormal -> verdict.normal"
+    ]
+
+
+def test_every_recorded_rule_is_a_rule_of_the_engine() -> None:
+    sides = [r["extracted"][s] for r in snap.read_snapshot(SNAPSHOT) for s in snap.SIDES]
+    assert {rule for side in sides for rule in side["rules"]} <= set(RULE_IDS)
+    assert {side["decided"] for side in sides} == {"verdict.abnormal", "verdict.normal"}
