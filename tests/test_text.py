@@ -135,3 +135,14 @@ def test_between_indexes_the_longest_wins_and_a_tie_goes_to_the_first():
     tokens = ["MS", "lesion"]
     found = longest_of((exact, tokens), (lowered, [t.lower() for t in tokens]), start=0)
     assert found == (2, "lesion")
+
+
+def test_drop_possessives_in_lower_case_or_any_case():
+    assert text.drop_possessives("Wilson's and WILSON'S, Creutzfeldt’s") == (
+        "Wilson and WILSON'S, Creutzfeldt"
+    )
+    assert text.drop_possessives("WILSON'S disease", any_case=True) == "WILSON disease"
+
+
+def test_plain_words_is_a_light_lookup_key():
+    assert text.plain_words("Non-Hodgkin's  Lymphoma (Tumour)") == "non hodgkin s lymphoma tumor"

@@ -63,6 +63,23 @@ def _spelling() -> dict[str, Any]:
     return {"text": text, "words": words, "keep": keep}
 
 
+_NOT_A_WORD_CHARACTER = re.compile(r"[^a-z0-9]+")
+_POSSESSIVE = re.compile(r"['’]s\b")
+_POSSESSIVE_ANY_CASE = re.compile(r"['’]s\b", re.IGNORECASE)
+
+
+def drop_possessives(text: str, *, any_case: bool = False) -> str:
+    """ "Wilson's disease" -> "Wilson disease"; ``any_case``: "WILSON'S" too."""
+    return (_POSSESSIVE_ANY_CASE if any_case else _POSSESSIVE).sub("", text)
+
+
+def plain_words(text: str) -> str:
+    """American spelling, lower case, letters and digits only, one space between words:
+    a light key for looking names up ("Non-Hodgkin's  Lymphoma" -> "non hodgkin s
+    lymphoma")."""
+    return " ".join(_NOT_A_WORD_CHARACTER.sub(" ", american_spelling(text)).split())
+
+
 def american_spelling(text: str) -> str:
     """Lower-case ``text`` and rewrite British medical spellings to American (the ``text``
     list: patterns over the whole text, so "haematoma" and "ischaemic" both change)."""

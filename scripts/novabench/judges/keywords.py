@@ -29,7 +29,14 @@ from novabench.code_fingerprint import code_fingerprint
 from novabench.errors import ConfigError
 from novabench.judges.anatomy import AnatomyTree
 from novabench.judges.base import NEGATED_PREFIX, JudgeKind, KeywordSet, register_judge_kind
-from novabench.text import PhraseIndex, american_word, fold_accents, longest_of, regular_plurals
+from novabench.text import (
+    PhraseIndex,
+    american_word,
+    drop_possessives,
+    fold_accents,
+    longest_of,
+    regular_plurals,
+)
 
 DEFAULT_LEXICON = paths.RESOURCES / "lexicon.yaml"
 
@@ -37,7 +44,6 @@ DEFAULT_LEXICON = paths.RESOURCES / "lexicon.yaml"
 # stay one token so their dot does not end a negation scope. Sentence punctuation is kept
 # as a boundary token; everything else (hyphens, slashes, brackets, quotes) separates words.
 _TOKEN = re.compile(r"\d+(?:\.\d+)+|\+?[a-z0-9]+(?:[*+][a-z0-9]*)*|[.;:!?,]", re.IGNORECASE)
-_POSSESSIVE = re.compile(r"['’]s\b", re.IGNORECASE)
 _BOUNDARIES = frozenset(".;:!?,")
 _SENTENCE_ENDS = frozenset(".;:!?")
 ABNORMAL_WHEN = {True: "stated", False: "never", "negated": "negated", "any": "any"}
@@ -132,7 +138,7 @@ class Explanation:
 
 
 def _tokens(text: str) -> list[str]:
-    return _TOKEN.findall(_POSSESSIVE.sub("", fold_accents(text)))
+    return _TOKEN.findall(drop_possessives(fold_accents(text), any_case=True))
 
 
 def _list_goes_on(lowered: list[str], comma: int, closers: frozenset[str]) -> bool:

@@ -22,7 +22,7 @@ import yaml
 
 from novabench import paths
 from novabench.errors import NovaError
-from novabench.text import american_spelling
+from novabench.text import plain_words
 
 # Shipped inside the package, so an installed novabench finds it too.
 DEFAULT_VOCABULARY = paths.RESOURCES / "diagnosis_vocabulary.yaml"
@@ -133,7 +133,7 @@ class Vocabulary:
 
 def _name_key(name: str) -> str:
     # Duplicate check and category lookup only: the matcher normalizes more strongly.
-    return " ".join(re.sub(r"[^a-z0-9]+", " ", american_spelling(name)).split())
+    return plain_words(name)
 
 
 def _read_yaml(path: Path) -> tuple[bytes, Any]:

@@ -9,7 +9,6 @@ the corpus lists to help retrieval never makes the judge more lenient.
 from __future__ import annotations
 
 import hashlib
-import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -18,7 +17,7 @@ import jsonschema
 import yaml
 
 from novabench.errors import NovaError
-from novabench.text import american_spelling
+from novabench.text import plain_words
 
 # Shipped inside the package, so an installed novabench finds it too.
 DEFAULT_CORPUS = Path(__file__).resolve().with_name("corpus.yaml")
@@ -79,7 +78,7 @@ class Corpus:
 
 
 def _name_key(name: str) -> str:
-    return " ".join(re.sub(r"[^a-z0-9]+", " ", american_spelling(name)).split())
+    return plain_words(name)
 
 
 def _read_yaml(path: Path) -> tuple[bytes, Any]:
