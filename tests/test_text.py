@@ -146,3 +146,9 @@ def test_drop_possessives_in_lower_case_or_any_case():
 
 def test_plain_words_is_a_light_lookup_key():
     assert text.plain_words("Non-Hodgkin's  Lymphoma (Tumour)") == "non hodgkin s lymphoma tumor"
+
+
+def test_ize_spelling_after_three_letters():
+    assert text.ize_spelling("necrotising generalised organisation rising") == (
+        "necrotizing generalized organization rising"
+    )

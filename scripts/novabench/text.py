@@ -89,6 +89,16 @@ def american_spelling(text: str) -> str:
     return text
 
 
+_ISE = re.compile(r"(?<=[a-z]{3})is(ing|ation|ed)\b")
+
+
+def ize_spelling(text: str) -> str:
+    """-ising, -isation, -ised made -iz- in lower-case text ("necrotising" ->
+    "necrotizing"), after three letters so "rising" stays; the matcher's step (the word
+    list's -isation/-ising rules are the keyword judge's)."""
+    return _ISE.sub(r"iz\1", text)
+
+
 @functools.cache  # words repeat across forms and captions
 def american_word(word: str) -> str:
     """One lower-case word in American spelling (the ``words`` list, its kept words

@@ -77,6 +77,7 @@ from novabench.text import (
     american_spelling,
     drop_possessives,
     fold_accents,
+    ize_spelling,
     roman_numeral,
     singular,
 )
@@ -216,8 +217,7 @@ def _raw_tokens(text: str, words: _Words) -> list[str]:
     text = re.sub(r"\bpost-(?=[a-z])", "post", text)  # "post-infectious": no "post" clause
     for long, short in words.abbreviated:  # "central nervous system" -> "cns"
         text = long.sub(short, text)
-    # -ise/-isation spellings ("necrotising", "generalised"); applied to both texts alike.
-    text = re.sub(r"(?<=[a-z]{3})is(ing|ation|ed)\b", r"iz\1", text)
+    text = ize_spelling(text)  # "necrotising", "generalised"
     text = re.sub(r"(?<=[a-z])-(?=\d)", "", text)  # "NF-1" -> "nf1"
     tokens = re.findall(r"[a-z0-9]+", text)
     out: list[str] = []
