@@ -14,7 +14,7 @@ import yaml
 from novabench.caption_keywords import MODALITY_KEYWORDS, split_keywords
 from novabench.errors import ConfigError
 from novabench.judges import KeywordSet
-from novabench.judges.keywords import DEFAULT_LEXICON, RULE_CONCEPTS, KeywordJudge
+from novabench.judges.keywords import DEFAULT_LEXICON, RULE_IDS, KeywordJudge
 from novabench.tasks.captioning.metrics import keyword_f1
 
 
@@ -214,7 +214,13 @@ def test_identity_names_the_lexicon(judge):
     assert identity["lexicon_sha256"] == hashlib.sha256(DEFAULT_LEXICON.read_bytes()).hexdigest()
 
 
-# The concepts the judge's own rules name (keywords.RULE_CONCEPTS), each with one form.
+# The built-in lexicon's engine section, and the concepts it names, each with one form.
+ENGINE = yaml.safe_load(DEFAULT_LEXICON.read_text(encoding="utf-8"))["engine"]
+RULE_CONCEPTS = [
+    *(v for k, v in ENGINE["concepts"].items() if k not in ("sequences", "perfusion_signal")),
+    *ENGINE["concepts"]["sequences"],
+    *(x for pair in ENGINE["concepts"]["perfusion_signal"].items() for x in pair),
+]
 RULE_CONCEPTS_GROUP = (
     "  rules: {abnormal: true, negatable: true, concepts: {"
     + ", ".join(f"{key}: [zz{i}]" for i, key in enumerate(RULE_CONCEPTS))
@@ -230,6 +236,8 @@ groups:
   finding: {abnormal: true, negatable: true, concepts: {cyst: [cyst, cystic]}}
 """
     + RULE_CONCEPTS_GROUP
+    + "engine: "
+    + yaml.safe_dump(ENGINE, default_flow_style=True, width=10_000)
 )
 
 
@@ -548,3 +556,58 @@ def test_the_lexicon_is_an_input_of_scoring(tmp_path):
     own = {"lexicon_path": "my/lexicon.yaml"}
     resolved = kind.input_files("keywords", own, "captioning", lambda p: f"/base/{p}")
     assert resolved == ["/base/my/lexicon.yaml"]
+
+
+def test_every_rule_has_examples_and_each_example_fires_its_rule():
+    rules = yaml.safe_load(DEFAULT_LEXICON.read_text(encoding="utf-8"))["rules"]
+    assert set(rules) == set(RULE_IDS)
+    judge = KeywordJudge()
+    for rule, spec in rules.items():
+        for example in spec["examples"]:
+            assert rule in [f.rule for f in judge.explain(example).fired], (rule, example)
+
+
+def test_explain_lists_the_rules_in_order_and_the_deciding_one():
+    found = KeywordJudge().explain("No hemorrhage, edema or mass effect. Enlarged optic nerve.")
+    assert [(f.rule, f.phrase, f.concept) for f in found.fired] == [
+        ("negation.before", "no", ""),
+        ("phrase.concept", "hemorrhage", "hemorrhage"),
+        ("negation.list-continues", ",", ""),
+        ("phrase.concept", "edema", "edema"),
+        ("phrase.concept", "mass effect", "mass effect"),
+        ("phrase.concept", "enlarged", "enlargement"),
+        ("phrase.concept", "optic nerve", "optic nerve"),
+        ("caption.thickening", "", "thickening"),
+        ("verdict.abnormal", "phrase.concept", "thickening"),
+    ]
+    assert found.decided == found.fired[-1]
+    assert found.keywords == KeywordJudge().extract(
+        "No hemorrhage, edema or mass effect. Enlarged optic nerve."
+    )
+    assert KeywordJudge().explain("Unremarkable.").decided.rule == "verdict.normal"
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        (("name: test", "nmae: test"), "unknown key nmae; fix: use one of anatomy_parents, "),
+        (("list_closers", "closers"), "unknown key engine.closers; fix: use one of concepts, "),
+        (("generic: generic", "generik: generic"), "unknown key engine.groups.generik; fix: "),
+        (("version", "rules: {phrase.x: {examples: [a]}}\nversion"), "unknown key rules.phrase.x"),
+        (
+            ("version", "rules: {phrase.concept: {}}\nversion"),
+            "rules.phrase.concept needs examples",
+        ),
+        (("generic: generic, ", ""), "engine lacks generic; fix: name the lexicon's own group"),
+    ],
+)
+def test_lexicon_keys_are_checked_when_it_is_loaded(tmp_path, change, message):
+    path = tmp_path / "lexicon.yaml"
+    text = MINIMAL.replace(*change)
+    assert text != MINIMAL
+    path.write_text(text)
+    with pytest.raises(ConfigError) as caught:
+        KeywordJudge(path)
+    assert str(caught.value).startswith("judge lexicon lexicon.yaml: ")
+    assert message in str(caught.value)
+    assert "\n" not in str(caught.value)

@@ -11,7 +11,7 @@ from novabench.errors import NovaError
 from novabench.models.base import Sample, load_adapter
 from novabench.models.retrieval.bm25 import RetrievalDiagnoser, retrieval_tokens
 from novabench.models.retrieval.corpus import Corpus, load_corpus
-from novabench.spelling import american_spelling
+from novabench.text import american_spelling
 
 
 @pytest.fixture(scope="module")

@@ -23,6 +23,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from novabench.text import PhraseIndex
+
 _CODE_WITH_NUMBER = re.compile(r"^[a-z]{2,4}(\d{1,2})$")
 # Gene symbols with a digit ("tp53", "idh1", "h3f3a"); the tables list a few without one.
 _GENE = re.compile(r"^[a-z]{1,6}\d{1,3}[a-z]?$")
@@ -86,7 +88,7 @@ class QualifierTable:
     """Phrase -> (group, values) lookup and the ``within`` relation of each group."""
 
     phrases: dict[tuple[str, ...], tuple[tuple[str, frozenset[str]], ...]]
-    max_len: int
+    index: PhraseIndex  # the phrases that state a qualifier, for longest match
     ancestors: dict[tuple[str, str], frozenset[str]]
     # (group, value) pairs that another value lies within: classes, not leaves.
     classes: frozenset[tuple[str, str]]
@@ -159,7 +161,7 @@ def build_table(
     roles = {str(g): frozenset(spec.get("roles") or ()) for g, spec in groups.items()}
     return QualifierTable(
         frozen,
-        max((len(k) for k in frozen), default=1),
+        PhraseIndex({key: hit for key, hit in frozen.items() if hit}),
         ancestors,
         classes,
         roles,
@@ -214,18 +216,10 @@ def extract_with_words(
     """The qualifiers stated in ``tokens`` and, per group, the words that state them."""
     found: dict[str, set[str]] = {g: set(v) for g, v in _numbers(tokens, table.numbers).items()}
     words: dict[str, set[str]] = {}
-    i = 0
-    while i < len(tokens):
-        for length in range(min(table.max_len, len(tokens) - i), 0, -1):
-            hit = table.phrases.get(tuple(tokens[i : i + length]))
-            if hit:
-                for group, values in hit:
-                    found.setdefault(group, set()).update(values)
-                    words.setdefault(group, set()).update(tokens[i : i + length])
-                i += length
-                break
-        else:
-            i += 1
+    for start, length, hit in table.index.scan(tokens):
+        for group, values in hit:
+            found.setdefault(group, set()).update(values)
+            words.setdefault(group, set()).update(tokens[start : start + length])
     return (
         {group: frozenset(values) for group, values in found.items()},
         {group: frozenset(w) for group, w in words.items()},

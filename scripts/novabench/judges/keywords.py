@@ -16,11 +16,9 @@ spaCy to every scoring job, so the hand-written scope is kept.
 
 from __future__ import annotations
 
-import functools
 import hashlib
 import re
-import unicodedata
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -31,6 +29,14 @@ from novabench.code_fingerprint import code_fingerprint
 from novabench.errors import ConfigError
 from novabench.judges.anatomy import AnatomyTree
 from novabench.judges.base import NEGATED_PREFIX, JudgeKind, KeywordSet, register_judge_kind
+from novabench.text import (
+    PhraseIndex,
+    american_word,
+    drop_possessives,
+    fold_accents,
+    longest_of,
+    regular_plurals,
+)
 
 DEFAULT_LEXICON = paths.RESOURCES / "lexicon.yaml"
 
@@ -38,82 +44,109 @@ DEFAULT_LEXICON = paths.RESOURCES / "lexicon.yaml"
 # stay one token so their dot does not end a negation scope. Sentence punctuation is kept
 # as a boundary token; everything else (hyphens, slashes, brackets, quotes) separates words.
 _TOKEN = re.compile(r"\d+(?:\.\d+)+|\+?[a-z0-9]+(?:[*+][a-z0-9]*)*|[.;:!?,]", re.IGNORECASE)
-_POSSESSIVE = re.compile(r"['’]s\b", re.IGNORECASE)
 _BOUNDARIES = frozenset(".;:!?,")
 _SENTENCE_ENDS = frozenset(".;:!?")
-_LIST_CLOSERS = frozenset({"or", "nor"})
-# British to American spelling, word by word (the labelling protocol writes American).
-_SPELLING = [
-    (re.compile(p), r)
-    for p, r in (
-        (r"^haem", "hem"),
-        (r"aem", "em"),
-        (r"^oedem", "edem"),
-        (r"^oesoph", "esoph"),
-        (r"paed", "ped"),
-        (r"^foet", "fet"),
-        (r"leuco", "leuko"),
-        (r"tumour", "tumor"),
-        (r"^favour", "favor"),
-        (r"colour", "color"),
-        (r"^grey$", "gray"),
-        (r"fibre", "fiber"),
-        (r"centre", "center"),
-        (r"isation", "ization"),
-        (r"ising$", "izing"),
-        (r"labelling", "labeling"),
-        (r"^aetiol", "etiol"),
-    )
-]
-_SPELLING_KEEP = frozenset({"raising", "rising", "arising", "comprising", "surprising"})
 ABNORMAL_WHEN = {True: "stated", False: "never", "negated": "negated", "any": "any"}
-# Concepts the caption-wide rules below name (absence, normal variants, thickening, signal
-# on a perfusion map): a lexicon must define each, checked when it is loaded.
-RULE_CONCEPTS = (
+# The lexicon's top-level keys; any other is a typo.
+LEXICON_KEYS = frozenset(
+    {
+        "name",
+        "version",
+        "negation",
+        "normality",
+        "skip",
+        "measures",
+        "ignore",
+        "groups",
+        "thickens",
+        "variant_structures",
+        "technique_normal",
+        "anatomy_parents",
+        "open_names",
+        "compounds",
+        "negated_forms",
+        "exact_forms",
+        "engine",
+        "rules",
+    }
+)
+# The engine's slots the lexicon's `engine:` section fills with its own words.
+ENGINE_GROUPS = ("anatomy", "generic", "normal_state", "open_name", "open_sign")
+ENGINE_CONCEPTS = (
     "agenesis",
     "hypoplasia",
-    "normal variant",
+    "normal_variant",
     "enlargement",
     "thickening",
-    "t1",
-    "t2",
-    "flair",
-    "dwi",
     "perfusion",
-    "hyperintensity",
-    "hypointensity",
-    "hyperperfusion",
-    "hypoperfusion",
 )
-# Groups open names are recorded under ("Rasmussen encephalitis", "ivy sign").
-OPEN_NAME_GROUPS = ("diagnosis", "sign")
+ENGINE_KEYS = frozenset({"list_closers", "sign_heads", "groups", "concepts"})
+# Every rule of the engine, by a stable id: what ``explain`` reports. The lexicon's
+# ``rules:`` section gives each one or two example captions.
+RULE_IDS = {
+    "phrase.concept": "a form of a group's concept",
+    "phrase.compound": "one phrase naming several concepts",
+    "phrase.negated-form": "a phrase naming a negated concept by itself",
+    "phrase.exact": "a case-sensitive abbreviation",
+    "phrase.measure": "a direction and a measured quantity",
+    "phrase.ignored": "a form read and dropped",
+    "negation.before": "a trigger negating what follows",
+    "negation.after": "a trigger negating what came since the last boundary",
+    "negation.pseudo": "looks like a trigger, negates nothing",
+    "negation.absence": "absent: negation of a finding",
+    "negation.unassessable": "drops what came since the last boundary",
+    "negation.scope-ender": "ends a negation scope",
+    "negation.location": "a location word ends the scope after a negated concept",
+    "negation.conditional": "negates after one of its words only",
+    "negation.list-continues": "a comma inside a negated list closed by a list closer",
+    "normal.scoped": "normal, and what follows in its clause is not abnormal",
+    "normal.form": "gives the normality keyword",
+    "normal.sentence": "normal, and its whole sentence is not abnormal",
+    "open-name.head": "unknown words before a head word form a name",
+    "open-name.suffix": "an unknown word with a disease suffix is a diagnosis",
+    "open-name.proper": "capitalized words before a lexicon disease head join it",
+    "anatomy.absent-structure": "an absent structure is agenesis",
+    "caption.normal-variant": "a sentence naming a normal variant is not abnormal",
+    "caption.variant-structure": "a hypoplastic or absent variant structure is normal",
+    "caption.thickening": "enlargement of a thickening structure is thickening",
+    "caption.perfusion-signal": "signal on a perfusion map alone is perfusion",
+    "caption.technique-normal": "normal on a map or spectrum alone is its own normal",
+    "caption.negated-generic": "a negated generic finding says the caption is normal",
+    "verdict.abnormal": "the first mention that makes the caption abnormal",
+    "verdict.normal": "no mention makes the caption abnormal",
+}
 
 
-def _fold(text: str) -> str:
-    """Accents dropped ("Baló" -> "Balo", "Barré" -> "Barre")."""
-    decomposed = unicodedata.normalize("NFKD", text)
-    return "".join(c for c in decomposed if not unicodedata.combining(c))
+@dataclass(frozen=True)
+class Fired:
+    """One rule that fired while reading a caption: its id, the words it read (empty for
+    caption-wide rules), and the concept and group it recorded, if any."""
+
+    rule: str
+    phrase: str = ""
+    concept: str = ""
+    group: str = ""
 
 
-@functools.cache  # tokens repeat across forms and captions
-def _american(token: str) -> str:
-    if token in _SPELLING_KEEP:
-        return token
-    for pattern, replacement in _SPELLING:
-        token = pattern.sub(replacement, token)
-    return token
+@dataclass(frozen=True)
+class Explanation:
+    """Every rule that fired on one caption, in order, and the one that decided its flag."""
+
+    keywords: KeywordSet
+    fired: tuple[Fired, ...]
+    decided: Fired
 
 
 def _tokens(text: str) -> list[str]:
-    return _TOKEN.findall(_POSSESSIVE.sub("", _fold(text)))
+    return _TOKEN.findall(drop_possessives(fold_accents(text), any_case=True))
 
 
-def _list_goes_on(lowered: list[str], comma: int) -> bool:
-    """Whether the rest of the sentence after a comma closes a list with "or"/"nor"."""
+def _list_goes_on(lowered: list[str], comma: int, closers: frozenset[str]) -> bool:
+    """Whether the rest of the sentence after a comma closes a list ("or", "nor")."""
     for token in lowered[comma + 1 :]:
         if token in _SENTENCE_ENDS:
             return False
-        if token in _LIST_CLOSERS:
+        if token in closers:
             return True
     return False
 
@@ -136,6 +169,7 @@ class _Entry:
     normal_scope: bool = False  # ... and what follows in its clause is not abnormal
     normal_sentence: bool = False  # ... and its whole sentence is not abnormal
     ignored: bool = False  # read and dropped
+    rule: str = field(default="phrase.concept", compare=False)  # the rule it is read by
 
 
 @dataclass
@@ -147,19 +181,7 @@ class _Mention:
     sentence: int = 0
     normal_sentence: bool = False  # makes its sentence not abnormal ("physiological")
     position: int = 0  # index of its first word
-
-
-def _plurals(form: tuple[str, ...]) -> list[tuple[str, ...]]:
-    """Regular plurals of a form's last word (irregular ones are listed in the lexicon)."""
-    *head, last = form
-    if not last.isalpha():
-        return []
-    variants = [last + "s"]
-    if last.endswith(("s", "x", "z", "ch", "sh")):
-        variants.append(last + "es")
-    if last.endswith("y") and last[-2:-1] not in ("a", "e", "o", "u"):
-        variants.append(last[:-1] + "ies")
-    return [(*head, variant) for variant in variants]
+    rule: str = ""  # the rule that recorded it
 
 
 class KeywordJudge:
@@ -179,12 +201,14 @@ class KeywordJudge:
         self._sha256 = hashlib.sha256(raw).hexdigest()
         # libyaml's loader where PyYAML has it: the lexicon is large for the Python one.
         lexicon = yaml.load(raw, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
+        self._check_keys(lexicon)
         self.version = str(lexicon["version"])
         self._groups: dict[str, dict] = {}
         self._concept_group: dict[str, str] = {}
         self._phrases: dict[tuple[str, ...], _Entry] = {}
         self._exact: dict[tuple[str, ...], _Entry] = {}
         self._load_groups(lexicon)
+        self._load_engine(lexicon)
         self._check_rule_names(lexicon)
         self._load_phrases(lexicon)
         self._load_negation(lexicon["negation"])
@@ -200,9 +224,11 @@ class KeywordJudge:
         # Plurals last, so that an explicit form always wins over a generated one.
         for tokens, entry in list(self._phrases.items()):
             if entry.keys and not entry.negated:
-                for plural in _plurals(tokens):
+                for plural in regular_plurals(tokens):
                     self._add(self._phrases, plural, entry, explicit=False)
-        self._longest = max(len(p) for p in (*self._phrases, *self._exact))
+        # Built once; at a position the longest form wins, a case-sensitive one a tie.
+        self._phrase_index = PhraseIndex(self._phrases)
+        self._exact_index = PhraseIndex(self._exact)
 
     # -- lexicon loading -------------------------------------------------------------
     def _fail(self, problem: str) -> ConfigError:
@@ -215,7 +241,7 @@ class KeywordJudge:
         return tuple(_tokens(form))
 
     def _lower(self, form: object) -> tuple[str, ...]:
-        return tuple(_american(t.lower()) for t in self._form(form))
+        return tuple(american_word(t.lower()) for t in self._form(form))
 
     def _add(self, table: dict, tokens: tuple[str, ...], entry: _Entry, explicit: bool = True):
         known = table.get(tokens)
@@ -224,11 +250,69 @@ class KeywordJudge:
         elif known != entry and explicit:
             raise self._fail(f"form {' '.join(tokens)!r} has two meanings")
 
+    def _check_keys(self, lexicon: object) -> None:
+        """The lexicon's keys, its ``engine:`` section's and its rules' ids are known ones."""
+        if not isinstance(lexicon, dict):
+            raise self._fail("the file is not a mapping of sections")
+        sections = [("", lexicon, LEXICON_KEYS)]
+        engine = lexicon.get("engine")
+        if not isinstance(engine, dict):
+            raise ConfigError(
+                f"judge lexicon {self.lexicon_path.name}: no engine: section",
+                "add engine: {list_closers, sign_heads, groups, concepts} as the built-in one has",
+            )
+        sections += [("engine.", engine, ENGINE_KEYS)]
+        sections += [("engine.groups.", engine.get("groups") or {}, frozenset(ENGINE_GROUPS))]
+        concepts = frozenset({*ENGINE_CONCEPTS, "sequences", "perfusion_signal"})
+        sections += [("engine.concepts.", engine.get("concepts") or {}, concepts)]
+        sections += [("rules.", lexicon.get("rules") or {}, frozenset(RULE_IDS))]
+        for where, section, allowed in sections:
+            for key in section:
+                if key not in allowed:
+                    raise ConfigError(
+                        f"judge lexicon {self.lexicon_path.name}: unknown key {where}{key}",
+                        f"use one of {', '.join(sorted(allowed))} under {where or 'the top'}",
+                    )
+        for rule, spec in (lexicon.get("rules") or {}).items():
+            examples = (spec or {}).get("examples") if isinstance(spec, dict) else None
+            if set(spec or {}) - {"examples"} or not examples or len(examples) > 2:
+                raise ConfigError(
+                    f"judge lexicon {self.lexicon_path.name}: rules.{rule} needs examples",
+                    f"give rules.{rule} {{examples: [one or two captions]}}",
+                )
+
+    def _load_engine(self, lexicon: dict) -> None:
+        """The words the engine's rules compare: group and concept names, list closers."""
+        engine = lexicon["engine"]
+        groups, concepts = engine.get("groups") or {}, engine.get("concepts") or {}
+        missing = [g for g in ENGINE_GROUPS if g not in groups]
+        missing += [
+            c for c in (*ENGINE_CONCEPTS, "sequences", "perfusion_signal") if c not in concepts
+        ]
+        if missing:
+            raise ConfigError(
+                f"judge lexicon {self.lexicon_path.name}: engine lacks {missing[0]}",
+                f"name the lexicon's own group or concept for {missing[0]} under engine:",
+            )
+        self._role = dict(groups)
+        self._rule_concept = {c: concepts[c] for c in ENGINE_CONCEPTS}
+        self._sequences = tuple(concepts["sequences"])
+        self._perfusion_signal = dict(concepts["perfusion_signal"])
+        self._list_closers = frozenset(engine.get("list_closers") or [])
+        self._sign_heads = frozenset(engine.get("sign_heads") or [])
+
     def _check_rule_names(self, lexicon: dict) -> None:
-        """Every concept and group this module's rules name is defined by the lexicon."""
-        needed = [("concept", k, k in self._concept_group) for k in RULE_CONCEPTS]
+        """Every concept and group the engine's rules name is defined by the lexicon."""
+        rule_concepts = [
+            *self._rule_concept.values(),
+            *self._sequences,
+            *self._perfusion_signal,
+            *self._perfusion_signal.values(),
+        ]
+        needed = [("concept", k, k in self._concept_group) for k in rule_concepts]
         if (lexicon.get("open_names") or {}).get("heads") or []:
-            needed += [("group", g, g in self._groups) for g in OPEN_NAME_GROUPS]
+            open_groups = (self._role["open_name"], self._role["open_sign"])
+            needed += [("group", g, g in self._groups) for g in open_groups]
         for what, name, defined in needed:
             if not defined:
                 where = "the concepts of a group" if what == "concept" else "groups"
@@ -263,14 +347,16 @@ class KeywordJudge:
 
     def _load_phrases(self, lexicon: dict) -> None:
         for form, keys in (lexicon.get("compounds") or {}).items():
-            self._add(self._phrases, self._lower(form), _Entry(self._known(list(keys))))
+            entry = _Entry(self._known(list(keys)), rule="phrase.compound")
+            self._add(self._phrases, self._lower(form), entry)
         for form, key in (lexicon.get("negated_forms") or {}).items():
-            entry = _Entry(self._known([key]), negated=True)
+            entry = _Entry(self._known([key]), negated=True, rule="phrase.negated-form")
             self._add(self._phrases, self._lower(form), entry)
         for form, key in (lexicon.get("exact_forms") or {}).items():
-            self._add(self._exact, self._form(form), _Entry(self._known([key])))
+            entry = _Entry(self._known([key]), rule="phrase.exact")
+            self._add(self._exact, self._form(form), entry)
         for form in lexicon.get("ignore") or []:
-            self._add(self._phrases, self._lower(form), _Entry(ignored=True))
+            self._add(self._phrases, self._lower(form), _Entry(ignored=True, rule="phrase.ignored"))
         # Degree words are taken out before matching, so "choline is markedly elevated"
         # reads as the form "choline is elevated".
         self._skip = frozenset(w for f in lexicon.get("skip") or [] for w in self._lower(f))
@@ -284,7 +370,7 @@ class KeywordJudge:
             for direction, key in quantity.items():
                 if direction == "forms":
                     continue
-                entry = _Entry(self._known([key]))
+                entry = _Entry(self._known([key]), rule="phrase.measure")
                 for word in directions[direction]:
                     for form in quantity["forms"]:
                         for pattern in measures["patterns"]:
@@ -296,21 +382,25 @@ class KeywordJudge:
         self._negation_openers = frozenset(before)
         after = {self._lower(f) for f in negation["after"]}
         for tokens in before | after:
-            entry = _Entry(negates_after=tokens in before, negates_before=tokens in after)
+            rule = "negation.before" if tokens in before else "negation.after"
+            entry = _Entry(
+                negates_after=tokens in before, negates_before=tokens in after, rule=rule
+            )
             self._add(self._phrases, tokens, entry)
         kinds = {
-            "pseudo": _Entry(pseudo=True),
-            "absence": _Entry(absence=True),
-            "unassessable": _Entry(unassessable=True),
-            "scope_enders": _Entry(ends_scope=True),
-            "location_words": _Entry(location=True),
+            "pseudo": _Entry(pseudo=True, rule="negation.pseudo"),
+            "absence": _Entry(absence=True, rule="negation.absence"),
+            "unassessable": _Entry(unassessable=True, rule="negation.unassessable"),
+            "scope_enders": _Entry(ends_scope=True, rule="negation.scope-ender"),
+            "location_words": _Entry(location=True, rule="negation.location"),
         }
         for kind, entry in kinds.items():
             for form in negation.get(kind) or []:
                 self._add(self._phrases, self._lower(form), entry)
         for form, openers in (negation.get("conditional") or {}).items():
             words = frozenset(w for opener in openers for w in self._lower(opener))
-            self._add(self._phrases, self._lower(form), _Entry(conditional=words, location=True))
+            entry = _Entry(conditional=words, location=True, rule="negation.conditional")
+            self._add(self._phrases, self._lower(form), entry)
 
     def _load_normality(self, normality: dict | None) -> None:
         if not normality:
@@ -319,15 +409,18 @@ class KeywordJudge:
         self._normal_key = normality["keyword"]
         self._known([self._normal_key])
         for form in normality.get("scoped") or []:
-            self._add(self._phrases, self._lower(form), _Entry(normal=True, normal_scope=True))
+            entry = _Entry(normal=True, normal_scope=True, rule="normal.scoped")
+            self._add(self._phrases, self._lower(form), entry)
         for form in normality.get("forms") or []:
             # "no mass lesion or collection": a negated normal form negates the rest of
             # its list too.
             tokens = self._lower(form)
             opens = any(tokens[: len(t)] == t for t in self._negation_openers)
-            self._add(self._phrases, tokens, _Entry(normal=True, negates_after=opens))
+            entry = _Entry(normal=True, negates_after=opens, rule="normal.form")
+            self._add(self._phrases, tokens, entry)
         for form in normality.get("sentence") or []:
-            self._add(self._phrases, self._lower(form), _Entry(normal=True, normal_sentence=True))
+            entry = _Entry(normal=True, normal_sentence=True, rule="normal.sentence")
+            self._add(self._phrases, self._lower(form), entry)
 
     def _load_open_names(self, spec: dict) -> None:
         self._heads = frozenset(w for f in spec.get("heads", []) for w in self._lower(f))
@@ -339,7 +432,7 @@ class KeywordJudge:
     def _load_anatomy(self, parents: dict) -> AnatomyTree:
         for child, ups in parents.items():
             for key in (child, *ups):
-                if self._concept_group.get(key) != "anatomy":
+                if self._concept_group.get(key) != self._role["anatomy"]:
                     raise self._fail(f"anatomy_parents names {key!r}, not an anatomy concept")
         return AnatomyTree(parents)
 
@@ -357,19 +450,13 @@ class KeywordJudge:
 
     def _match(self, original: list[str], lowered: list[str], i: int) -> tuple[int, _Entry]:
         """Longest phrase at position ``i`` (case-sensitive forms first); (0, None) if none."""
-        for length in range(min(self._longest, len(lowered) - i), 0, -1):
-            entry = self._exact.get(tuple(original[i : i + length]))
-            if entry is None:
-                entry = self._phrases.get(tuple(lowered[i : i + length]))
-            if entry is not None:
-                return length, entry
-        return 0, None
+        return longest_of((self._exact_index, original), (self._phrase_index, lowered), start=i)
 
-    def _read(self, text: str) -> list[_Mention]:
+    def _read(self, text: str) -> tuple[list[_Mention], list[Fired]]:
         """Every concept a caption names, with its negation and normality (in order)."""
         original = [t for t in _tokens(text or "") if t.lower() not in self._skip]
-        lowered = [_american(t.lower()) for t in original]
-        scan = _Scan()
+        lowered = [american_word(t.lower()) for t in original]
+        scan = _Scan(self._list_closers)
         i = 0
         while i < len(lowered):
             if lowered[i] in _BOUNDARIES:
@@ -387,25 +474,35 @@ class KeywordJudge:
             self._apply(scan, entry, lowered[i : i + length])
             scan.run = []
             i += length
-        return self._post(scan.mentions)
+        return self._post(scan.mentions, scan.fired)
 
     def _apply(self, scan: _Scan, entry: _Entry, words: list[str]) -> None:
         """Update the scan with one matched phrase."""
+        phrase = " ".join(words)
+        fired = scan.fired
         if entry.ignored or entry.pseudo:
+            fired.append(Fired(entry.rule, phrase))
             return
         if entry.ends_scope:
+            if scan.in_scope or scan.normal_scope:  # a scope it ends
+                fired.append(Fired(entry.rule, phrase))
             scan.end_scope()
             return
         if entry.conditional and entry.conditional & scan.words:
+            fired.append(Fired(entry.rule, phrase))
             scan.open_negation()
             return
         if entry.location:
             if scan.negated_in_scope:
+                fired.append(Fired("negation.location", phrase))
                 scan.in_scope = scan.negated_in_scope = scan.absence = False
             return
         if entry.unassessable:
+            fired.append(Fired(entry.rule, phrase))
             scan.drop_clause()
             return
+        if not entry.keys:
+            fired.append(Fired(entry.rule, phrase))
         if entry.negates_before:
             for mention in scan.clause:
                 mention.negated = True
@@ -413,20 +510,33 @@ class KeywordJudge:
             scan.open_negation()
             scan.absence = entry.absence
         if entry.normal:
-            normal = _Mention(self._normal_key, "normal_state", sentence=scan.sentence)
+            group = self._role["normal_state"]
+            normal = _Mention(self._normal_key, group, sentence=scan.sentence, rule=entry.rule)
             normal.normal_sentence = entry.normal_sentence
             scan.add(normal, False)
             scan.normal_scope = scan.normal_scope or entry.normal_scope
         head = self._absorbed(scan, entry, words)
         for key in entry.keys:
-            self._mention(scan, head + key, self._concept_group[key], entry.negated)
+            rule = "open-name.proper" if head else entry.rule
+            self._mention(scan, head + key, self._concept_group[key], entry.negated, rule, phrase)
 
-    def _mention(self, scan: _Scan, key: str, group: str, negated: bool = False) -> None:
+    def _mention(
+        self,
+        scan: _Scan,
+        key: str,
+        group: str,
+        negated: bool = False,
+        rule: str = "phrase.concept",
+        phrase: str = "",
+    ) -> None:
         """Record one concept under the scan's negation, absence and normality."""
-        if scan.absence and group == "anatomy":
+        if scan.absence and group == self._role["anatomy"]:
             # "absent septum pellucidum": congenital absence is a finding, not a negation.
-            group = self._concept_group["agenesis"]
-            scan.add(_Mention("agenesis", group, sentence=scan.sentence), True)
+            agenesis = self._rule_concept["agenesis"]
+            group = self._concept_group[agenesis]
+            rule = "anatomy.absent-structure"
+            scan.add(_Mention(agenesis, group, sentence=scan.sentence, rule=rule), True)
+            scan.fired.append(Fired(rule, phrase, agenesis, group))
             scan.in_scope = scan.absence = False
         negatable = self._groups[group]["negatable"]
         mention = _Mention(
@@ -436,7 +546,9 @@ class KeywordJudge:
             normal=scan.normal_scope,
             sentence=scan.sentence,
             position=scan.position,
+            rule=rule,
         )
+        scan.fired.append(Fired(rule, phrase or key, key, group))
         scan.add(mention, negatable)
         if negatable:
             scan.absence = False
@@ -446,7 +558,10 @@ class KeywordJudge:
         """Proper names right before a disease head join it ("Rasmussen encephalitis")."""
         if len(entry.keys) != 1 or words[-1] not in self._heads:
             return ""
-        if self._concept_group[entry.keys[0]] not in ("diagnosis", "sign"):
+        if self._concept_group[entry.keys[0]] not in (
+            self._role["open_name"],
+            self._role["open_sign"],
+        ):
             return ""
         names = []
         for original, lowered in reversed(scan.run):
@@ -459,13 +574,15 @@ class KeywordJudge:
         """A word outside the lexicon: part of an open name, or a word to remember."""
         if lowered in self._heads and scan.run:
             words = [w for _, w in scan.run[-self._max_open_words :]]
-            group = "sign" if lowered == "sign" else "diagnosis"
-            self._mention(scan, " ".join([*words, lowered]), group)
+            sign = lowered in self._sign_heads
+            group = self._role["open_sign"] if sign else self._role["open_name"]
+            self._mention(scan, " ".join([*words, lowered]), group, rule="open-name.head")
             scan.run = []
             return
         if len(lowered) >= self._min_suffix_word and lowered.endswith(self._suffixes):
             names = [w for o, w in scan.run if o[:1].isupper()]
-            self._mention(scan, " ".join([*names, lowered]), "diagnosis")
+            name = " ".join([*names, lowered])
+            self._mention(scan, name, self._role["open_name"], rule="open-name.suffix")
             scan.run = []
             return
         if lowered in self._stopwords or not lowered.isalpha():
@@ -473,54 +590,78 @@ class KeywordJudge:
         else:
             scan.run.append((original, lowered))
 
-    def _post(self, mentions: list[_Mention]) -> list[_Mention]:
+    def _post(self, mentions: list[_Mention], fired: list[Fired]) -> tuple[list, list]:
         """Caption-wide rules of the protocol, in the lexicon's terms."""
-        normal_sentences = {
-            m.sentence for m in mentions if m.key == "normal variant" or m.normal_sentence
-        }
+        concept = self._rule_concept
+        variants = {m.sentence for m in mentions if m.key == concept["normal_variant"]}
+        normal_sentences = variants | {m.sentence for m in mentions if m.normal_sentence}
         # A hypoplastic or absent A1 segment or transverse sinus is a normal variant.
         variant = {m.sentence for m in mentions if m.key in self._variant_structures}
-        normal_sentences |= variant & {
-            m.sentence for m in mentions if m.key in ("hypoplasia", "agenesis")
-        }
+        absent = (concept["hypoplasia"], concept["agenesis"])
+        variant &= {m.sentence for m in mentions if m.key in absent}
+        normal_sentences |= variant
         thick = {m.sentence for m in mentions if m.key in self._thickens}
         keys = {m.key for m in mentions}
-        measured = not keys & {"t1", "t2", "flair", "dwi"}  # a map or spectrum alone
+        measured = not keys & set(self._sequences)  # a map or spectrum alone
         # "ASL shows increased signal": signal on a perfusion map is perfusion.
-        remap = {"hyperintensity": "hyperperfusion", "hypointensity": "hypoperfusion"}
-        remap = remap if measured and "perfusion" in keys else {}
+        remap = dict(self._perfusion_signal) if measured and concept["perfusion"] in keys else {}
+        perfusion_signal = set(remap)
         if measured:
             for technique, normal in self._technique_normal.items():
                 if technique in keys:
                     remap[self._normal_key] = normal
         for mention in mentions:
+            if not mention.normal and mention.sentence in normal_sentences:
+                why = "caption.variant-structure" if mention.sentence in variant else ""
+                why = why or "caption.normal-variant"
+                fired.append(Fired(why, "", mention.key, mention.group))
             mention.normal = mention.normal or mention.sentence in normal_sentences
-            if mention.key == "enlargement" and mention.sentence in thick:
-                mention.key = "thickening"  # an enlarged nerve, stalk or muscle
-            mention.key = remap.get(mention.key, mention.key)
-        if any(m.group == "generic" and m.negated for m in mentions):
+            if mention.key == concept["enlargement"] and mention.sentence in thick:
+                mention.key = concept["thickening"]  # an enlarged nerve, stalk or muscle
+                fired.append(Fired("caption.thickening", "", mention.key, mention.group))
+            if mention.key in remap:
+                why = "caption.perfusion-signal" if mention.key in perfusion_signal else ""
+                mention.key = remap[mention.key]
+                why = why or "caption.technique-normal"
+                fired.append(Fired(why, "", mention.key, mention.group))
+        generic = self._role["generic"]
+        if any(m.group == generic and m.negated for m in mentions):
             # "no (focal) lesion", "without abnormality": the caption says normal.
-            mentions.append(_Mention(self._normal_key, "normal_state"))
-        return mentions
+            rule = "caption.negated-generic"
+            group = self._role["normal_state"]
+            mentions.append(_Mention(self._normal_key, group, rule=rule))
+            fired.append(Fired(rule, "", self._normal_key, group))
+        return mentions, fired
 
-    def _verdict(self, mentions: list[_Mention]) -> KeywordSet:
+    def _verdict(self, mentions: list[_Mention]) -> tuple[KeywordSet, Fired]:
         keywords = set()
-        abnormal = False
+        decided = None
         for mention in mentions:
             group = self._groups[mention.group]
+            key = NEGATED_PREFIX + mention.key if mention.negated else mention.key
             if group["emit"]:
-                keywords.add(NEGATED_PREFIX + mention.key if mention.negated else mention.key)
+                keywords.add(key)
             when = group["abnormal"]
-            abnormal = abnormal or (
+            if decided is None and (
                 (when == "stated" and not mention.negated and not mention.normal)
                 or (when == "negated" and mention.negated)
                 or (when == "any" and not mention.normal)
-            )
-        return KeywordSet(frozenset(keywords), abnormal)
+            ):
+                decided = Fired("verdict.abnormal", mention.rule, key, mention.group)
+        verdict = KeywordSet(frozenset(keywords), decided is not None)
+        return verdict, decided or Fired("verdict.normal")
 
     def extract(self, text: str) -> KeywordSet:
         """Keywords and the normal/abnormal label of one caption, judged alone."""
-        return self._verdict(self._read(text))
+        return self._verdict(self._read(text)[0])[0]
+
+    def explain(self, text: str) -> Explanation:
+        """Every rule that fired on one caption, in reading order, then the caption-wide
+        ones, and the rule that decided its flag: ``verdict.abnormal`` names the first
+        abnormal mention (its ``phrase`` the rule that recorded it), or ``verdict.normal``."""
+        mentions, fired = self._read(text)
+        verdict, decided = self._verdict(mentions)
+        return Explanation(verdict, (*fired, decided), decided)
 
     def judge_pair(self, reference: str, prediction: str) -> tuple[KeywordSet, KeywordSet]:
         """Keywords and labels of a reference and a prediction, standardized jointly: anatomy
@@ -533,7 +674,9 @@ class KeywordJudge:
 class _Scan:
     """The state of reading one caption left to right (negation scope, clause, names)."""
 
-    def __init__(self) -> None:
+    def __init__(self, list_closers: frozenset[str]) -> None:
+        self.list_closers = list_closers
+        self.fired: list[Fired] = []
         self.mentions: list[_Mention] = []
         self.clause: list[_Mention] = []  # negatable mentions since the last boundary
         self.in_scope = self.negated_in_scope = self.absence = self.normal_scope = False
@@ -564,7 +707,12 @@ class _Scan:
         self.normal_scope = False
         # "No hemorrhage, edema or mass effect": a comma inside a negated list (one closed
         # by "or"/"nor" in the same sentence) keeps the negation open.
-        if lowered[i] == "," and self.negated_in_scope and _list_goes_on(lowered, i):
+        if (
+            lowered[i] == ","
+            and self.negated_in_scope
+            and _list_goes_on(lowered, i, self.list_closers)
+        ):
+            self.fired.append(Fired("negation.list-continues", ","))
             return
         self.in_scope = self.negated_in_scope = self.absence = False
         self.clause = []

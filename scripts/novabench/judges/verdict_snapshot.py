@@ -29,22 +29,30 @@ REWRITE = "python scripts/tools/diagnosis_snapshot.py"
 FIELDS = ("set", "line", "id", "prediction", "reference", "verdict", "rule")
 
 
-def configured_matcher(config_path: Path = CONFIG) -> Any:
-    """The pipeline's diagnosis judge (``tasks.diagnosis.judge`` of the config), without
-    its embedding fallback: the snapshot records what the rules decide."""
+def configured_judge(
+    task: str, config_path: Path = CONFIG, settings: Mapping[str, Any] | None = None
+) -> Any:
+    """The pipeline's judge of ``task`` (``tasks.<task>.judge`` of the config), its
+    settings updated with ``settings``."""
     from novabench.judges.base import make_judge
 
     try:
         config = yaml.safe_load(Path(config_path).read_text(encoding="utf-8"))
-        name = config["tasks"]["diagnosis"]["judge"]
+        name = config["tasks"][task]["judge"]
         judge = dict(config["judges"][name])
     except (OSError, yaml.YAMLError, KeyError, TypeError) as exc:
         raise NovaError(
-            f"cannot find the diagnosis judge of {config_path} ({type(exc).__name__}: {exc})",
-            "give the config tasks.diagnosis.judge naming an entry of judges:",
+            f"cannot find the {task} judge of {config_path} ({type(exc).__name__}: {exc})",
+            f"give the config tasks.{task}.judge naming an entry of judges:",
         ) from None
-    settings = {**(judge.get("settings") or {}), "embedding_fallback": False}
-    return make_judge({**judge, "name": name, "settings": settings}, "diagnosis")
+    merged = {**(judge.get("settings") or {}), **(settings or {})}
+    return make_judge({**judge, "name": name, "settings": merged}, task)
+
+
+def configured_matcher(config_path: Path = CONFIG) -> Any:
+    """The pipeline's diagnosis judge, without its embedding fallback: the snapshot
+    records what the rules decide."""
+    return configured_judge("diagnosis", config_path, {"embedding_fallback": False})
 
 
 def snapshot_rows(

@@ -19,7 +19,7 @@ from typing import Any
 
 from novabench import paths
 from novabench.errors import NovaError
-from novabench.spelling import american_spelling
+from novabench.text import plain_words
 from novabench.yaml_data import check_entries, read_yaml
 
 # Shipped inside the package, so an installed novabench finds it too.
@@ -131,7 +131,7 @@ class Vocabulary:
 
 def _name_key(name: str) -> str:
     # Duplicate check and category lookup only: the matcher normalizes more strongly.
-    return " ".join(re.sub(r"[^a-z0-9]+", " ", american_spelling(name)).split())
+    return plain_words(name)
 
 
 def _entries(items: list[dict[str, Any]], path: Path) -> tuple[VocabularyEntry, ...]:

@@ -10,7 +10,7 @@ from typing import Any
 from rank_bm25 import BM25Okapi
 
 from novabench.models.retrieval.corpus import Corpus, load_corpus
-from novabench.spelling import american_spelling
+from novabench.text import american_spelling
 
 # Words that say nothing about which condition it is: function words, and the boilerplate
 # of clinical histories and figure legends (sex, course, sequence, plane, laterality),

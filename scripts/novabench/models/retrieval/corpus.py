@@ -9,13 +9,12 @@ the corpus lists to help retrieval never makes the judge more lenient.
 from __future__ import annotations
 
 import hashlib
-import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from novabench.errors import NovaError
-from novabench.spelling import american_spelling
+from novabench.text import plain_words
 from novabench.yaml_data import check_entries, read_yaml
 
 # Shipped inside the package, so an installed novabench finds it too.
@@ -77,7 +76,7 @@ class Corpus:
 
 
 def _name_key(name: str) -> str:
-    return " ".join(re.sub(r"[^a-z0-9]+", " ", american_spelling(name)).split())
+    return plain_words(name)
 
 
 def _entries(items: list[dict[str, Any]], path: Path) -> tuple[CorpusEntry, ...]:
