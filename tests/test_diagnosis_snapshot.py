@@ -84,7 +84,7 @@ def test_a_mismatch_lists_each_moved_pair_and_the_rewrite_command() -> None:
         "  diagnosis-2:2 d2-002 'GBM' vs 'Glioblastoma': no match; "
         "rule undecided -> negation.core\n"
         "If every move is intended, rewrite the snapshot: "
-        "python scripts/tools/diagnosis_snapshot.py"
+        "python scripts/tools/judge_snapshots.py diagnosis"
     )
     assert snap.moved(old, old) == []
 

@@ -69,7 +69,7 @@ def test_a_mismatch_lists_each_moved_caption_and_the_rewrite_command() -> None:
         "abnormal -> normal\n"
         "  captioning:2 cap-002 prediction 'Edema.': +mass; -edema\n"
         "If every move is intended, rewrite the snapshot: "
-        "python scripts/tools/caption_snapshot.py"
+        "python scripts/tools/judge_snapshots.py captions"
     )
     assert snap.moved(old, old) == []
 

@@ -44,7 +44,7 @@ less likely"), with a parenthesis as a fallback when the main text decides nothi
 ``explain()`` names the rule that decided by a stable id (``concept.same``,
 ``qualifier.conflict.laterality``, ``words.contained``, ...) and lists every rule that
 fired on the way; a committed snapshot records the verdict and the deciding rule of every
-validation pair (``scripts/tools/diagnosis_snapshot.py`` writes it, a test checks it). Each rule
+validation pair (``scripts/tools/judge_snapshots.py`` writes it, a test checks it). Each rule
 is listed with examples under ``rules`` in the tables, and the words the rules are written
 with (cause and clause connectors, preference words, the roles of qualifier groups, ...)
 are the tables' ``rule_words`` and ``roles``; TABLES_SCHEMA checks the tables when they are

@@ -8,8 +8,8 @@ flag. Like the diagnosis verdict snapshot (:mod:`novabench.judges.verdict_snapsh
 is a test's expected output, so a change to the judge or its lexicon shows exactly which
 extractions it moves. Only the texts are read; the hand labels play no part.
 
-    python scripts/tools/caption_snapshot.py            # rewrite the snapshot
-    python scripts/tools/caption_snapshot.py --check    # list the moved extractions
+    python scripts/tools/judge_snapshots.py captions           # rewrite the snapshot
+    python scripts/tools/judge_snapshots.py captions --check   # list the moved extractions
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from typing import Any
 from novabench.judges import validation
 from novabench.judges.verdict_snapshot import CONFIG, configured_judge, read_snapshot
 
-REWRITE = "python scripts/tools/caption_snapshot.py"
+REWRITE = "python scripts/tools/judge_snapshots.py captions"
 SIDES = ("reference", "prediction")
 FIELDS = ("set", "line", "id", *SIDES, "extracted")
 

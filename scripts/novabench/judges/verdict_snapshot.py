@@ -7,8 +7,8 @@ so a change to the matcher or its tables shows exactly which verdicts it moves; 
 with the tests (the tool names it), not with the package. Only the
 texts are read; the hand labels play no part in building or running the matcher.
 
-    python scripts/tools/diagnosis_snapshot.py            # rewrite the snapshot
-    python scripts/tools/diagnosis_snapshot.py --check    # list the moved verdicts
+    python scripts/tools/judge_snapshots.py diagnosis          # rewrite the snapshot
+    python scripts/tools/judge_snapshots.py diagnosis --check  # list the moved verdicts
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from novabench.judges import validation
 
 ROOT = Path(__file__).resolve().parents[3]
 CONFIG = ROOT / "config" / "config.yaml"
-REWRITE = "python scripts/tools/diagnosis_snapshot.py"
+REWRITE = "python scripts/tools/judge_snapshots.py diagnosis"
 FIELDS = ("set", "line", "id", "prediction", "reference", "verdict", "rule")
 
 
