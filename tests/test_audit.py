@@ -21,17 +21,10 @@ from novabench.audit import (
     stratified_ppi,
 )
 from novabench.errors import NovaError
+from novabench.tasks.diagnosis.metrics import COLUMNS
 
-SCORE_COLUMNS = [
-    "filename",
-    "case_id",
-    "reference",
-    "top1_prediction",
-    "predictions",
-    "top1_correct",
-    "top5_correct",
-    "status",
-]
+# The per-image table's columns, as the scorer writes them.
+SCORE_COLUMNS = list(COLUMNS)
 
 
 def score_file(path: Path, verdicts: list[tuple[bool, bool]], n_failed: int = 0) -> Path:

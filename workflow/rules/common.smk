@@ -262,8 +262,12 @@ def _git_state():
 
 # A parameter of the manifest rule, so that a new commit re-writes the manifest.
 GIT_STATE = _git_state()
-# The code and data behind every job of the run ({file: sha256}), for the manifest.
-MANIFEST_CODE = PLAN.run_code_files()
+
+
+def manifest_code(wildcards):
+    """The code and data behind every job of the run ({file: sha256}), for the manifest:
+    worked out when the manifest job is, not on every parse of a cluster job."""
+    return PLAN.run_code_files()
 
 
 def job_code(job, **keys):

@@ -213,7 +213,7 @@ rule manifest:
     conda:
         "../../envs/reporting.yaml"
     params:
-        code=MANIFEST_CODE,
+        code=manifest_code,
         config=config,
         git=GIT_STATE,
     script:

@@ -20,7 +20,13 @@ from pathlib import Path
 from typing import Any
 
 from novabench.judges import validation
-from novabench.judges.verdict_snapshot import CONFIG, configured_judge, read_snapshot
+from novabench.judges.verdict_snapshot import (
+    CONFIG,
+    EDITED,
+    configured_judge,
+    paired_rows,
+    read_snapshot,
+)
 
 REWRITE = "python scripts/tools/judge_snapshots.py captions"
 SIDES = ("reference", "prediction")
@@ -98,14 +104,10 @@ def _describe(old: Mapping[str, Any], new: Mapping[str, Any]) -> list[str]:
 def moved(expected: Sequence[Mapping[str, Any]], actual: Sequence[Mapping[str, Any]]) -> list[str]:
     """A readable line per caption whose extraction differs, or per pair one side lacks
     (the validation set was edited); empty when the two agree."""
-    old = {(r["set"], r["line"]): r for r in expected}
-    new = {(r["set"], r["line"]): r for r in actual}
     out = []
-    for key in sorted(old.keys() | new.keys()):
-        a, b = old.get(key), new.get(key)
-        where = f"{key[0]}:{key[1]}"
-        if a is None or b is None or [a[s] for s in SIDES] != [b[s] for s in SIDES]:
-            out.append(f"{where} the pair itself changed: the validation set was edited")
+    for where, a, b in paired_rows(expected, actual, SIDES):
+        if a is None or b is None:
+            out.append(f"{where} {EDITED}")
             continue
         for side in SIDES:
             parts = _describe(a["extracted"][side], b["extracted"][side])

@@ -14,7 +14,7 @@ texts are read; the hand labels play no part in building or running the matcher.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -97,19 +97,33 @@ def _verdict(value: bool) -> str:
     return "match" if value else "no match"
 
 
+EDITED = "the pair itself changed: the validation set was edited"
+
+
+def paired_rows(
+    expected: Sequence[Mapping[str, Any]],
+    actual: Sequence[Mapping[str, Any]],
+    texts: Sequence[str],
+) -> Iterator[tuple[str, Mapping[str, Any] | None, Mapping[str, Any] | None]]:
+    """("set:line", old row, new row) per pair of either snapshot, in order; both rows None
+    when the pair's ``texts`` differ or one side lacks it (a validation set was edited)."""
+    old = {(r["set"], r["line"]): r for r in expected}
+    new = {(r["set"], r["line"]): r for r in actual}
+    for key in sorted(old.keys() | new.keys()):
+        a, b = old.get(key), new.get(key)
+        edited = a is None or b is None or [a[t] for t in texts] != [b[t] for t in texts]
+        yield f"{key[0]}:{key[1]}", (None if edited else a), (None if edited else b)
+
+
 def moved(
     expected: Sequence[Mapping[str, Any]], actual: Sequence[Mapping[str, Any]]
 ) -> list[tuple[str, bool]]:
     """(readable line, verdict changed) per pair whose verdict or deciding rule differs, or
     that one side lacks (a validation set was edited); empty when the two agree."""
-    old = {(r["set"], r["line"]): r for r in expected}
-    new = {(r["set"], r["line"]): r for r in actual}
     out = []
-    for key in sorted(old.keys() | new.keys()):
-        a, b = old.get(key), new.get(key)
-        where = f"{key[0]}:{key[1]}"
-        if a is None or b is None or _texts(a) != _texts(b):
-            out.append((f"{where} the pair itself changed: the validation set was edited", True))
+    for where, a, b in paired_rows(expected, actual, ("prediction", "reference")):
+        if a is None or b is None:
+            out.append((f"{where} {EDITED}", True))
             continue
         if (a["verdict"], a["rule"]) == (b["verdict"], b["rule"]):
             continue
@@ -121,10 +135,6 @@ def moved(
         pair = f"{b['id']} {b['prediction']!r} vs {b['reference']!r}"
         out.append((f"{where} {pair}: {verdict}; rule {rule}", flipped))
     return out
-
-
-def _texts(row: Mapping[str, Any]) -> tuple[str, str]:
-    return row["prediction"], row["reference"]
 
 
 def report(moves: Sequence[tuple[str, bool]]) -> str:
