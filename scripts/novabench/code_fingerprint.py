@@ -24,11 +24,13 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
+from typing import TypeVar
 
 # scripts/: the package and the rules' entry scripts (top-level modules there).
 SCRIPTS = Path(__file__).resolve().parents[1]
 PACKAGE = "novabench"
 _NOT_DATA = {".py", ".pyc"}
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -56,6 +58,12 @@ class CodeGraph:
                 return candidate
         return None
 
+    def _required_file(self, name: str) -> Path:
+        path = self.module_file(name)
+        if path is None:
+            raise ValueError(f"no module {name!r} under {self.root}")
+        return path
+
     def _module_name(self, path: Path) -> str:
         parts = list(path.relative_to(self.root).with_suffix("").parts)
         if parts[-1] == "__init__":
@@ -77,14 +85,7 @@ class CodeGraph:
         return self._data
 
     def _source(self, path: Path) -> _Source:
-        stat = path.stat()
-        key = (stat.st_mtime_ns, stat.st_size)
-        cached = self._sources.get(path)
-        if cached and cached[0] == key:
-            return cached[1]
-        source = self._parse(path)
-        self._sources[path] = (key, source)
-        return source
+        return _cached(self._sources, path, self._parse)
 
     def _parse(self, path: Path) -> _Source:
         tree = ast.parse(path.read_bytes(), filename=str(path))
@@ -123,10 +124,7 @@ class CodeGraph:
 
     def imports(self, name: str) -> frozenset[str]:
         """The package's modules that module ``name`` imports anywhere in its code."""
-        path = self.module_file(name)
-        if path is None:
-            raise ValueError(f"no module {name!r} under {self.root}")
-        return self._source(path).imports - {name}
+        return self._source(self._required_file(name)).imports - {name}
 
     # --- closure and fingerprint ---------------------------------------------------------
 
@@ -136,12 +134,7 @@ class CodeGraph:
         file those modules name, sorted."""
         seen: set[Path] = set()
         data: set[Path] = set()
-        pending = []
-        for root in roots:
-            path = self.module_file(root)
-            if path is None:
-                raise ValueError(f"no module {root!r} under {self.root}")
-            pending.append(path)
+        pending = [self._required_file(root) for root in roots]
         known = self.data_files()
         while pending:
             path = pending.pop()
@@ -156,14 +149,7 @@ class CodeGraph:
         return sorted(seen | data)
 
     def file_hash(self, path: Path) -> str:
-        stat = path.stat()
-        key = (stat.st_mtime_ns, stat.st_size)
-        cached = self._hashes.get(path)
-        if cached and cached[0] == key:
-            return cached[1]
-        digest = hashlib.sha256(path.read_bytes()).hexdigest()
-        self._hashes[path] = (key, digest)
-        return digest
+        return _cached(self._hashes, path, lambda p: hashlib.sha256(p.read_bytes()).hexdigest())
 
     def listing(self, roots: Iterable[str]) -> dict[str, str]:
         """``{path relative to the root: sha256}`` of :meth:`files`."""
@@ -176,6 +162,16 @@ class CodeGraph:
         """One short hex string for the code and data behind ``roots``."""
         text = "".join(f"{name}\t{digest}\n" for name, digest in self.listing(roots).items())
         return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def _cached(cache: dict[Path, tuple[tuple[int, int], T]], path: Path, compute) -> T:
+    """``compute(path)``, again only once the file's time or size changed."""
+    stat = path.stat()
+    key = (stat.st_mtime_ns, stat.st_size)
+    hit = cache.get(path)
+    if hit is None or hit[0] != key:
+        hit = cache[path] = (key, compute(path))
+    return hit[1]
 
 
 def _absolute(module: str | None, level: int, package: str) -> str | None:
