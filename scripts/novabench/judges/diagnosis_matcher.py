@@ -69,7 +69,13 @@ from novabench import paths
 from novabench.code_fingerprint import code_fingerprint
 from novabench.errors import NovaError
 from novabench.judges import diagnosis_qualifiers as qualifiers
-from novabench.judges.base import JudgeKind, register_judge_kind
+from novabench.judges.base import (
+    JudgeKind,
+    RankedVerdict,
+    Verdict,
+    ranked_verdict,
+    register_judge_kind,
+)
 from novabench.judges.vocabulary import load_vocabulary
 from novabench.provenance import sha256_file
 from novabench.text import (
@@ -1427,6 +1433,18 @@ class DiagnosisMatcher:
     def match(self, predicted: str, reference: str) -> bool:
         """True when ``predicted`` names the reference's core disease."""
         return self.explain(predicted, reference).matched
+
+    def verdict(self, predicted: str, reference: str) -> Verdict:
+        """match, no_match, or undecided when no rule decides the pair."""
+        decision = self.explain(predicted, reference)
+        if decision.rule == "undecided":
+            return "undecided"
+        return "match" if decision.matched else "no_match"
+
+    def judge_ranked(self, ranked: Sequence[str], reference: str) -> RankedVerdict:
+        """The three-valued verdict on a ranked differential, best first."""
+        verdicts = [self.verdict(item, reference) for item in list(ranked)[:5]]
+        return ranked_verdict(verdicts, "diagnosis-matcher")
 
     def match_ranked(self, ranked: Sequence[str], reference: str) -> tuple[bool, bool]:
         """(Top-1 correct, Top-5 correct) for a ranked differential, best first."""

@@ -56,6 +56,8 @@ from novabench.judges.base import (
     JudgeKind,
     KeywordSet,
     PairVerdict,
+    RankedVerdict,
+    Verdict,
     register_judge_kind,
 )
 from novabench.models import openai_compatible
@@ -545,10 +547,36 @@ class LLMDiagnosisJudge(_LLMJudge):
     def match_ranked(self, ranked: Sequence[str], reference: str) -> tuple[bool, bool]:
         return self.match_ranked_many([(ranked, reference)])[0]
 
+    def judge_ranked(self, ranked: Sequence[str], reference: str) -> RankedVerdict:
+        return self.judge_ranked_many([(ranked, reference)])[0]
+
+    def judge_ranked_many(
+        self, pairs: Sequence[tuple[Sequence[str], str]]
+    ) -> list[RankedVerdict]:
+        """Each pair's verdict; a failed request or an unreadable answer is undecided and
+        marked ``failed`` (counted, never taken as "no match")."""
+        out = []
+        for rank in self._ranks(pairs):
+            if rank is None:
+                out.append(RankedVerdict("undecided", "undecided", self.name, failed=True))
+            else:
+                top1: Verdict = "match" if rank == 1 else "no_match"
+                top5: Verdict = "match" if 1 <= rank <= 5 else "no_match"
+                out.append(RankedVerdict(top1, top5, self.name))
+        return out
+
     def match_ranked_many(
         self, pairs: Sequence[tuple[Sequence[str], str]]
     ) -> list[tuple[bool, bool]]:
         """(Top-1, Top-5) correctness of each (ranked candidates, reference) pair."""
+        return [
+            (rank == 1, rank is not None and 1 <= rank <= 5) for rank in self._ranks(pairs)
+        ]
+
+    def _ranks(self, pairs: Sequence[tuple[Sequence[str], str]]) -> list[int | None]:
+        """Per pair, the rank of the first candidate that names the reference (0: none
+        does); None: no verdict (a failed request, an unreadable answer). A pair without a
+        candidate is no match (0)."""
         prompts: list[str | None] = []
         counts: list[int] = []
         for ranked, reference in pairs:
@@ -575,11 +603,7 @@ class LLMDiagnosisJudge(_LLMJudge):
                 strict=True,
             )
         )
-        out = []
-        for prompt in prompts:
-            rank = verdicts.get(prompt) if prompt is not None else None
-            out.append((rank == 1, rank is not None and 1 <= rank <= 5))
-        return out
+        return [verdicts.get(prompt) if prompt is not None else 0 for prompt in prompts]
 
 
 # --- reading answers --------------------------------------------------------------------------
