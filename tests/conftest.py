@@ -7,6 +7,9 @@ subset is ``pytest -m "not slow and not slurm"``.
 from __future__ import annotations
 
 import functools
+import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -58,3 +61,28 @@ def matcher():
     from novabench.judges.diagnosis_matcher import DiagnosisMatcher
 
     return DiagnosisMatcher(embedding_fallback=False)
+
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="session")
+def sample_checkout(tmp_path_factory) -> Path:
+    """A copy of the checkout after one full run on the embedded sample (the default
+    config), shared by the slow workflow tests: one sample run per session instead of one
+    per module. A test that edits a file of it restores the file before it returns."""
+    root = tmp_path_factory.mktemp("checkout") / "nova"
+    ignore = shutil.ignore_patterns("__pycache__", ".snakemake", "results", ".venv")
+    root.mkdir()
+    shutil.copy2(ROOT / "Snakefile", root / "Snakefile")
+    for folder in ("workflow", "scripts", "config", "envs", "validation"):
+        shutil.copytree(ROOT / folder, root / folder, ignore=ignore)
+    result = subprocess.run(
+        [sys.executable, "-m", "snakemake", "--cores", "2"],
+        cwd=root,
+        capture_output=True,
+        text=True,
+        timeout=1200,
+    )
+    assert result.returncode == 0, result.stderr[-5000:]
+    return root

@@ -10,7 +10,6 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -65,17 +64,10 @@ def rules(jobs: set[tuple[str, str]]) -> set[str]:
 
 
 @pytest.fixture(scope="module")
-def checkout(tmp_path_factory):
+def checkout(sample_checkout):
     """A copy of the checkout after a full sample run."""
-    root = tmp_path_factory.mktemp("checkout") / "nova"
-    ignore = shutil.ignore_patterns("__pycache__", ".snakemake", "results", ".venv")
-    root.mkdir()
-    shutil.copy2(ROOT / "Snakefile", root / "Snakefile")
-    for folder in ("workflow", "scripts", "config", "envs"):
-        shutil.copytree(ROOT / folder, root / folder, ignore=ignore)
-    snakemake(root, "--cores", "2")
-    assert planned(root) == set()
-    return root
+    assert planned(sample_checkout) == set()
+    return sample_checkout
 
 
 def module_file(checkout: Path, module: str) -> Path:
