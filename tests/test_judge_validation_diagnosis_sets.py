@@ -1,4 +1,4 @@
-"""Integrity of the second and third hand-labelled diagnosis sets.
+"""Integrity of the hand-labelled diagnosis sets after the first.
 
 The README beside each file states its counts; these tests recount the file and compare,
 so an edit to either one that is not carried to the other fails here. (The first set has
