@@ -20,17 +20,20 @@ import time
 from pathlib import Path
 
 import pytest
+import yaml
 
 from novabench.cache import ResponseCache
+from novabench.config import Plan
 from novabench.dataset.read import load_nova
 from novabench.models.openai_compatible import DEFAULTS, Adapter
 from novabench.predict import read_predictions, run_predictions
 from novabench.redaction import KEY_VARIABLES_ENV, PLACEHOLDER, Redactor
 from openai_server import Fail, FakeOpenAI, Raw, Redirect, Reply, Trickle, completion
-from upstream import IMAGES, build_local_dataset
+from upstream import IMAGES, build_local_dataset, write_current
 
 ROOT = Path(__file__).resolve().parents[1]
 PROMPTS = ROOT / "config" / "prompts"
+SNAKEMAKE = Path(sys.executable).with_name("snakemake")
 
 
 def settings(server: FakeOpenAI, **more) -> dict:
@@ -368,3 +371,106 @@ def test_a_second_job_on_the_same_requests_waits_for_the_first_instead_of_resend
     second = read_predictions(tmp_path / "rerun.jsonl")
     assert [r["raw"] for r in first] == [r["raw"] for r in second] == ["no finding"] * 12
     assert all(r["cached"] for r in second)  # read from the cache, none sent
+
+
+# --- configured keys, and the whole pipeline ------------------------------------------------
+
+
+def test_the_plan_names_every_configured_key_variable():
+    config = {
+        "models": {
+            "a": {"settings": {"api_key_env": "OPENAI_API_KEY"}},
+            "b": {"settings": {"api_key_env": None}},
+            "c": {"settings": {}},
+        },
+        "judges": {"j": {"kind": "llm", "settings": {"backend": {"api_key_env": "JUDGE_KEY"}}}},
+    }
+    assert Plan(config, ROOT).key_variables() == ["JUDGE_KEY", "OPENAI_API_KEY"]
+
+
+def snakemake(workdir: Path, *args: str, env: dict) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [str(SNAKEMAKE), "-s", str(ROOT / "Snakefile"), "-d", str(workdir), "--cores", "2", *args],
+        capture_output=True,
+        text=True,
+        env={**os.environ, **env},
+        timeout=300,
+    )
+
+
+@pytest.mark.slow
+def test_no_echoed_key_survives_a_pipeline_run_and_a_failed_run_loses_nothing(tmp_path):
+    key = canary()
+    env = {"NOVA_SMK_CANARY": key}
+    failing = {"on": False}
+
+    def script(seen):
+        echoed = seen.headers["authorization"].removeprefix("Bearer ")
+        if failing["on"] or seen.prompt.startswith("never"):
+            return Fail(401, message=f"Incorrect API key provided: {'x' * 250}{echoed}")
+        return Reply(f"no finding (served for {echoed})")
+
+    with FakeOpenAI(script, expected_key=key) as server:
+        repo = write_current(tmp_path / "repo")
+        model = {
+            "adapter": "openai_compatible",
+            "tasks": ["localization"],
+            "box_format": "pixel_xyxy",
+            "settings": settings(server, api_key_env="NOVA_SMK_CANARY", max_attempts=1),
+        }
+        config = {
+            "dataset": {"source": "local", "local_path": str(repo)},
+            "tasks": {"captioning": {"enabled": False}, "diagnosis": {"enabled": False}},
+            "models": {"api": model},
+        }
+        (tmp_path / "config.yaml").write_text(yaml.safe_dump(config))
+        work = tmp_path / "work"
+        target = "results/local-repo/scores/localization/api.json"
+        ran = snakemake(work, target, "--configfile", str(tmp_path / "config.yaml"), env=env)
+        assert ran.returncode == 0, ran.stderr[-3000:]
+        assert len(server.requests) == 4
+        summary = json.loads(
+            (work / "results/local-repo/predictions/localization/api.summary.json").read_text()
+        )
+        assert summary["n_redacted"] == 4
+
+        def files() -> dict[str, bytes]:
+            return {
+                str(p.relative_to(work)): p.read_bytes() for p in work.rglob("*") if p.is_file()
+            }
+
+        before = files()
+        assert any(name.startswith(".snakemake/") for name in before)
+        assert any("/logs/" in name for name in before)
+        for name, data in before.items():
+            assert key.encode() not in data, name
+        assert key not in ran.stdout + ran.stderr
+
+        # A new setting asks every request again, and the server now refuses them all,
+        # echoing the key: the run fails with one line, and what the first run finished
+        # is kept.
+        failing["on"] = True
+        model["settings"]["temperature"] = 0.3
+        (tmp_path / "config.yaml").write_text(yaml.safe_dump(config))
+        failed = snakemake(work, target, "--configfile", str(tmp_path / "config.yaml"), env=env)
+    assert failed.returncode != 0
+    output = failed.stdout + failed.stderr
+    assert key not in output and "Traceback" not in output
+    line = next(x for x in output.splitlines() if "4 of 4 requests failed" in x)
+    assert "HTTP 401" in line and "fix: " in line and PLACEHOLDER in line
+    after = files()
+    for name, data in after.items():
+        assert key.encode() not in data, name
+    # Only the failed job's own files changed: Snakemake removed its outputs (their answers
+    # are in the cache) and rewrote its log; every other file, cache entries and scores
+    # included, is byte-identical.
+    job = "results/local-repo/predictions/localization/api"
+    changed = {n for n in before if after.get(n) != before[n]}
+    assert {n for n in changed if not n.startswith(".snakemake/metadata/")} == {
+        f"{job}.jsonl",
+        f"{job}.summary.json",
+        "results/local-repo/logs/predict/localization/api.log",
+    }
+    assert after.get(f"{job}.jsonl") is None
+    assert sum(n.startswith("results/cache/api/") and n.endswith(".json") for n in before) == 4
+    assert len(before) - len(changed) > 10
