@@ -22,10 +22,10 @@ from pathlib import Path
 import pytest
 import yaml
 
-from novabench.cache import ResponseCache
+from novabench.cache import ResponseCache, request_key
 from novabench.config import Plan
 from novabench.dataset.read import load_nova
-from novabench.models.openai_compatible import DEFAULTS, Adapter
+from novabench.models.openai_compatible import DEFAULTS, Adapter, ChatRequest
 from novabench.predict import read_predictions, run_predictions
 from novabench.redaction import KEY_VARIABLES_ENV, PLACEHOLDER, Redactor
 from openai_server import Fail, FakeOpenAI, Raw, Redirect, Reply, Trickle, completion
@@ -192,6 +192,23 @@ def test_keys_echoed_in_answers_are_redacted_before_the_cache_and_counted(
             assert secret.encode() not in data, path
     for secret in (key, other, shaped):
         assert secret not in logged
+
+
+def test_a_key_in_a_cache_entry_written_before_redaction_is_redacted_as_it_is_read(
+    tmp_path, monkeypatch
+):
+    key = canary()
+    monkeypatch.setenv("NOVA_HOSTILE_KEY", key)
+    client = Adapter(
+        "api",
+        {"base_url": "http://127.0.0.1:9/v1", "model": "m", "api_key_env": "NOVA_HOSTILE_KEY"},
+        cache_dir=tmp_path,
+    )
+    request = ChatRequest("prompt 0", "prompt", None, None)
+    identity = client.request_identity(request)
+    client.cache.put(request_key(identity), {"raw": f"no finding {key}"}, identity)
+    answer = client.complete("prompt")  # from the cache: nothing is sent (port 9 is closed)
+    assert answer.cached and answer.raw == f"no finding {PLACEHOLDER}" and answer.redacted == 1
 
 
 def test_a_redactor_removes_its_keys_and_well_known_shapes_only():
