@@ -349,7 +349,7 @@ def test_a_second_job_on_the_same_requests_waits_for_the_first_instead_of_resend
             "adapter": "openai_compatible",
             "tasks": ["localization"],
             "box_format": "pixel_xyxy",
-            "settings": settings(server, concurrency=3),
+            "settings": settings(server, concurrency=3, timeout_s=60),  # the gate holds answers
         }
 
         def start(out: str) -> subprocess.Popen:
