@@ -842,8 +842,8 @@ class _Claims:
                     "%s: another process is sending requests of this job (a concurrent run "
                     "sharing the cache, or a prediction job still running after its snakemake "
                     "was killed); waiting for its answers instead of sending them twice; fix, "
-                    "if no other run is going: let the leftover predict.py process finish or "
-                    "kill it",
+                    "if no other run is going: let the leftover job (a predict.py or score.py "
+                    "process) finish, or kill it",
                     self.name,
                 )
             while not self.cache.claim(key):
