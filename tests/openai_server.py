@@ -2,7 +2,8 @@
 
 Tests start it in a thread and give it a *script*: a function from the incoming request to
 what the server does with it (answer, fail with a status, stall past the client's timeout,
-reset the connection, answer garbage). Every request is recorded, so tests can assert
+reset the connection, answer garbage; misbehave on purpose: trickle an answer byte by byte,
+send raw bytes, redirect). Every request is recorded, so tests can assert
 exactly what was sent and how often. Built on the standard library's threading HTTP server
 (one thread per connection), which is plenty for a few hundred requests in flight.
 
@@ -81,7 +82,36 @@ class Garbage:
     content_type: str = "application/json"
 
 
-Action = Reply | Fail | Hang | Reset | Garbage
+@dataclass(frozen=True)
+class Trickle:
+    """A 200 answer whose body (a chat completion with ``content``) comes one byte every
+    ``every_s`` seconds: each read gets something, so no per-read timeout fires."""
+
+    content: str = "no finding"
+    every_s: float = 0.2
+
+
+@dataclass(frozen=True)
+class Raw:
+    """These bytes as the body, as they are (invalid UTF-8, megabytes...); ``chunked``
+    sends them without a Content-Length, in chunks of ``chunk`` bytes."""
+
+    body: bytes
+    status: int = 200
+    content_type: str = "application/json"
+    chunked: bool = False
+    chunk: int = 65536
+
+
+@dataclass(frozen=True)
+class Redirect:
+    """A redirect (307 keeps the method and the body) to ``location``."""
+
+    location: str
+    status: int = 307
+
+
+Action = Reply | Fail | Hang | Reset | Garbage | Trickle | Raw | Redirect
 
 
 class TokenBucket:
@@ -299,6 +329,21 @@ def _handler(server: FakeOpenAI) -> type[BaseHTTPRequestHandler]:
             self.wfile.write(data)
             self.wfile.flush()
 
+        def _send_raw(self, action: Raw) -> None:
+            if not action.chunked:
+                self._send_bytes(action.status, action.body, content_type=action.content_type)
+                return
+            self.send_response(action.status)
+            self.send_header("Content-Type", action.content_type)
+            self.send_header("Transfer-Encoding", "chunked")
+            self.end_headers()
+            self.close_connection = True
+            for i in range(0, len(action.body), action.chunk):
+                part = action.body[i : i + action.chunk]
+                self.wfile.write(f"{len(part):x}\r\n".encode() + part + b"\r\n")
+            self.wfile.write(b"0\r\n\r\n")
+            self.wfile.flush()
+
         def _send_json(
             self, status: int, payload: Any, headers: dict[str, str] | None = None
         ) -> None:
@@ -366,6 +411,24 @@ def _handler(server: FakeOpenAI) -> type[BaseHTTPRequestHandler]:
                 return
             if isinstance(action, Garbage):
                 self._send_bytes(200, action.body.encode(), content_type=action.content_type)
+                return
+            if isinstance(action, Redirect):
+                self._send_bytes(action.status, b"", {"Location": action.location})
+                return
+            if isinstance(action, Raw):
+                self._send_raw(action)
+                return
+            if isinstance(action, Trickle):
+                data = json.dumps(completion(action.content)).encode()
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.close_connection = True
+                for i in range(len(data)):
+                    self.wfile.write(data[i : i + 1])
+                    self.wfile.flush()
+                    time.sleep(action.every_s)
                 return
             content = action.content
             usage = usage_for(seen, content if content is not None else action.refusal)

@@ -26,12 +26,23 @@ What a crash can lose:
 
 Entries that cannot be read (garbage left by a faulty disk or a hand edit) are ignored, so
 the request is simply sent again and the entry rewritten.
+
+Several processes may want one entry at once: two runs sharing the cache (another dataset
+tag, another task's job asking the same), or a prediction job left running after its
+``snakemake`` was killed and the job a re-run starts in its place. A process sending a
+request first *claims* its entry (:meth:`ResponseCache.claim`): a POSIX byte-range lock,
+at an offset given by the key, on one file per cache folder (``<root>/.claims``). A
+process finding an entry claimed waits and then reads the finished entry instead of
+sending the request again. The kernel drops a killed process's locks, so a claim never
+outlives its holder; one file and one descriptor per process, whatever the number of
+entries, and NFS supports such locks.
 """
 
 from __future__ import annotations
 
 import concurrent.futures
 import contextlib
+import fcntl
 import functools
 import hashlib
 import json
@@ -41,6 +52,7 @@ import queue
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -139,6 +151,32 @@ class ResponseCache:
                 list(pool.map(functools.partial(_fsync, directory=True), folders))
             return len(paths)
 
+    def claim(self, key: str) -> bool:
+        """Claim ``key``'s entry for this process, to fetch its answer; False while another
+        process holds it (never blocks). Release it with :meth:`release` once the entry is
+        written or the request has failed; the claims of a process end with it."""
+        self.path(key)  # checks the key
+        try:
+            fcntl.lockf(self._claims_fd(), fcntl.LOCK_EX | fcntl.LOCK_NB, 1, _offset(key))
+        except (BlockingIOError, PermissionError):  # EAGAIN or EACCES: held elsewhere
+            return False
+        return True
+
+    def release(self, key: str) -> None:
+        """End this process's claim on ``key`` (no-op if it holds none)."""
+        fcntl.lockf(self._claims_fd(), fcntl.LOCK_UN, 1, _offset(key))
+
+    def _claims_fd(self) -> int:
+        # POSIX locks belong to the process and closing *any* descriptor of the file drops
+        # them all: so one descriptor per file and process, shared and never closed.
+        path = (self.root / ".claims").resolve()
+        with _CLAIM_FILES_LOCK:
+            fd = _CLAIM_FILES.get(path)
+            if fd is None:
+                path.parent.mkdir(parents=True, exist_ok=True)
+                fd = _CLAIM_FILES[path] = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+            return fd
+
     def __contains__(self, key: str) -> bool:
         return self.get(key) is not None
 
@@ -175,10 +213,17 @@ class CacheWriter:
         self._thread = threading.Thread(target=self._run, name="cache writer", daemon=True)
         self._thread.start()
 
-    def put(self, key: str, response: dict[str, Any], request: dict[str, Any]) -> None:
+    def put(
+        self,
+        key: str,
+        response: dict[str, Any],
+        request: dict[str, Any],
+        then: Callable[[], None] | None = None,
+    ) -> None:
+        """Queue one entry; ``then`` runs in the thread once it is written (or failed)."""
         if self.error is not None:
             raise self.error
-        self._queue.put((key, response, request))
+        self._queue.put((key, response, request, then))
 
     def close(self) -> None:
         """Write what is queued, sync, stop; raise the thread's error if it had one."""
@@ -199,12 +244,28 @@ class CacheWriter:
                     self.cache.sync()
                     return
                 if item:
-                    self.cache.put(*item)
+                    key, response, request, then = item
+                    try:
+                        self.cache.put(key, response, request)
+                    finally:
+                        if then is not None:
+                            then()
                 if time.monotonic() >= next_sync:
                     self.cache.sync()
                     next_sync = time.monotonic() + self.sync_every_s
         except BaseException as exc:  # raised in the caller's thread by put() and close()
             self.error = exc
+
+
+# The claims file of each cache folder this process opened: path -> descriptor.
+_CLAIM_FILES: dict[Path, int] = {}
+_CLAIM_FILES_LOCK = threading.Lock()
+
+
+def _offset(key: str) -> int:
+    """The byte a key's claim locks: 60 bits of the key (distinct keys sharing one would
+    only wait for each other, and the waiter reads the cache before sending)."""
+    return int(key[:15], 16)
 
 
 def _write_atomically(path: Path, data: bytes) -> None:

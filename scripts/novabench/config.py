@@ -333,6 +333,25 @@ class Plan:
                 resources[resource]["tasks"].update(tasks)
         return resources
 
+    def key_variables(self) -> list[str]:
+        """The environment variables holding the configured API keys: every
+        ``api_key_env`` under ``models`` and ``judges`` (novabench.redaction removes their
+        values from what servers send back)."""
+        names: set[str] = set()
+
+        def walk(node: Any) -> None:
+            if isinstance(node, dict):
+                for key, value in node.items():
+                    if key == "api_key_env" and isinstance(value, str):
+                        names.add(value)
+                    walk(value)
+            elif isinstance(node, list):
+                for value in node:
+                    walk(value)
+
+        walk([self.config.get("models"), self.config.get("judges")])
+        return sorted(names)
+
     def check_environment(self) -> None:
         """Once per real run, before any job: every model with jobs and every judge in use
         can reach its backend. Every problem is named at once, not the first only."""

@@ -168,7 +168,8 @@ def run_predictions(
             canonical_json({**adapter.identity(), "box_format": box_format})
         ),
     }
-    records = answer_all(spec, samples, adapter, model_name, request, box_format)
+    redacted: Counter = Counter()
+    records = answer_all(spec, samples, adapter, model_name, request, box_format, redacted)
     summary = {
         "task": task,
         "model": model_name,
@@ -177,6 +178,8 @@ def run_predictions(
         "box_format": box_format,
         "request": request,
         **summarize(records, time.perf_counter() - started),
+        # Answers in which the server echoed an API key, removed before they were stored.
+        "n_redacted": redacted["answers"],
         "n_excluded": len(excluded),
         "code": code,
     }
@@ -196,15 +199,18 @@ def answer_all(
     model_name: str,
     request: dict[str, Any],
     box_format: str | None,
+    redacted: Counter | None = None,
 ) -> list[dict[str, Any]]:
     """Every sample's record, in order, counting statuses on a progress bar (unless the
-    adapter shows its own)."""
+    adapter shows its own); ``redacted`` counts the answers a key was removed from."""
     label = None if adapter.shows_progress else f"{task.name}/{model_name}"
     meter = Progress(len(samples), label)
     records = []
     try:
         for sample, response in zip(samples, adapter.predict(samples), strict=True):
             records.append(_record(task, sample, response, model_name, request, box_format))
+            if redacted is not None and response.redacted:
+                redacted["answers"] += 1
             meter.update(records[-1]["status"])
     finally:
         meter.close()

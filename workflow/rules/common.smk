@@ -22,6 +22,7 @@ from novabench.config import (  # noqa: E402
     describe_validation_error,
 )
 from novabench.errors import NovaError  # noqa: E402
+from novabench.redaction import export_key_variables  # noqa: E402
 from novabench.dataset.schema import rater_slug  # noqa: E402
 from novabench.dataset.tags import dataset_tags, subset_spec  # noqa: E402
 from novabench.report.breakdowns import AXES as BREAKDOWN_AXES  # noqa: E402
@@ -52,6 +53,8 @@ except NovaError as exc:
     stop(f"config error: {exc}")
 if PLAN.idle_reason():
     logger.warning(PLAN.idle_reason())
+# Each job knows the other models' and judges' keys too, to redact them from answers.
+export_key_variables(PLAN.key_variables())
 
 
 def _print_estimate():

@@ -67,6 +67,9 @@ class Response:
     # alias such as "gpt-4o") and ``system_fingerprint`` (its backend build), where sent.
     served_model: str | None = None
     system_fingerprint: str | None = None
+    # API keys removed from the answer before it was stored (novabench.redaction): a
+    # server echoed one, which the prediction summary counts.
+    redacted: int = 0
 
 
 class Adapter(ABC):

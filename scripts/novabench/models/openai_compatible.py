@@ -22,7 +22,16 @@ Robust enough to run overnight against a paid API:
   ``requests_per_minute`` caps the rate when the quota is known; Snakemake's
   ``api_<provider>`` resource caps jobs per provider across the whole run;
 - the API key is read from the environment variable named by ``api_key_env`` and never
-  written anywhere: not in settings, logs, errors, the cache or the predictions.
+  written anywhere: not in settings, logs, errors, the cache or the predictions; keys a
+  server echoes (in an error or an answer) are redacted before anything is stored or
+  forwarded (:mod:`novabench.redaction`), and counted;
+- a hostile or broken server cannot hold, flood or divert a job: ``timeout_s`` bounds each
+  send from start to last byte (a server trickling bytes is cut off), an answer over
+  ``max_response_mb`` or not UTF-8 is a failed send, and a redirect to another host is
+  refused (:mod:`novabench.http_guards`);
+- a request another process is already sending (a concurrent run, or a job left running by
+  a killed ``snakemake``) is not sent again: each request's cache entry is claimed across
+  processes, and a job finding one claimed waits for it and reads the answer.
 """
 
 from __future__ import annotations
@@ -41,6 +50,7 @@ import os
 import random
 import re
 import socket
+import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
@@ -54,6 +64,7 @@ from novabench.models.base import Adapter as BaseAdapter
 from novabench.models.base import Response, Sample
 from novabench.pacing import AdaptiveWindow, Pacer
 from novabench.progress import Progress
+from novabench.redaction import Redactor, configured_keys
 
 log = logging.getLogger(__name__)
 
@@ -65,6 +76,9 @@ RETRY_STATUSES = frozenset({408, 409, 429})
 MAX_RETRY_AFTER_S = 600.0
 # How often new cache entries are flushed to disk (what a power loss may cost, at most).
 SYNC_EVERY_S = 1.0
+# How often a request whose cache entry another process has claimed looks again: from
+# the first to the last interval, doubling (thousands may wait at once).
+CLAIM_POLL_S = (0.05, 1.0)
 
 DEFAULTS: dict[str, Any] = {
     "temperature": 0.1,  # the paper's generation settings
@@ -77,6 +91,8 @@ DEFAULTS: dict[str, Any] = {
     "requests_per_minute": None,
     "timeout_s": 120.0,
     "connect_timeout_s": 5.0,
+    # Answers are kilobytes (max_tokens bounds them); megabytes are a broken server.
+    "max_response_mb": 4.0,
     "max_attempts": 6,
     "backoff_base_s": 1.0,
     "backoff_max_s": 60.0,
@@ -107,6 +123,7 @@ SETTINGS_SCHEMA: dict[str, Any] = {
         "requests_per_minute": {"type": ["number", "null"], "exclusiveMinimum": 0},
         "timeout_s": _POSITIVE,
         "connect_timeout_s": _POSITIVE,
+        "max_response_mb": _POSITIVE,
         "max_attempts": {"type": "integer", "minimum": 1, "maximum": 100},
         "backoff_base_s": _NUMBER,
         "backoff_max_s": _NUMBER,
@@ -292,13 +309,19 @@ class Adapter(BaseAdapter):
             for s in samples
         ]
 
+    @functools.cached_property
+    def redactor(self) -> Redactor:
+        """Removes this endpoint's key and every configured one from what servers send."""
+        variable = self.config["api_key_env"]
+        return configured_keys(None if variable is None else os.environ.get(variable))
+
     def cached(self, request: ChatRequest) -> Response | None:
         """The cached answer to ``request``, as :meth:`predict` would use it, or None."""
         return self._cached(request_key(self.request_identity(request)))
 
     def _cached(self, key: str) -> Response | None:
         entry = None if self.cache is None else self.cache.get(key)
-        return None if entry is None else _from_cache(entry["response"])
+        return None if entry is None else _from_cache(entry["response"], self.redactor)
 
     def complete(
         self, prompt: str, system_prompt: str | None = None, image_png: bytes | None = None
@@ -412,25 +435,50 @@ class Adapter(BaseAdapter):
         """Send requests under one client and one pacer; cache each answer, then record it."""
         import openai
 
+        from novabench.http_guards import event_hooks
+
         key = _api_key(self.name, self.config)
         window = self._window()
         pacer = Pacer(window)
+        timeout = openai.Timeout(self.config["timeout_s"], connect=self.config["connect_timeout_s"])
         client = openai.AsyncOpenAI(
             api_key=key or DUMMY_KEY,
             base_url=self.config["base_url"],
-            timeout=openai.Timeout(
-                self.config["timeout_s"], connect=self.config["connect_timeout_s"]
-            ),
+            timeout=timeout,
             max_retries=0,  # retries are ours: counted, logged, bounded
+            # The client's defaults (pool limits, proxies from the environment), plus the
+            # guards: no redirect to another host, no answer over max_response_mb.
+            http_client=openai.DefaultAsyncHttpxClient(
+                timeout=timeout,
+                event_hooks=event_hooks(
+                    self.config["base_url"], int(self.config["max_response_mb"] * 1e6)
+                ),
+            ),
         )
         # Entries are written by a thread (the loop never waits on the disk) without an fsync
         # each, and flushed in batches every second and at the end (see novabench.cache).
         writer = None if self.cache is None else CacheWriter(self.cache, SYNC_EVERY_S)
+        claims = _Claims(self.name, self.cache)
 
         async def answer(j: int) -> None:
-            response = await self._send(client, pacer, requests[j], key)
+            entry_key = keyed[j][0]
+            # Sent by another process meanwhile (a concurrent run, a killed run's orphan):
+            # its answer, not a second send.
+            elsewhere = await claims.take(entry_key, self._cached)
+            if elsewhere is not None:
+                record(j, elsewhere)
+                return
+            try:
+                response = await self._send(client, pacer, requests[j], key)
+            except BaseException:
+                claims.release(entry_key)
+                raise
             if response.error is None and writer is not None:
-                writer.put(keyed[j][0], _to_cache(response), keyed[j][1])
+                # Released once written: a waiting process then finds the entry.
+                then = functools.partial(claims.release, entry_key)
+                writer.put(entry_key, _to_cache(response), keyed[j][1], then)
+            else:
+                claims.release(entry_key)
             record(j, response)
 
         try:
@@ -440,9 +488,12 @@ class Adapter(BaseAdapter):
             if writer is not None:
                 with contextlib.suppress(Exception):  # the first error is the one to see
                     writer.close()
+            claims.release_all()
             raise
         if writer is not None:
             writer.close()
+        claims.release_all()
+        claims.log()
         _log_pacing(self.name, window)
 
     def _window(self) -> AdaptiveWindow:
@@ -481,7 +532,7 @@ class Adapter(BaseAdapter):
                 pacer.release(ticket, **_pacing_signal(outcome))
             if isinstance(outcome, Response):
                 return outcome
-            reason = _redact(outcome.reason, key)
+            reason = outcome.reason
             if not outcome.retryable or attempt == attempts:
                 break
             delay = self._backoff(attempt, outcome.retry_after)
@@ -514,37 +565,48 @@ class Adapter(BaseAdapter):
             )
 
     async def _attempt(self, client: Any, body: bytes) -> Response | _Failure:
-        """One send: the answer, or why the server did not give one."""
+        """One send: the answer, or why the server did not give one (keys redacted)."""
         import openai
         from openai.types.chat import ChatCompletion
 
+        from novabench.http_guards import Refused
+
         started = time.perf_counter()
+        short = functools.partial(_short, redact=self.redactor)
         try:
-            # The body goes as encoded bytes: the client's typed create() would walk and
-            # re-encode its ~200 KB on every send. Statuses and errors are the client's own.
-            completion = await client.post(
-                "/chat/completions", cast_to=ChatCompletion, content=body
-            )
+            # The client's timeout is per read: a server sending a byte every few seconds
+            # would hold the request for ever. This one bounds the send, start to last byte.
+            async with asyncio.timeout(self.config["timeout_s"]):
+                # The body goes as encoded bytes: the client's typed create() would walk and
+                # re-encode its ~200 KB on every send. Statuses and errors are the client's.
+                completion = await client.post(
+                    "/chat/completions", cast_to=ChatCompletion, content=body
+                )
         except openai.APIStatusError as exc:
-            return _status_failure(exc)
-        except openai.APITimeoutError:
+            return _status_failure(exc, short)
+        except (openai.APITimeoutError, TimeoutError):
             return _Failure(f"timed out after {self.config['timeout_s']} s", retryable=True)
         except openai.APIConnectionError as exc:
             cause = exc.__cause__ or exc
-            return _Failure(f"connection error: {_short(str(cause) or repr(cause))}", True)
+            return _Failure(f"connection error: {short(str(cause) or repr(cause))}", True)
+        except Refused as exc:  # a redirect to another host, an answer too large
+            return _Failure(short(exc), retryable=False)
+        except UnicodeDecodeError as exc:
+            # Not text: a broken proxy or server; the next try may get a real answer.
+            return _Failure(f"malformed answer: the body is not UTF-8 ({short(exc)})", True)
         except json.JSONDecodeError as exc:
             # A cut body or a proxy's error page: the next try may get a real answer.
-            return _Failure(f"malformed answer: the body is not JSON ({_short(exc)})", True)
+            return _Failure(f"malformed answer: the body is not JSON ({short(exc)})", True)
         except openai.APIResponseValidationError as exc:
-            return _Failure(f"malformed answer: {_short(exc.message)}", True)
+            return _Failure(f"malformed answer: {short(exc.message)}", True)
         try:
             response = _response(completion, time.perf_counter() - started)
         except MalformedAnswer as exc:
-            return _Failure(f"malformed answer: {exc}", retryable=True)
+            return _Failure(f"malformed answer: {short(exc)}", retryable=True)
         if _blank(completion):
             # Nothing to parse and nothing refused: a glitch to retry, never to cache.
             return _Failure("malformed answer: empty content and no refusal", retryable=True)
-        return response
+        return _redacted(response, self.redactor)
 
     def _backoff(self, attempt: int, retry_after: float | None) -> float:
         """Full-jitter exponential backoff; a server's Retry-After is a lower bound."""
@@ -610,16 +672,12 @@ def _sha256(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
-def _short(value: Any, limit: int = 300) -> str:
-    text = " ".join(str(value).split())
+def _short(value: Any, limit: int = 300, redact: Callable[[str], str] | None = None) -> str:
+    """One line of at most ``limit`` characters; keys redacted *before* the cut, which
+    would otherwise leave a key straddling it as its first characters."""
+    text = str(value) if redact is None else redact(str(value))
+    text = " ".join(text.split())
     return text if len(text) <= limit else text[:limit] + "..."
-
-
-def _redact(text: str, key: str | None) -> str:
-    """Servers echo keys in error bodies; an error must never carry one into a file."""
-    if key and len(key) >= 4:
-        text = text.replace(key, "[redacted]")
-    return text
 
 
 def _retry_after(headers: Any) -> float | None:
@@ -656,7 +714,7 @@ class _Failure:
     throttled: bool = False  # a rate limit (429) that waiting cures: the pacer slows down
 
 
-def _status_failure(exc: Any) -> _Failure:
+def _status_failure(exc: Any, short: Callable[[Any], str] = _short) -> _Failure:
     """An HTTP error status: 408/409/429 and 5xx are worth another try, others are not."""
     status = exc.status_code
     retryable = status in RETRY_STATUSES or status >= 500
@@ -664,7 +722,7 @@ def _status_failure(exc: Any) -> _Failure:
         retryable = False  # a 429 that waiting does not cure
     message = re.sub(r"^Error code: \d+ - ", "", str(exc.message))
     return _Failure(
-        f"HTTP {status}: {_short(message)}",
+        f"HTTP {status}: {short(message)}",
         retryable,
         _retry_after(exc.response.headers),
         throttled=retryable and status == 429,
@@ -689,6 +747,8 @@ def _response(completion: Any, latency_s: float) -> Response:
         raw = refusal or ""
     if not isinstance(raw, str):
         raise MalformedAnswer(f"the message content is {type(raw).__name__}, not text")
+    if _not_utf8(raw):  # JSON may spell lone surrogates (\ud800), which no file can hold
+        raise MalformedAnswer("the message content is not valid Unicode (a lone surrogate)")
     usage = None
     if getattr(completion, "usage", None) is not None:
         usage = {
@@ -701,6 +761,7 @@ def _response(completion: Any, latency_s: float) -> Response:
         name: value
         for name in ("model", "system_fingerprint")
         if isinstance(value := getattr(completion, name, None), str) and value
+        if not _not_utf8(value)
     }
     return Response(
         raw=raw,
@@ -710,6 +771,28 @@ def _response(completion: Any, latency_s: float) -> Response:
         served_model=served.get("model"),
         system_fingerprint=served.get("system_fingerprint"),
     )
+
+
+def _redacted(response: Response, redactor: Redactor) -> Response:
+    """The answer without keys (in its text and in the names the server gives itself),
+    with how many were removed."""
+    assert response.raw is not None
+    raw, n = redactor.redact(response.raw)
+    return dataclasses.replace(
+        response,
+        raw=raw,
+        redacted=n,
+        served_model=response.served_model and redactor(response.served_model),
+        system_fingerprint=response.system_fingerprint and redactor(response.system_fingerprint),
+    )
+
+
+def _not_utf8(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return True
+    return False
 
 
 def _blank(completion: Any) -> bool:
@@ -733,6 +816,66 @@ def _pacing_signal(outcome: Response | _Failure | None) -> dict[str, Any]:
     throttled = isinstance(outcome, _Failure) and outcome.throttled
     retry_after = outcome.retry_after if throttled else None
     return {"latency": None, "throttled": throttled, "retry_after": retry_after}
+
+
+class _Claims:
+    """A job's claims on the cache entries of the requests it sends (novabench.cache), so
+    that no other process sends them too, and the requests it found claimed elsewhere."""
+
+    def __init__(self, name: str, cache: ResponseCache | None):
+        self.name, self.cache = name, cache
+        self.held: set[str] = set()
+        self.waited = 0  # requests found claimed by another process
+        self.answered_elsewhere = 0  # ... whose answer that process cached
+        self._lock = threading.Lock()  # releases also come from the cache writer's thread
+
+    async def take(self, key: str, cached: Callable[[str], Response | None]) -> Response | None:
+        """Claim ``key`` (waiting while another process holds it); the cached answer if
+        there is one by then (another process sent the request), else None: send it."""
+        if self.cache is None:
+            return None
+        wait = CLAIM_POLL_S[0]
+        if not self.cache.claim(key):
+            self.waited += 1
+            if self.waited == 1:
+                log.warning(
+                    "%s: another process is sending requests of this job (a concurrent run "
+                    "sharing the cache, or a prediction job still running after its snakemake "
+                    "was killed); waiting for its answers instead of sending them twice; fix, "
+                    "if no other run is going: let the leftover job (a predict.py or score.py "
+                    "process) finish, or kill it",
+                    self.name,
+                )
+            while not self.cache.claim(key):
+                await asyncio.sleep(wait)
+                wait = min(CLAIM_POLL_S[1], 2 * wait)
+        with self._lock:
+            self.held.add(key)
+        response = cached(key)
+        if response is not None:
+            self.answered_elsewhere += 1
+            self.release(key)
+        return response
+
+    def release(self, key: str) -> None:
+        with self._lock:
+            if key in self.held:
+                self.held.discard(key)
+                assert self.cache is not None
+                self.cache.release(key)
+
+    def release_all(self) -> None:
+        for key in list(self.held):
+            self.release(key)
+
+    def log(self) -> None:
+        if self.answered_elsewhere:
+            log.info(
+                "%s: %d request(s) were answered by another process meanwhile (read from the "
+                "cache, not sent again)",
+                self.name,
+                self.answered_elsewhere,
+            )
 
 
 def _log_pacing(name: str, window: AdaptiveWindow) -> None:
@@ -759,13 +902,21 @@ def _to_cache(response: Response) -> dict[str, Any]:
     }
     if response.refusal:  # only then: answers cached before the field keep their keys
         stored["refusal"] = True
+    if response.redacted:  # the count travels with the answer, which no longer shows it
+        stored["redacted"] = response.redacted
     return stored
 
 
-def _from_cache(stored: dict[str, Any]) -> Response:
-    # Entries written before the served model was kept have none: None.
+def _from_cache(stored: dict[str, Any], redactor: Redactor | None = None) -> Response:
+    # Entries written before the served model was kept have none: None. Entries written
+    # before answers were redacted (or under another key) are redacted as they are read.
+    raw, redacted = stored.get("raw"), int(stored.get("redacted", 0))
+    if redactor is not None and isinstance(raw, str):
+        raw, more = redactor.redact(raw)
+        redacted += more
     return Response(
-        raw=stored.get("raw"),
+        raw=raw,
+        redacted=redacted,
         latency_s=stored.get("latency_s"),
         usage=stored.get("usage"),
         cached=True,
