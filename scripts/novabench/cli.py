@@ -442,16 +442,17 @@ def _agreement_lines(vset: Any, splits: dict[str, Any]) -> list[str]:
             continue
         if vset.task == "diagnosis":
             line = (
-                f"accuracy {held['accuracy']['k']}/{held['accuracy']['n']}, false matches "
-                f"{held['false_match']['k']}/{held['false_match']['n']}, missed "
-                f"{held['missed']['k']}/{held['missed']['n']}"
+                f"accuracy as scored {held['accuracy']['k']}/{held['accuracy']['n']}, false "
+                f"matches {held['false_match']['k']}/{held['false_match']['n']}, missed "
+                f"{held['missed']['k']}/{held['missed']['n']}; undecided "
+                f"{held['undecided']['k']}/{held['undecided']['n']}, decided accuracy "
+                f"{held['decided_accuracy']['k']}/{held['decided_accuracy']['n']}"
             )
         else:
             mad = held["clinical_f1_mad"]
             line = "Clinical F1 mean abs. difference " + ("n/a" if mad is None else f"{mad:.1f}")
-        which = "held-out" if vset.reported("heldout") else "held-out half, tuned on"
-        which += ", new pairs" if subset == NEW_PAIRS else ""
-        lines.append(f"{which} n={held['n']}): {line}")
+        # Which numbers are tuning numbers: a half once held out, since tuned on, is one.
+        lines.append(f"{vset.split_label(subset)}, n={held['n']}): {line}")
     return lines
 
 
