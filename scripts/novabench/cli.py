@@ -413,9 +413,10 @@ def cmd_judge_report(args: argparse.Namespace) -> int:
 
     out_dir = Path(args.out_dir)
     judges = _config_judges(args.config)
+    folder = validation_folder(args.validation_dir)
     report = write_report(
         judges,
-        validation_folder(args.validation_dir),
+        folder,
         out_dir / "report.json",
         out_dir / "report.md",
         cache_dir=Path(args.cache_dir) if args.cache_dir else None,
@@ -428,6 +429,15 @@ def cmd_judge_report(args: argparse.Namespace) -> int:
             for line in _agreement_lines(SETS_BY_KEY[key], splits):
                 print(f"{name} ({key}, {line}")
     print(f"wrote {out_dir / 'report.md'} and {out_dir / 'report.json'}")
+    if args.record:
+        from novabench.judges.figures import RECORD_NAME
+        from novabench.judges.validation import write_record
+
+        recorded = write_record(report, folder / RECORD_NAME)
+        measured = ", ".join(f"{e['identity'].get('name')} ({e['task']})" for e in recorded)
+        print(
+            f"recorded the held-out figures of {measured or 'no judge'} in {folder / RECORD_NAME}"
+        )
     return 0
 
 
@@ -464,11 +474,17 @@ def _judge_report_parser(commands: Any) -> None:
     report.add_argument(
         "--validation-dir",
         type=Path,
-        help="folder with the validation sets (diagnoses*.jsonl, captions.jsonl; default: "
+        help="folder with the validation sets (diagnoses*.jsonl, captions*.jsonl; default: "
         "the repository's validation/)",
     )
     report.add_argument("--out-dir", type=Path, default=Path("results/judges"))
     report.add_argument("--cache-dir", type=Path, help="LLM judge answers (default: none)")
+    report.add_argument(
+        "--record",
+        action="store_true",
+        help="also write each measured judge's held-out figures into judge_figures.json of "
+        "the validation folder (the record every score file looks its judge up in)",
+    )
     report.set_defaults(run=cmd_judge_report)
 
 

@@ -50,6 +50,7 @@ from novabench.judges.base import (
     judge_ranked,
     make_judge,
 )
+from novabench.judges.figures import REMEASURE, read_record, verdict_identity
 from novabench.judges.llm import clean_keyword
 
 SPLITS = ("heldout", "tune")
@@ -796,3 +797,103 @@ def render_markdown(report: dict[str, Any]) -> str:
         if not entry["tasks"] and not entry["skipped"]:
             lines += ["No task of this judge has a validation set.", ""]
     return "\n".join(lines).rstrip() + "\n"
+
+
+# --- the record of held-out figures (novabench.judges.figures) ----------------------------
+
+DIAGNOSIS_FIGURES = (
+    "decided_accuracy",
+    "decided_false_match",
+    "decided_missed",
+    "undecided",
+    "accuracy",
+)
+
+
+def _pooled_proportion(parts: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    return proportion(sum(p["k"] for p in parts), sum(p["n"] for p in parts))
+
+
+def _pooled_mean(parts: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """Mean over the pairs of several sets from each set's mean and count."""
+    defined = [p for p in parts if p["mad"] is not None and p["n"]]
+    n = sum(p["n"] for p in defined)
+    mad = math.fsum(p["mad"] * p["n"] for p in defined) / n if n else None
+    return {"mad": mad, "n": n}
+
+
+def _diagnosis_set(held: Mapping[str, Any]) -> dict[str, Any]:
+    return {key: held[key] for key in DIAGNOSIS_FIGURES}
+
+
+def _caption_set(held: Mapping[str, Any]) -> dict[str, Any]:
+    return {
+        "clinical_f1": {"mad": held["clinical_f1_mad"], "n": held["clinical_f1_n"]},
+        "clinical_f1_read_fully": dict(held["clinical_f1_read_fully"]),
+        "clinical_f1_not_read_fully": dict(held["clinical_f1_not_read_fully"]),
+        "unread_known": held["unread_known"],
+        "read_fully": held["read_fully"],
+    }
+
+
+def heldout_figures(
+    task: str, results: Mapping[str, Any], files: Mapping[str, Any]
+) -> dict[str, Any] | None:
+    """One judge's figures on ``task`` from its judge-report results (``results`` keyed by
+    set, ``files`` the report's ``validation_sets``): per quotable held-out half and
+    pooled; None when no such half was measured."""
+    sets = []
+    for key, splits in results.items():
+        vset = SETS_BY_KEY[key]
+        held = splits.get("heldout") or {}
+        if vset.task != task or not vset.reported("heldout") or not held.get("n"):
+            continue
+        figures = _diagnosis_set(held) if task == "diagnosis" else _caption_set(held)
+        record = files[key]
+        measured = {"set": key, "file": vset.filename, "sha256": record["sha256"]}
+        sets.append({**measured, "half": "heldout", "n": held["n"], **figures})
+    if not sets:
+        return None
+    if task == "diagnosis":
+        pooled = {key: _pooled_proportion([s[key] for s in sets]) for key in DIAGNOSIS_FIGURES}
+    else:
+        means = ("clinical_f1", "clinical_f1_read_fully", "clinical_f1_not_read_fully")
+        pooled = {key: _pooled_mean([s[key] for s in sets]) for key in means}
+        pooled["unread_known"] = sum(s["unread_known"] for s in sets)
+        pooled["read_fully"] = sum(s["read_fully"] for s in sets)
+    pooled["n"] = sum(s["n"] for s in sets)
+    return {"task": task, "pooled": pooled, "sets": sets}
+
+
+def record_entries(report: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The record's entries of every judge a judge report measured on a held-out half."""
+    entries = []
+    for entry in report["judges"].values():
+        for task, identity in (entry.get("identity") or {}).items():
+            figures = heldout_figures(task, entry["tasks"], report["validation_sets"])
+            if figures is not None:
+                entries.append({"task": task, "identity": verdict_identity(identity), **figures})
+    return entries
+
+
+def write_record(report: Mapping[str, Any], path: Path) -> list[dict[str, Any]]:
+    """Put the judges ``report`` measured into the record at ``path``: a judge measured now
+    replaces every earlier entry of its kind and task (an older version of it); entries
+    of judges not measured now (an LLM judge without its key) stay."""
+    new = record_entries(report)
+    measured = {(e["task"], e["identity"].get("name")) for e in new}
+    kept = (
+        [e for e in read_record(path) if (e["task"], e["identity"].get("name")) not in measured]
+        if Path(path).is_file()
+        else []
+    )
+    entries = sorted([*kept, *new], key=lambda e: (e["task"], json.dumps(e["identity"])))
+    body = {
+        "about": (
+            "Held-out error of each judge against the hand-labelled sets of this folder, by "
+            f"judge identity. Written by `{REMEASURE}`; do not edit by hand."
+        ),
+        "judges": entries,
+    }
+    Path(path).write_text(json.dumps(body, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+    return new
