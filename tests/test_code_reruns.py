@@ -71,7 +71,7 @@ def checkout(tmp_path_factory):
     ignore = shutil.ignore_patterns("__pycache__", ".snakemake", "results", ".venv")
     root.mkdir()
     shutil.copy2(ROOT / "Snakefile", root / "Snakefile")
-    for folder in ("workflow", "scripts", "config", "envs"):
+    for folder in ("workflow", "scripts", "config", "envs", "validation"):
         shutil.copytree(ROOT / folder, root / folder, ignore=ignore)
     snakemake(root, "--cores", "2")
     assert planned(root) == set()
@@ -115,6 +115,18 @@ def test_editing_the_matchers_synonyms_rescores_diagnosis_only(checkout):
     with edited(synonyms, "# edited\n"):
         jobs = planned(checkout)
     assert {(r, w) for r, w in jobs if r in ("predict", "score", "score_rater")} == {
+        ("score", "task=diagnosis, model=gold"),
+        ("score", "task=diagnosis, model=retrieval"),
+    }
+    assert planned(checkout) == set()
+
+
+def test_editing_the_judge_figures_rescores_the_judged_tasks_only(checkout):
+    with edited(checkout / "validation" / "judge_figures.json", "\n"):
+        jobs = planned(checkout)
+    assert {(r, w) for r, w in jobs if r in ("predict", "score", "score_rater")} == {
+        ("score", "task=captioning, model=classical"),
+        ("score", "task=captioning, model=gold"),
         ("score", "task=diagnosis, model=gold"),
         ("score", "task=diagnosis, model=retrieval"),
     }
