@@ -115,7 +115,7 @@ def test_the_line_gives_the_figures_or_says_judge_not_validated(tmp_path, matche
     assert judge_line(payload(identity, found)) == (
         f"diagnosis-matcher (code {code}); held-out: decided accuracy 97.0% [91.5-99.0], "
         "false matches 2.0% and missed 4.0% of decided non-matches and matches, undecided "
-        "12% (held-out half of diagnosis-5, n=114)"
+        "12% (held-out pairs of diagnosis-5, n=114)"
     )
     changed = {**identity, "code": "f" * 16}
     not_found = figures.lookup(changed, "diagnosis", path)

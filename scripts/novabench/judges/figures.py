@@ -120,7 +120,7 @@ def figures_line(judge: str, validation: Mapping[str, Any] | None) -> str:
     figures = validation["figures"]
     pooled, sets = figures["pooled"], figures.get("sets", [])
     named = ", ".join(s["set"] for s in sets)
-    where = f"held-out half of {named}, n={pooled['n']}" if named else f"n={pooled['n']}"
+    where = f"held-out pairs of {named}, n={pooled['n']}" if named else f"n={pooled['n']}"
     if figures["task"] == "diagnosis":
         text = (
             f"decided accuracy {_percent(pooled['decided_accuracy'], ci=True)}, false "
