@@ -356,7 +356,8 @@ def test_cli_judge_report_writes_both_files(tmp_path, capsys):
     tuned = "tuning numbers: held-out half, since tuned on"
     assert (
         f"matcher (diagnosis, {tuned}, n=5): accuracy as scored 5/5, false matches 0/2, "
-        "missed 0/3; undecided 0/5, decided accuracy 5/5"
+        "missed 0/3; undecided 0/5, decided accuracy 5/5; hand share of true matches inside "
+        "the bracket: yes"
     ) in printed
     assert (
         f"matcher (diagnosis-2, {tuned}, n=4): accuracy as scored 4/4, false matches 0/2, "
@@ -364,10 +365,15 @@ def test_cli_judge_report_writes_both_files(tmp_path, capsys):
     ) in printed
     assert (
         "matcher (diagnosis-5, held-out measurement, n=5): accuracy as scored 4/5, false "
-        "matches 0/3, missed 1/2; undecided 0/5, decided accuracy 4/5"
+        "matches 0/3, missed 1/2; undecided 0/5, decided accuracy 4/5; hand share of true "
+        "matches inside the bracket: no"
     ) in printed
     assert "matcher (diagnosis-5, held-out measurement, new pairs only, n=4): " in printed
     assert "tuned on n=" not in printed
+    assert (
+        "keywords (captioning, held-out measurement, n=3): Clinical F1 mean abs. difference "
+        "0.0 (0.0 on 3 pairs read fully, n/a on 0 with unread words)"
+    ) in printed
     assert json.loads((out / "report.json").read_text())["judges"]["matcher"]["kind"] == (
         "diagnosis-matcher"
     )

@@ -441,6 +441,10 @@ def cmd_judge_report(args: argparse.Namespace) -> int:
     return 0
 
 
+def _points(value: float | None) -> str:
+    return "n/a" if value is None else f"{value:.1f}"
+
+
 def _agreement_lines(vset: Any, splits: dict[str, Any]) -> list[str]:
     """One line per held-out subset of a set's agreement numbers."""
     from novabench.judges.validation import NEW_PAIRS
@@ -456,11 +460,18 @@ def _agreement_lines(vset: Any, splits: dict[str, Any]) -> list[str]:
                 f"matches {held['false_match']['k']}/{held['false_match']['n']}, missed "
                 f"{held['missed']['k']}/{held['missed']['n']}; undecided "
                 f"{held['undecided']['k']}/{held['undecided']['n']}, decided accuracy "
-                f"{held['decided_accuracy']['k']}/{held['decided_accuracy']['n']}"
+                f"{held['decided_accuracy']['k']}/{held['decided_accuracy']['n']}; hand share "
+                f"of true matches inside the bracket: "
+                f"{ {True: 'yes', False: 'no', None: 'n/a'}[held['bracket']['inside']] }"
             )
         else:
-            mad = held["clinical_f1_mad"]
-            line = "Clinical F1 mean abs. difference " + ("n/a" if mad is None else f"{mad:.1f}")
+            line = f"Clinical F1 mean abs. difference {_points(held['clinical_f1_mad'])}"
+            if held.get("unread_known"):
+                fully, rest = held["clinical_f1_read_fully"], held["clinical_f1_not_read_fully"]
+                line += (
+                    f" ({_points(fully['mad'])} on {fully['n']} pairs read fully, "
+                    f"{_points(rest['mad'])} on {rest['n']} with unread words)"
+                )
         # Which numbers are tuning numbers: a half once held out, since tuned on, is one.
         lines.append(f"{vset.split_label(subset)}, n={held['n']}): {line}")
     return lines
