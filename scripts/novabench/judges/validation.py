@@ -43,6 +43,7 @@ from typing import Any
 from novabench import paths
 from novabench.caption_keywords import MODALITY_KEYWORDS, set_f1, split_keywords
 from novabench.errors import NovaError
+from novabench.io import atomic_write_text
 from novabench.judges.base import (
     NEGATED_PREFIX,
     judge_caption_pairs,
@@ -895,5 +896,6 @@ def write_record(report: Mapping[str, Any], path: Path) -> list[dict[str, Any]]:
         ),
         "judges": entries,
     }
-    Path(path).write_text(json.dumps(body, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+    # Whole or not at all: the record is committed data every score file reads.
+    atomic_write_text(Path(path), json.dumps(body, indent=2, sort_keys=True) + "\n")
     return new
