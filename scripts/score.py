@@ -18,6 +18,8 @@ def main(smk):
         nltk_data=Path(smk.params.nltk_data),
         cache_dir=Path(smk.params.cache_dir),
         code=smk.params.code,
+        # The judges' held-out figures (absent for a task scored without a judge).
+        judge_figures=next((Path(p) for p in smk.input.judge_figures), None),
     )
     log.info("%s/%s scored: %s", smk.wildcards.task, smk.wildcards.model, summary)
 

@@ -113,6 +113,18 @@ def test_editing_the_matchers_synonyms_rescores_diagnosis_only(checkout):
     assert planned(checkout) == set()
 
 
+def test_editing_the_judge_figures_rescores_the_judged_tasks_only(checkout):
+    with edited(checkout / "validation" / "judge_figures.json", "\n"):
+        jobs = planned(checkout)
+    assert {(r, w) for r, w in jobs if r in ("predict", "score", "score_rater")} == {
+        ("score", "task=captioning, model=classical"),
+        ("score", "task=captioning, model=gold"),
+        ("score", "task=diagnosis, model=gold"),
+        ("score", "task=diagnosis, model=retrieval"),
+    }
+    assert planned(checkout) == set()
+
+
 def test_editing_figure_code_redraws_figures_only(checkout):
     with edited(module_file(checkout, "novabench.report.figures")):
         jobs = planned(checkout)

@@ -31,6 +31,9 @@ def test_the_snapshot_covers_every_diagnosis_pair() -> None:
     rows = snap.read_snapshot(SNAPSHOT)
     for vset in validation.VALIDATION_SETS:
         path = validation.validation_folder() / vset.filename
+        if not path.is_file():  # a set listed before its file is added
+            assert not [r for r in rows if r["set"] == vset.key], vset.key
+            continue
         keys = [(vset.key, n) for n, _ in validation.read_numbered_pairs(path, vset.fields)]
         mine = [(r["set"], r["line"]) for r in rows if r["set"] == vset.key]
         assert mine == (keys if vset.task == "diagnosis" else []), vset.key

@@ -237,7 +237,7 @@ def test_report_runs_each_judge_on_the_tasks_it_judges(tmp_path):
     # "held-out half"; the fifth set's does, and it has no tuning half to show.
     tuned = "(used to tune the judges: not an independent measurement)"
     assert f"#### Diagnosis, first set, held-out half {tuned} (n = 5)" in md
-    assert "| accuracy | 100.0% | 5/5 | 56.6% to 100.0% |" in md
+    assert "| accuracy as scored (undecided = no match) | 100.0% | 5/5 | 56.6% to 100.0% |" in md
     assert f"#### Diagnosis, first set, tuning half {tuned} (n = 3)" in md
     assert "### diagnosis-2 (diagnoses-2.jsonl)" in md
     assert f"#### Diagnosis, second set, held-out half {tuned} (n = 4)" in md
@@ -254,7 +254,10 @@ def test_report_runs_each_judge_on_the_tasks_it_judges(tmp_path):
     assert "#### Captioning, held-out half (n = 3)" in md
     # 4/4: Wilson interval by the formula, as in the first test.
     low = wilson_by_formula(4, 4)[0]
-    assert f"| accuracy | 100.0% | 4/4 | {100 * low:.1f}% to 100.0% |" in md
+    assert (
+        f"| accuracy as scored (undecided = no match) | 100.0% | 4/4 | {100 * low:.1f}% to 100.0% |"
+        in md
+    )
 
 
 def test_a_broken_second_rater_line_names_the_line(tmp_path):
@@ -349,19 +352,27 @@ def test_cli_judge_report_writes_both_files(tmp_path, capsys):
     argv = ["judge-report", "--config", str(config), "--validation-dir", str(FIXTURE)]
     assert main([*argv, "--out-dir", str(out)]) == 0
     printed = capsys.readouterr().out
-    tuned = "held-out half, tuned on"
-    assert f"matcher (diagnosis, {tuned} n=5): accuracy 5/5, false matches 0/2, missed 0/3" in (
-        printed
-    )
-    assert f"matcher (diagnosis-2, {tuned} n=4): accuracy 4/4, false matches 0/2, missed 0/2" in (
-        printed
-    )
-    assert "matcher (diagnosis-5, held-out n=5): accuracy 4/5, false matches 0/3, missed 1/2" in (
-        printed
-    )
+    # A half that was held out and then tuned on says its numbers are tuning numbers.
+    tuned = "tuning numbers: held-out half, since tuned on"
     assert (
-        "matcher (diagnosis-5, held-out, new pairs n=4): accuracy 3/4, false matches 0/2, "
-        "missed 1/2"
+        f"matcher (diagnosis, {tuned}, n=5): accuracy as scored 5/5, false matches 0/2, "
+        "missed 0/3; undecided 0/5, decided accuracy 5/5; hand share of true matches inside "
+        "the bracket: yes"
+    ) in printed
+    assert (
+        f"matcher (diagnosis-2, {tuned}, n=4): accuracy as scored 4/4, false matches 0/2, "
+        "missed 0/2; undecided 0/4, decided accuracy 4/4"
+    ) in printed
+    assert (
+        "matcher (diagnosis-5, held-out measurement, n=5): accuracy as scored 4/5, false "
+        "matches 0/3, missed 1/2; undecided 0/5, decided accuracy 4/5; hand share of true "
+        "matches inside the bracket: no"
+    ) in printed
+    assert "matcher (diagnosis-5, held-out measurement, new pairs only, n=4): " in printed
+    assert "tuned on n=" not in printed
+    assert (
+        "keywords (captioning, held-out measurement, n=3): Clinical F1 mean abs. difference "
+        "0.0 (0.0 on 3 pairs read fully, n/a on 0 with unread words)"
     ) in printed
     assert json.loads((out / "report.json").read_text())["judges"]["matcher"]["kind"] == (
         "diagnosis-matcher"

@@ -153,7 +153,7 @@ def test_nothing_is_loaded_from_elsewhere(page):
 
 def test_headers_are_accessible_sort_buttons(page):
     headers = re.findall(r'<th scope="col"[^>]*>', page)
-    assert len(headers) == 13 + 9  # captioning: Model, 6 metrics, 2 failure columns
+    assert len(headers) == 13 + 10  # captioning: Model, 7 metrics, 2 failure columns
     assert all('aria-sort="none"' in h for h in headers)
     assert page.count('<th scope="row"') == 8
     assert page.count('<th scope="rowgroup"') == 4
@@ -167,7 +167,7 @@ def test_a_task_without_rows_says_so(tmp_path):
     write_leaderboard(**inputs, out=tmp_path / "page.html", generated=GENERATED)
     page = (tmp_path / "page.html").read_text()
     section = page.split('<section id="task-captioning">')[1].split("</section>")[0]
-    assert '<td colspan="7">No scores.</td>' in section  # Model + 6 metrics
+    assert '<td colspan="8">No scores.</td>' in section  # Model + 7 metrics
 
 
 def test_unreadable_dataset_manifest_names_the_fix(tmp_path):

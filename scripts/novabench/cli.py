@@ -413,9 +413,10 @@ def cmd_judge_report(args: argparse.Namespace) -> int:
 
     out_dir = Path(args.out_dir)
     judges = _config_judges(args.config)
+    folder = validation_folder(args.validation_dir)
     report = write_report(
         judges,
-        validation_folder(args.validation_dir),
+        folder,
         out_dir / "report.json",
         out_dir / "report.md",
         cache_dir=Path(args.cache_dir) if args.cache_dir else None,
@@ -428,7 +429,20 @@ def cmd_judge_report(args: argparse.Namespace) -> int:
             for line in _agreement_lines(SETS_BY_KEY[key], splits):
                 print(f"{name} ({key}, {line}")
     print(f"wrote {out_dir / 'report.md'} and {out_dir / 'report.json'}")
+    if args.record:
+        from novabench.judges.figures import RECORD_NAME
+        from novabench.judges.validation import write_record
+
+        recorded = write_record(report, folder / RECORD_NAME)
+        measured = ", ".join(f"{e['identity'].get('name')} ({e['task']})" for e in recorded)
+        print(
+            f"recorded the held-out figures of {measured or 'no judge'} in {folder / RECORD_NAME}"
+        )
     return 0
+
+
+def _points(value: float | None) -> str:
+    return "n/a" if value is None else f"{value:.1f}"
 
 
 def _agreement_lines(vset: Any, splits: dict[str, Any]) -> list[str]:
@@ -442,16 +456,24 @@ def _agreement_lines(vset: Any, splits: dict[str, Any]) -> list[str]:
             continue
         if vset.task == "diagnosis":
             line = (
-                f"accuracy {held['accuracy']['k']}/{held['accuracy']['n']}, false matches "
-                f"{held['false_match']['k']}/{held['false_match']['n']}, missed "
-                f"{held['missed']['k']}/{held['missed']['n']}"
+                f"accuracy as scored {held['accuracy']['k']}/{held['accuracy']['n']}, false "
+                f"matches {held['false_match']['k']}/{held['false_match']['n']}, missed "
+                f"{held['missed']['k']}/{held['missed']['n']}; undecided "
+                f"{held['undecided']['k']}/{held['undecided']['n']}, decided accuracy "
+                f"{held['decided_accuracy']['k']}/{held['decided_accuracy']['n']}; hand share "
+                f"of true matches inside the bracket: "
+                f"{ {True: 'yes', False: 'no', None: 'n/a'}[held['bracket']['inside']] }"
             )
         else:
-            mad = held["clinical_f1_mad"]
-            line = "Clinical F1 mean abs. difference " + ("n/a" if mad is None else f"{mad:.1f}")
-        which = "held-out" if vset.reported("heldout") else "held-out half, tuned on"
-        which += ", new pairs" if subset == NEW_PAIRS else ""
-        lines.append(f"{which} n={held['n']}): {line}")
+            line = f"Clinical F1 mean abs. difference {_points(held['clinical_f1_mad'])}"
+            if held.get("unread_known"):
+                fully, rest = held["clinical_f1_read_fully"], held["clinical_f1_not_read_fully"]
+                line += (
+                    f" ({_points(fully['mad'])} on {fully['n']} pairs read fully, "
+                    f"{_points(rest['mad'])} on {rest['n']} with unread words)"
+                )
+        # Which numbers are tuning numbers: a half once held out, since tuned on, is one.
+        lines.append(f"{vset.split_label(subset)}, n={held['n']}): {line}")
     return lines
 
 
@@ -463,11 +485,17 @@ def _judge_report_parser(commands: Any) -> None:
     report.add_argument(
         "--validation-dir",
         type=Path,
-        help="folder with the validation sets (diagnoses*.jsonl, captions.jsonl; default: "
+        help="folder with the validation sets (diagnoses*.jsonl, captions*.jsonl; default: "
         "the repository's validation/)",
     )
     report.add_argument("--out-dir", type=Path, default=Path("results/judges"))
     report.add_argument("--cache-dir", type=Path, help="LLM judge answers (default: none)")
+    report.add_argument(
+        "--record",
+        action="store_true",
+        help="also write each measured judge's held-out figures into judge_figures.json of "
+        "the validation folder (the record every score file looks its judge up in)",
+    )
     report.set_defaults(run=cmd_judge_report)
 
 

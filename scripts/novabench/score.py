@@ -3,8 +3,10 @@
 Each score file ``results/<tag>/scores/{task}/{model}.json`` holds ``task, model, metrics``
 (the scorer's summary), ``n_images`` scored and ``n_excluded`` / ``excluded_images`` (left
 out for lack of a reference the task needs), the ``judge`` identity where a judge was
-used, and the sha256 of the dataset and prediction files it was computed from. A
-per-image CSV (scored images only) sits beside it.
+used with ``judge_validation``, the judge's held-out figures looked up by that identity
+(``novabench.judges.figures``: "judge not validated" with the reason where the record
+does not hold it), and the sha256 of the dataset and prediction files it was computed
+from. A per-image CSV (scored images only) sits beside it.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from novabench.dataset.read import load_nova
 from novabench.errors import NovaError
 from novabench.io import atomic_path, atomic_write_text
 from novabench.judges import make_judge
+from novabench.judges.figures import lookup
 from novabench.provenance import sha256_file
 from novabench.records import read_predictions
 from novabench.tasks import Answers, ScoringContext, get_task
@@ -71,6 +74,7 @@ def score_predictions(
     nltk_data: Path | None = None,
     cache_dir: Path | None = None,
     code: str | None = None,
+    judge_figures: Path | None = None,
 ) -> dict[str, Any]:
     """Score one prediction file with the task's scorer; write the score file and the
     per-image table; return the metrics.
@@ -79,6 +83,8 @@ def score_predictions(
     the task's default offline judge). ``options`` are the task's scoring options
     (``Task.options``). ``cache_dir`` keeps an LLM judge's answers. ``code`` is the job's
     code fingerprint (:mod:`novabench.code_fingerprint`), recorded in the score file.
+    ``judge_figures``: the record of the judges' held-out figures (default: the
+    repository's ``validation/judge_figures.json``).
     """
     spec = get_task(task)
     frame = load_nova(dataset, columns=[*KEY_COLUMNS, *spec.reference_columns])
@@ -105,6 +111,9 @@ def score_predictions(
         "n_excluded": len(excluded),
         "excluded_images": excluded,
         "judge": judge.identity() if judge is not None else None,
+        "judge_validation": (
+            lookup(judge.identity(), task, judge_figures) if judge is not None else None
+        ),
         # An LLM judge's requests: how many were answered from the cache, failed, cost.
         "judge_usage": judge.usage() if hasattr(judge, "usage") else None,
         "inputs": {

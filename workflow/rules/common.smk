@@ -1,5 +1,6 @@
 # Config validation, wildcard constraints and every input function.
 
+import os
 import sys
 from pathlib import Path
 
@@ -183,6 +184,21 @@ def api_resources(what):
 def judge_inputs(wildcards):
     """Files behind the task's judge (an LLM judge's prompt): editing them re-scores."""
     return PLAN.judge_inputs(wildcards.task)
+
+
+# The judges' held-out figures by judge identity (validation/), relative to the working
+# directory when the workflow is there, as the judge report's inputs.
+JUDGE_FIGURES = Path(workflow.basedir).resolve() / "validation" / "judge_figures.json"
+
+
+def judge_figures(wildcards):
+    """The record a judged task's score files look their judge up in; none for a task
+    scored without a judge, or where the record is absent (its score files then say so).
+    """
+    if PLAN.judge(wildcards.task) is None or not JUDGE_FIGURES.is_file():
+        return []
+    path = JUDGE_FIGURES
+    return [os.path.relpath(path) if Path.cwd() in path.parents else str(path)]
 
 
 def score_options(wildcards):

@@ -6,12 +6,12 @@ import os
 
 JUDGE_VALIDATION = Path(workflow.basedir).resolve() / "validation"
 # The sets that exist: every diagnosis set, its second rater's labels where there are
-# some (both change the report), and the caption set.
+# some (both change the report), and every caption set.
 # Relative to the working directory when the workflow is there, so that a moved checkout
 # lists the same inputs.
 JUDGE_VALIDATION_SETS = sorted(
     os.path.relpath(path) if Path.cwd() in path.parents else str(path)
-    for pattern in ("diagnoses*.jsonl", "captions.jsonl")
+    for pattern in ("diagnoses*.jsonl", "captions*.jsonl")
     for path in JUDGE_VALIDATION.glob(pattern)
 )
 

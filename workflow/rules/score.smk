@@ -7,6 +7,9 @@ rule score:
         predictions=results("predictions/{task}/{model}.jsonl"),
         # An LLM judge's prompt: editing it re-scores (nothing for offline judges).
         judge=judge_inputs,
+        # The judges' held-out figures, recorded in each judged score file: editing the
+        # record re-scores the judged tasks only.
+        judge_figures=judge_figures,
     output:
         scores=results("scores/{task}/{model}.json"),
         per_image=results("scores/{task}/{model}.images.csv"),

@@ -56,7 +56,7 @@ def snapshot_rows(judge: Any, folder: Path | None = None) -> list[dict[str, Any]
     folder = validation.validation_folder(folder)
     rows = []
     for vset in validation.VALIDATION_SETS:
-        if vset.task != "captioning":
+        if vset.task != "captioning" or not (folder / vset.filename).is_file():
             continue
         for line, pair in validation.read_numbered_pairs(folder / vset.filename, vset.fields):
             ref, pred = judge.judge_pair(pair["reference"], pair["prediction"])

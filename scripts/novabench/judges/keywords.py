@@ -12,13 +12,26 @@ pseudo-triggers, scope terminators) written here over the lexicon's own matches.
 ConText and negspaCy were measured against it on the tuning half of the judge validation
 set (the judge report, ``novabench judge-report``) and did no better; they would add
 spaCy to every scoring job, so the hand-written scope is kept.
+
+Unread share: every verdict carries the share of the caption's content words the judge
+could not read (``KeywordSet.unread_share``; ``explain`` lists the words), so that a score
+can say how much of the compared text its keywords stand for. The words are the judge's own
+tokens (accents folded and possessives dropped with :mod:`novabench.text`, split at spaces,
+hyphens, slashes and brackets, lower case, American spelling). A content word has two
+characters or more with a letter among them ("t2" is one, a panel letter "a" is not) and is
+no number, panel label or measurement ("1.5", "2a", "5mm"), no unit, no stop word (the
+lexicon's ``not_content`` lists) and no degree word (its ``skip`` list); punctuation is no
+word. A content word is read when a lexicon form matched over it (a concept, a negation or
+normality trigger, a measure, a form it reads and drops on purpose) or an open-name rule
+took it into a keyword. The share is unread content words over content words, 0.0 for a
+caption without content words (an empty one).
 """
 
 from __future__ import annotations
 
 import hashlib
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -45,6 +58,8 @@ DEFAULT_LEXICON = paths.RESOURCES / "lexicon.yaml"
 # as a boundary token; everything else (hyphens, slashes, brackets, quotes) separates words.
 _TOKEN = re.compile(r"\d+(?:\.\d+)+|\+?[a-z0-9]+(?:[*+][a-z0-9]*)*|[.;:!?,]", re.IGNORECASE)
 _BOUNDARIES = frozenset(".;:!?,")
+# A number with letters after it: a panel label ("2a") or a measurement ("5mm", "3t").
+_NUMBER_LED = re.compile(r"\d[\d.]*[a-z]*")
 _SENTENCE_ENDS = frozenset(".;:!?")
 ABNORMAL_WHEN = {True: "stated", False: "never", "negated": "negated", "any": "any"}
 # The lexicon's top-level keys; any other is a typo.
@@ -68,6 +83,7 @@ LEXICON_KEYS = frozenset(
         "exact_forms",
         "engine",
         "rules",
+        "not_content",
     }
 )
 # The engine's slots the lexicon's `engine:` section fills with its own words.
@@ -135,6 +151,8 @@ class Explanation:
     keywords: KeywordSet
     fired: tuple[Fired, ...]
     decided: Fired
+    #: The caption's content words the judge could not read, in reading order.
+    unread: tuple[str, ...] = ()
 
 
 def _tokens(text: str) -> list[str]:
@@ -214,6 +232,7 @@ class KeywordJudge:
         self._load_negation(lexicon["negation"])
         self._load_normality(lexicon.get("normality"))
         self._load_open_names(lexicon.get("open_names") or {})
+        self._load_not_content(lexicon.get("not_content") or {})
         self._anatomy = self._load_anatomy(lexicon.get("anatomy_parents") or {})
         self._thickens = frozenset(self._known(list(lexicon.get("thickens") or [])))
         self._variant_structures = frozenset(
@@ -429,6 +448,13 @@ class KeywordJudge:
         self._max_open_words = int(spec.get("max_words", 3))
         self._stopwords = frozenset(w for f in spec.get("stopwords", []) for w in self._lower(f))
 
+    def _load_not_content(self, spec: dict) -> None:
+        """Words that are no content words: the lexicon's ``not_content`` stop words and
+        units and its degree words (``skip``). Not the open-name stop words: those stop a
+        name and include content words ("lesion", "chronic")."""
+        words = [*(spec.get("stop_words") or []), *(spec.get("units") or [])]
+        self._not_content = frozenset({*(w for f in words for w in self._lower(f)), *self._skip})
+
     def _load_anatomy(self, parents: dict) -> AnatomyTree:
         for child, ups in parents.items():
             for key in (child, *ups):
@@ -452,8 +478,9 @@ class KeywordJudge:
         """Longest phrase at position ``i`` (case-sensitive forms first); (0, None) if none."""
         return longest_of((self._exact_index, original), (self._phrase_index, lowered), start=i)
 
-    def _read(self, text: str) -> tuple[list[_Mention], list[Fired]]:
-        """Every concept a caption names, with its negation and normality (in order)."""
+    def _read(self, text: str) -> tuple[list[_Mention], list[Fired], _Unread]:
+        """Every concept a caption names, with its negation and normality (in order), and
+        the content words it could not read."""
         original = [t for t in _tokens(text or "") if t.lower() not in self._skip]
         lowered = [american_word(t.lower()) for t in original]
         scan = _Scan(self._list_closers)
@@ -472,9 +499,31 @@ class KeywordJudge:
                 continue
             scan.position = i
             self._apply(scan, entry, lowered[i : i + length])
+            scan.read.update(range(i, i + length))
             scan.run = []
             i += length
-        return self._post(scan.mentions, scan.fired)
+        mentions, fired = self._post(scan.mentions, scan.fired)
+        return mentions, fired, self._unread(lowered, scan.read)
+
+    def is_content_word(self, word: str) -> bool:
+        """Whether a lower-cased word of the judge's tokenization is a content word: two
+        characters or more, a letter among them ("t2" is one, "a" is not), no number, panel
+        label or measurement ("2a", "5mm", "1.5"), no unit, no stop word and no degree word
+        (``skip``)."""
+        return (
+            len(word) >= 2
+            and re.search(r"[a-z]", word) is not None
+            and not _NUMBER_LED.fullmatch(word)
+            and word not in self._not_content
+        )
+
+    def _unread(self, lowered: list[str], read: set[int]) -> _Unread:
+        """The content words outside every form the judge matched and every open name it
+        formed, in reading order, and how many content words there are."""
+        content = [
+            i for i, w in enumerate(lowered) if w not in _BOUNDARIES and self.is_content_word(w)
+        ]
+        return _Unread(tuple(lowered[i] for i in content if i not in read), len(content))
 
     def _apply(self, scan: _Scan, entry: _Entry, words: list[str]) -> None:
         """Update the scan with one matched phrase."""
@@ -564,31 +613,35 @@ class KeywordJudge:
         ):
             return ""
         names = []
-        for original, lowered in reversed(scan.run):
+        for original, lowered, position in reversed(scan.run):
             if not original[:1].isupper():
                 break
             names.insert(0, lowered)
+            scan.read.add(position)
         return " ".join(names) + " " if names else ""
 
     def _unknown(self, scan: _Scan, original: str, lowered: str) -> None:
         """A word outside the lexicon: part of an open name, or a word to remember."""
         if lowered in self._heads and scan.run:
-            words = [w for _, w in scan.run[-self._max_open_words :]]
+            run = scan.run[-self._max_open_words :]
             sign = lowered in self._sign_heads
             group = self._role["open_sign"] if sign else self._role["open_name"]
-            self._mention(scan, " ".join([*words, lowered]), group, rule="open-name.head")
+            name = " ".join([*(w for _, w, _ in run), lowered])
+            self._mention(scan, name, group, rule="open-name.head")
+            scan.read.update([scan.position, *(at for _, _, at in run)])
             scan.run = []
             return
         if len(lowered) >= self._min_suffix_word and lowered.endswith(self._suffixes):
-            names = [w for o, w in scan.run if o[:1].isupper()]
-            name = " ".join([*names, lowered])
+            names = [(w, at) for o, w, at in scan.run if o[:1].isupper()]
+            name = " ".join([*(w for w, _ in names), lowered])
             self._mention(scan, name, self._role["open_name"], rule="open-name.suffix")
+            scan.read.update([scan.position, *(at for _, at in names)])
             scan.run = []
             return
         if lowered in self._stopwords or not lowered.isalpha():
             scan.run = []
         else:
-            scan.run.append((original, lowered))
+            scan.run.append((original, lowered, scan.position))
 
     def _post(self, mentions: list[_Mention], fired: list[Fired]) -> tuple[list, list]:
         """Caption-wide rules of the protocol, in the lexicon's terms."""
@@ -652,23 +705,40 @@ class KeywordJudge:
         return verdict, decided or Fired("verdict.normal")
 
     def extract(self, text: str) -> KeywordSet:
-        """Keywords and the normal/abnormal label of one caption, judged alone."""
-        return self._verdict(self._read(text)[0])[0]
+        """Keywords, the normal/abnormal label and the unread share of one caption,
+        judged alone."""
+        mentions, _, unread = self._read(text)
+        return replace(self._verdict(mentions)[0], unread_share=unread.share)
 
     def explain(self, text: str) -> Explanation:
         """Every rule that fired on one caption, in reading order, then the caption-wide
         ones, and the rule that decided its flag: ``verdict.abnormal`` names the first
-        abnormal mention (its ``phrase`` the rule that recorded it), or ``verdict.normal``."""
-        mentions, fired = self._read(text)
+        abnormal mention (its ``phrase`` the rule that recorded it), or ``verdict.normal``;
+        and the content words it could not read."""
+        mentions, fired, unread = self._read(text)
         verdict, decided = self._verdict(mentions)
-        return Explanation(verdict, (*fired, decided), decided)
+        verdict = replace(verdict, unread_share=unread.share)
+        return Explanation(verdict, (*fired, decided), decided, unread.words)
 
     def judge_pair(self, reference: str, prediction: str) -> tuple[KeywordSet, KeywordSet]:
         """Keywords and labels of a reference and a prediction, standardized jointly: anatomy
         one side names more finely than the other becomes the other side's container."""
         ref, pred = self.extract(reference), self.extract(prediction)
         ref_keys, pred_keys = self._anatomy.standardize(ref.keywords, pred.keywords)
-        return KeywordSet(ref_keys, ref.abnormal), KeywordSet(pred_keys, pred.abnormal)
+        return replace(ref, keywords=ref_keys), replace(pred, keywords=pred_keys)
+
+
+@dataclass(frozen=True)
+class _Unread:
+    """The content words of a caption the judge could not read, of ``n_content``."""
+
+    words: tuple[str, ...]
+    n_content: int
+
+    @property
+    def share(self) -> float:
+        """0.0 for a caption without content words: nothing was left unread."""
+        return len(self.words) / self.n_content if self.n_content else 0.0
 
 
 class _Scan:
@@ -682,7 +752,9 @@ class _Scan:
         self.in_scope = self.negated_in_scope = self.absence = self.normal_scope = False
         self.sentence = self.position = 0
         self.words: set[str] = set()  # words of the sentence so far (conditional triggers)
-        self.run: list[tuple[str, str]] = []  # unknown words right before here
+        # Unknown words right before here: (as written, lower-cased, position).
+        self.run: list[tuple[str, str, int]] = []
+        self.read: set[int] = set()  # positions of words a form or an open name read
 
     def add(self, mention: _Mention, negatable: bool) -> None:
         self.mentions.append(mention)

@@ -7,13 +7,22 @@ belongs to the ``tune`` half (which may be used to improve a judge) or the ``hel
 half (reporting only); the report gives both, labelled, and the held-out half is the one
 to quote.
 
-- Diagnosis judges: accuracy, false-match rate (false positives / true non-matches) and
-  missed-match rate (false negatives / true matches), with counts and Wilson 95% intervals,
-  and every error (capped).
+- Diagnosis judges: accuracy as scored (an undecided verdict counts as no match),
+  false-match rate (false positives / true non-matches) and missed-match rate (false
+  negatives / true matches), with counts and Wilson 95% intervals, and every error
+  (capped); then the judge's three-valued verdicts: the undecided share, and among the
+  pairs it decided its accuracy, false-match and missed rates; and whether the hand-labelled
+  share of true matches lies between the share scored as matches (undecided = no match)
+  and the upper bound (undecided = match), as a score's bracket claims it does.
 - Caption judges: per pair, the judge's Clinical and Modality F1 against the hand-labelled
   F1 (set F1 of the pair's hand keywords, as the benchmark computes it), as a mean
-  absolute difference; precision and recall of the judge's keywords against the hand
-  keywords after the same cleaning; normal/abnormal accuracy; the worst pairs.
+  absolute difference, also apart for the pairs whose two captions the judge read fully
+  (unread share 0) and for the rest; precision and recall of the judge's keywords against
+  the hand keywords after the same cleaning; normal/abnormal accuracy; the worst pairs.
+
+A new set file is one entry of ``VALIDATION_SETS``; the sets expected next are listed
+already (a missing file is reported as not measured), so dropping the file into
+``validation/`` is all it takes.
 
 A judge that calls a service (an LLM) is skipped with one line when its key or endpoint
 is missing; its answers are cached like a model's when it runs.
@@ -34,7 +43,15 @@ from typing import Any
 from novabench import paths
 from novabench.caption_keywords import MODALITY_KEYWORDS, set_f1, split_keywords
 from novabench.errors import NovaError
-from novabench.judges.base import NEGATED_PREFIX, judge_caption_pairs, judge_kind, make_judge
+from novabench.io import atomic_write_text
+from novabench.judges.base import (
+    NEGATED_PREFIX,
+    judge_caption_pairs,
+    judge_kind,
+    judge_ranked,
+    make_judge,
+)
+from novabench.judges.figures import REMEASURE, read_record, verdict_identity
 from novabench.judges.llm import clean_keyword
 
 SPLITS = ("heldout", "tune")
@@ -73,6 +90,14 @@ class ValidationSet:
         if split in self.tuned_on:
             return f"{half} (used to tune the judges: not an independent measurement)"
         return half
+
+    def split_label(self, split: str) -> str:
+        """A short label of a half that says whether its numbers are tuning numbers."""
+        if split in self.tuned_on:
+            half = "held-out half" if split == "heldout" else "tuning half"
+            return f"tuning numbers: {half}, since tuned on"
+        new = ", new pairs only" if split == NEW_PAIRS else ""
+        return f"held-out measurement{new}"
 
     def reported(self, split: str) -> bool:
         """The half to quote: held out and never used for tuning."""
@@ -124,7 +149,19 @@ VALIDATION_SETS = (
         DIAGNOSIS_FIELDS,
         "Diagnosis, fifth set",
     ),
+    # Written blind after the fifth, all held out (not yet in every checkout: a missing
+    # file is reported as not measured).
+    ValidationSet(
+        "diagnosis-6", "diagnosis", "diagnoses-6.jsonl", DIAGNOSIS_FIELDS, "Diagnosis, sixth set"
+    ),
     ValidationSet("captioning", "captioning", "captions.jsonl", CAPTION_FIELDS, "Captioning"),
+    ValidationSet(
+        "captioning-2",
+        "captioning",
+        "captions-2.jsonl",
+        CAPTION_FIELDS,
+        "Captioning, second set",
+    ),
 )
 SETS_BY_KEY = {s.key: s for s in VALIDATION_SETS}
 
@@ -204,12 +241,41 @@ def proportion(k: int, n: int) -> dict[str, Any]:
 # --- diagnosis ------------------------------------------------------------------------------
 
 
-def _verdicts(judge: Any, pairs: list[dict[str, Any]]) -> list[bool]:
-    """Top-1 verdict of each pair (a judge with ``match_ranked_many`` gets them at once)."""
+def _verdicts(judge: Any, pairs: list[dict[str, Any]]) -> list[str]:
+    """Top-1 verdict of each pair: match, no_match or undecided (a two-valued judge's are
+    all decided; :func:`novabench.judges.base.judge_ranked`)."""
     asked = [([p["prediction"]], p["reference"]) for p in pairs]
-    many = getattr(judge, "match_ranked_many", None)
-    answers = many(asked) if many else [judge.match_ranked(r, ref) for r, ref in asked]
-    return [bool(top1) for top1, _ in answers]
+    return [verdict.top1 for verdict in judge_ranked(judge, asked)]
+
+
+def three_valued(rows: Sequence[tuple[Mapping[str, Any], str]]) -> dict[str, Any]:
+    """The figures of (pair, top-1 verdict) rows that the undecided verdict brings: the
+    undecided share; among decided pairs accuracy, false-match rate (of decided true
+    non-matches) and missed rate (of decided true matches); and the bracket check: the
+    hand-labelled share of true matches against the share scored as matches (undecided =
+    no match) and the upper bound (undecided = match)."""
+    n = len(rows)
+    decided = [(p, v) for p, v in rows if v != "undecided"]
+    undecided = n - len(decided)
+    right = sum((v == "match") == bool(p["match"]) for p, v in decided)
+    positives = sum(bool(p["match"]) for p, _ in decided)
+    false_match = sum(v == "match" and not p["match"] for p, v in decided)
+    missed = sum(v == "no_match" and bool(p["match"]) for p, v in decided)
+    matched = sum(v == "match" for _, v in rows)
+    hand = sum(bool(p["match"]) for p, _ in rows)
+    bracket = {
+        "hand": hand / n if n else None,
+        "scored": matched / n if n else None,
+        "upper": (matched + undecided) / n if n else None,
+    }
+    bracket["inside"] = None if not n else matched <= hand <= matched + undecided
+    return {
+        "undecided": proportion(undecided, n),
+        "decided_accuracy": proportion(right, len(decided)),
+        "decided_false_match": proportion(false_match, len(decided) - positives),
+        "decided_missed": proportion(missed, positives),
+        "bracket": bracket,
+    }
 
 
 def _subsets(pairs: list[dict[str, Any]]) -> tuple[str, ...]:
@@ -229,8 +295,9 @@ def diagnosis_agreement(judge: Any, pairs: list[dict[str, Any]]) -> dict[str, An
     out: dict[str, Any] = {}
     for split in _subsets(pairs):
         rows = [(p, v) for p, v in zip(pairs, verdicts, strict=True) if _in_subset(p, split)]
-        false_match = [p for p, v in rows if v and not p["match"]]
-        missed = [p for p, v in rows if not v and p["match"]]
+        # As scored: an undecided verdict counts as no match.
+        false_match = [p for p, v in rows if v == "match" and not p["match"]]
+        missed = [p for p, v in rows if v != "match" and p["match"]]
         positives = sum(p["match"] for p, _ in rows)
         errors = [
             {
@@ -241,8 +308,9 @@ def diagnosis_agreement(judge: Any, pairs: list[dict[str, Any]]) -> dict[str, An
                 "prediction": p["prediction"],
                 "why": p.get("why", ""),
                 "rule": explain(p["prediction"], p["reference"]).rule if explain else None,
+                "verdict": v,
             }
-            for p, _ in rows
+            for p, v in rows
             if p in false_match or p in missed
         ]
         rated = [p for p, _ in rows if "second_match" in p]
@@ -259,6 +327,7 @@ def diagnosis_agreement(judge: Any, pairs: list[dict[str, Any]]) -> dict[str, An
             "missed": proportion(len(missed), positives),
             "errors_total": len(errors),
             "errors": errors[:MAX_EXAMPLES],
+            **three_valued(rows),
         }
     return out
 
@@ -326,9 +395,23 @@ def caption_rows(judge: Any, pairs: list[dict[str, Any]]) -> list[dict[str, Any]
                 "hand_keywords": [hand_ref[0], hand_pred[0]],
                 "judge_keywords": [judge_ref[0], judge_pred[0]],
                 "labels": [(hand_ref[2], ref_kw.abnormal), (hand_pred[2], pred_kw.abnormal)],
+                "unread": (ref_kw.unread_share, pred_kw.unread_share),
             }
         )
     return rows
+
+
+def read_fully(row: Mapping[str, Any]) -> bool | None:
+    """Whether the judge read every content word of both captions; None: it does not say."""
+    shares = row.get("unread") or (None, None)
+    return None if None in shares else all(s == 0 for s in shares)
+
+
+def _mad(rows: Sequence[Mapping[str, Any]], family: str) -> dict[str, Any]:
+    """Mean absolute F1 difference to the hand F1 over the rows where both are defined."""
+    diffs = [f1_difference(*r["f1"][family]) for r in rows]
+    defined = [d for d in diffs if d is not None]
+    return {"mad": math.fsum(defined) / len(defined) if defined else None, "n": len(defined)}
 
 
 def caption_split(rows: list[dict[str, Any]]) -> dict[str, Any]:
@@ -347,6 +430,14 @@ def caption_split(rows: list[dict[str, Any]]) -> dict[str, Any]:
             values = [r["f1"][family][at] for r in rows if r["f1"][family][at] is not None]
             out[f"{family}_f1_mean_{who}"] = math.fsum(values) / len(values) if values else None
         out[f"{family}_f1_within_5"] = proportion(sum(d <= 5 for d in defined), len(defined))
+    # Keyword F1 is as good as the judge's reading: its error where it read every word
+    # of both captions, and where it did not (a judge that does not say has neither).
+    fully = [read_fully(r) for r in rows]
+    out["unread_known"] = sum(f is not None for f in fully)
+    out["read_fully"] = sum(f is True for f in fully)
+    paired = list(zip(rows, fully, strict=True))
+    out["clinical_f1_read_fully"] = _mad([r for r, f in paired if f is True], "clinical")
+    out["clinical_f1_not_read_fully"] = _mad([r for r, f in paired if f is False], "clinical")
     keys = [_keyword_keys(r) for r in rows]
     hits = sum(len(h & j) for hand, judge in keys for h, j in zip(hand, judge, strict=True))
     n_judge = sum(len(j) for _, judge in keys for j in judge)
@@ -547,12 +638,25 @@ def _table(header: Sequence[str], rows: Sequence[Sequence[Any]]) -> list[str]:
 
 def diagnosis_markdown(split: str, stats: dict[str, Any], vset: ValidationSet) -> list[str]:
     lines = [f"#### {vset.title}, {vset.split_title(split)} (n = {stats['n']})", ""]
+    three = [
+        ["undecided share (the judge said neither)", *_share(stats["undecided"])],
+        ["decided accuracy (of decided pairs)", *_share(stats["decided_accuracy"])],
+        [
+            "false-match rate among decided pairs (of decided true non-matches)",
+            *_share(stats["decided_false_match"]),
+        ],
+        [
+            "missed-match rate among decided pairs (of decided true matches)",
+            *_share(stats["decided_missed"]),
+        ],
+    ]
     lines += _table(
         ["metric", "rate", "count", "Wilson 95% CI"],
         [
-            ["accuracy", *_share(stats["accuracy"])],
+            ["accuracy as scored (undecided = no match)", *_share(stats["accuracy"])],
             ["false-match rate (of true non-matches)", *_share(stats["false_match"])],
-            ["missed-match rate (of true matches)", *_share(stats["missed"])],
+            ["missed-match rate (of true matches, undecided included)", *_share(stats["missed"])],
+            *three,
             *(
                 [["a second rater's agreement with the labels", *_share(stats["second_rater"])]]
                 if "second_rater" in stats
@@ -560,6 +664,7 @@ def diagnosis_markdown(split: str, stats: dict[str, Any], vset: ValidationSet) -
             ),
         ],
     )
+    lines += ["", bracket_line(stats["bracket"])]
     if stats["errors"]:
         shown = len(stats["errors"])
         lines += ["", f"Errors ({shown} of {stats['errors_total']}):", ""]
@@ -571,6 +676,39 @@ def diagnosis_markdown(split: str, stats: dict[str, Any], vset: ValidationSet) -
             ],
         )
     return [*lines, ""]
+
+
+def bracket_line(bracket: Mapping[str, Any]) -> str:
+    """Whether the hand-labelled share of true matches lies in the judge's bracket."""
+    if bracket["inside"] is None:
+        return "No pairs: no bracket to check."
+    verdict = "yes" if bracket["inside"] else "no"
+    return (
+        f"Bracket check: the hand-labelled share of true matches, "
+        f"{_percent(bracket['hand'])}, lies between the share scored as matches "
+        f"(undecided = no match), {_percent(bracket['scored'])}, and the upper bound "
+        f"(undecided = match), {_percent(bracket['upper'])}: {verdict}."
+    )
+
+
+def _read_fully_rows(stats: Mapping[str, Any]) -> list[list[str]]:
+    """The Clinical F1 difference apart for the pairs read fully and the rest."""
+    if not stats.get("unread_known"):
+        return [["Clinical F1 by unread share", "n/a", "the judge gives no unread share"]]
+    fully, rest = stats["clinical_f1_read_fully"], stats["clinical_f1_not_read_fully"]
+    return [
+        [
+            "Clinical F1, mean absolute difference, pairs read fully (unread share 0)",
+            _f1(fully["mad"]),
+            f"{fully['n']} pairs with F1 defined, of {stats['read_fully']} read fully",
+        ],
+        [
+            "Clinical F1, mean absolute difference, pairs with unread words",
+            _f1(rest["mad"]),
+            f"{rest['n']} pairs with F1 defined, of "
+            f"{stats['unread_known'] - stats['read_fully']} not read fully",
+        ],
+    ]
 
 
 def _f1(value: float | None) -> str:
@@ -588,6 +726,7 @@ def caption_markdown(split: str, stats: dict[str, Any], vset: ValidationSet) -> 
         ]
         for family in ("clinical", "modality")
     ]
+    rows += _read_fully_rows(stats)
     for family in ("clinical", "modality"):
         rate, count, _ = _share(stats[f"{family}_f1_within_5"])
         rows.append([f"{family.title()} F1 within 5 points of hand F1", rate, f"{count} pairs"])
@@ -659,3 +798,104 @@ def render_markdown(report: dict[str, Any]) -> str:
         if not entry["tasks"] and not entry["skipped"]:
             lines += ["No task of this judge has a validation set.", ""]
     return "\n".join(lines).rstrip() + "\n"
+
+
+# --- the record of held-out figures (novabench.judges.figures) ----------------------------
+
+DIAGNOSIS_FIGURES = (
+    "decided_accuracy",
+    "decided_false_match",
+    "decided_missed",
+    "undecided",
+    "accuracy",
+)
+
+
+def _pooled_proportion(parts: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    return proportion(sum(p["k"] for p in parts), sum(p["n"] for p in parts))
+
+
+def _pooled_mean(parts: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """Mean over the pairs of several sets from each set's mean and count."""
+    defined = [p for p in parts if p["mad"] is not None and p["n"]]
+    n = sum(p["n"] for p in defined)
+    mad = math.fsum(p["mad"] * p["n"] for p in defined) / n if n else None
+    return {"mad": mad, "n": n}
+
+
+def _diagnosis_set(held: Mapping[str, Any]) -> dict[str, Any]:
+    return {key: held[key] for key in DIAGNOSIS_FIGURES}
+
+
+def _caption_set(held: Mapping[str, Any]) -> dict[str, Any]:
+    return {
+        "clinical_f1": {"mad": held["clinical_f1_mad"], "n": held["clinical_f1_n"]},
+        "clinical_f1_read_fully": dict(held["clinical_f1_read_fully"]),
+        "clinical_f1_not_read_fully": dict(held["clinical_f1_not_read_fully"]),
+        "unread_known": held["unread_known"],
+        "read_fully": held["read_fully"],
+    }
+
+
+def heldout_figures(
+    task: str, results: Mapping[str, Any], files: Mapping[str, Any]
+) -> dict[str, Any] | None:
+    """One judge's figures on ``task`` from its judge-report results (``results`` keyed by
+    set, ``files`` the report's ``validation_sets``): per quotable held-out half and
+    pooled; None when no such half was measured."""
+    sets = []
+    for key, splits in results.items():
+        vset = SETS_BY_KEY[key]
+        held = splits.get("heldout") or {}
+        if vset.task != task or not vset.reported("heldout") or not held.get("n"):
+            continue
+        figures = _diagnosis_set(held) if task == "diagnosis" else _caption_set(held)
+        record = files[key]
+        measured = {"set": key, "file": vset.filename, "sha256": record["sha256"]}
+        sets.append({**measured, "half": "heldout", "n": held["n"], **figures})
+    if not sets:
+        return None
+    if task == "diagnosis":
+        pooled = {key: _pooled_proportion([s[key] for s in sets]) for key in DIAGNOSIS_FIGURES}
+    else:
+        means = ("clinical_f1", "clinical_f1_read_fully", "clinical_f1_not_read_fully")
+        pooled = {key: _pooled_mean([s[key] for s in sets]) for key in means}
+        pooled["unread_known"] = sum(s["unread_known"] for s in sets)
+        pooled["read_fully"] = sum(s["read_fully"] for s in sets)
+    pooled["n"] = sum(s["n"] for s in sets)
+    return {"task": task, "pooled": pooled, "sets": sets}
+
+
+def record_entries(report: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The record's entries of every judge a judge report measured on a held-out half."""
+    entries = []
+    for entry in report["judges"].values():
+        for task, identity in (entry.get("identity") or {}).items():
+            figures = heldout_figures(task, entry["tasks"], report["validation_sets"])
+            if figures is not None:
+                entries.append({"task": task, "identity": verdict_identity(identity), **figures})
+    return entries
+
+
+def write_record(report: Mapping[str, Any], path: Path) -> list[dict[str, Any]]:
+    """Put the judges ``report`` measured into the record at ``path``: a judge measured now
+    replaces every earlier entry of its kind and task (an older version of it); entries
+    of judges not measured now (an LLM judge without its key) stay."""
+    new = record_entries(report)
+    measured = {(e["task"], e["identity"].get("name")) for e in new}
+    kept = (
+        [e for e in read_record(path) if (e["task"], e["identity"].get("name")) not in measured]
+        if Path(path).is_file()
+        else []
+    )
+    entries = sorted([*kept, *new], key=lambda e: (e["task"], json.dumps(e["identity"])))
+    body = {
+        "about": (
+            "Held-out error of each judge against the hand-labelled sets of this folder, by "
+            f"judge identity. Written by `{REMEASURE}`; do not edit by hand."
+        ),
+        "judges": entries,
+    }
+    # Whole or not at all: the record is committed data every score file reads.
+    atomic_write_text(Path(path), json.dumps(body, indent=2, sort_keys=True) + "\n")
+    return new

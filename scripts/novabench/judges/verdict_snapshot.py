@@ -65,6 +65,8 @@ def snapshot_rows(
     for vset in validation.VALIDATION_SETS:
         if vset.task != "diagnosis" or (keys is not None and vset.key not in keys):
             continue
+        if not (folder / vset.filename).is_file():  # a set not (yet) in this checkout
+            continue
         for line, pair in validation.read_numbered_pairs(folder / vset.filename, vset.fields):
             decision = judge.explain(pair["prediction"], pair["reference"])
             rows.append(

@@ -33,7 +33,7 @@ from novabench.errors import NovaError
 from novabench.io import atomic_write_text
 from novabench.report.failures import MARK, Limits
 from novabench.report.inputs import GROUP_MODEL, GROUP_TITLES, GROUPS, Entry, read_scores
-from novabench.report.tables import _cell_parts, _judge_name, task_table
+from novabench.report.tables import _cell_parts, judge_line, task_table
 from novabench.tasks import Metric, get_task, task_names
 
 
@@ -110,7 +110,7 @@ def task_board(
     }
     table = task_table(task, statistics, estimates, limits)
     rates = rate_columns(table)
-    judges = [_judge_name(p.get("judge")) for p in payloads.values()]
+    judges = [judge_line(p) for p in payloads.values()]
     first = statistics.iloc[0] if len(statistics) else {}
     context = {
         key: first[key]

@@ -663,6 +663,16 @@ def _judge_name(identity: Mapping[str, Any] | None) -> str | None:
     return f"{name} {identity['version']}" if identity.get("version") else str(name)
 
 
+def judge_line(payload: Mapping[str, Any]) -> str | None:
+    """A score file's judge and its held-out figures in one line ("judge not validated"
+    where the record does not hold the judge; ``novabench.judges.figures``); None for a
+    task scored without a judge."""
+    from novabench.judges.figures import figures_line
+
+    name = _judge_name(payload.get("judge"))
+    return None if name is None else figures_line(name, payload.get("judge_validation"))
+
+
 def _read_task(
     task: str, statistics: Path, scores: Sequence[Path]
 ) -> tuple[pd.DataFrame, dict[str, dict[str, float]], str | None]:
@@ -676,7 +686,7 @@ def _read_task(
         estimates[name] = Entry(name, GROUP_MODEL, payload, pd.DataFrame()).metrics
         if isinstance(payload.get("n_excluded"), int):  # images the dataset excludes
             estimates[name]["n_excluded"] = payload["n_excluded"]
-        judge = judge or _judge_name(payload.get("judge"))
+        judge = judge or judge_line(payload)
     return pd.read_csv(statistics), estimates, judge
 
 

@@ -50,7 +50,9 @@ class Captioning(Task):
         "Clinical and Modality F1: per-image F1 of judge keywords (Modality: sequence and "
         "plane words), averaged over images. BLEU-4: corpus level; METEOR: mean over images; "
         "BERT F1: BERTScore F1 per image, mean over images (encoder in the score files); "
-        "Binary F1: normal vs abnormal, positive = abnormal."
+        "Binary F1: normal vs abnormal, positive = abnormal. Unread: share of the content "
+        "words of both captions the judge could not read (mean over images; none for a "
+        "judge that reads every word)."
     )
     metrics = (
         Metric("Clinical_F1", "Clinical F1", headline=True),
@@ -61,6 +63,8 @@ class Captioning(Task):
         # Per-image BERT F1 is read back from the same CSV.
         Metric("BERT_F1", "BERT F1", tolerance=1e-3),
         Metric("Binary_F1", "Binary F1"),
+        # How much of the compared text the judge read: no model is better for it.
+        Metric("Unread_share", "Unread", better=None, headline=True, interval=False),
     )
     reference_columns = ("caption",)
     required_references = ("caption",)

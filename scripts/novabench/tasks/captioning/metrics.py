@@ -31,6 +31,14 @@ Unit: the image. Every metric is on a 0-100 scale.
   left out of Clinical, Modality and Binary F1, not scored as an empty caption: the judge's
   failure is not the model's. It is counted (``judge_failures``, ``judge_failure_rate``,
   percent of scored images) and marked in the per-image table (``judged`` false).
+- Unread share: the share of a caption's content words the judge could not read
+  (``KeywordSet.unread_share``; the keyword judge's docstring defines a content word),
+  per image for the reference and the prediction (``ref_unread_share``,
+  ``pred_unread_share``, 0-1). The summary gives ``Unread_share``, the mean over both
+  captions of every judged image (x100), the means per side, and ``pairs_read_fully``, the
+  judged images whose two captions it read fully (share 0). Keyword F1 is only as good as
+  the judge's reading of the words: the judge report gives its error on fully read pairs
+  and on the rest. All null for a judge that does not say (an LLM reads every word).
 
 Statuses of a prediction: ``ok`` (scored as is), ``parse_error`` (the model answered but
 no caption could be read: scored as an empty caption, so it counts against the model),
@@ -256,6 +264,8 @@ PER_IMAGE_COLUMNS = (
     "ref_modality",
     "pred_modality",
     "judged",
+    "ref_unread_share",
+    "pred_unread_share",
 )
 
 
@@ -363,6 +373,8 @@ def _judge_columns(verdict: tuple[KeywordSet, KeywordSet] | None) -> dict[str, A
         "ref_modality": _join(ref_modality),
         "pred_modality": _join(pred_modality),
         "judged": True,
+        "ref_unread_share": ref_k.unread_share,
+        "pred_unread_share": pred_k.unread_share,
     }
 
 
@@ -394,9 +406,31 @@ def _per_image_table(
     table = pd.DataFrame(per_image, columns=list(PER_IMAGE_COLUMNS))
     for column in ("bleu", "meteor", "bert_f1", "clinical_f1", "modality_f1"):
         table[column] = table[column].astype("float64")
+    for column in ("ref_unread_share", "pred_unread_share"):
+        table[column] = pd.to_numeric(table[column], errors="coerce").astype("float64")
     for column in ("ref_abnormal", "pred_abnormal", "judged"):
         table[column] = table[column].astype("boolean")
     return table
+
+
+def unread_summary(verdicts: Iterable[tuple[KeywordSet, KeywordSet]]) -> dict[str, Any]:
+    """The judge's unread shares over the judged images: ``Unread_share`` (x100, mean over
+    both captions of each pair), the mean per side (x100), ``pairs_read_fully`` (pairs
+    whose two captions have share 0) of ``pairs_with_unread_share``; all null where the
+    judge gives no share."""
+    pairs = [(r.unread_share, p.unread_share) for r, p in verdicts]
+    known = [(r, p) for r, p in pairs if r is not None and p is not None]
+
+    def mean(values: list[float]) -> float | None:
+        return 100.0 * math.fsum(values) / len(values) if values else None
+
+    return {
+        "Unread_share": mean([s for pair in known for s in pair]),
+        "ref_unread_share_mean": mean([r for r, _ in known]),
+        "pred_unread_share_mean": mean([p for _, p in known]),
+        "pairs_read_fully": sum(r == 0 and p == 0 for r, p in known) if known else None,
+        "pairs_with_unread_share": len(known),
+    }
 
 
 def _judged_f1(
@@ -452,6 +486,7 @@ def score_captioning(
     n_failures = len(scored) - len(verdicts)
     summary["judge_failures"] = n_failures
     summary["judge_failure_rate"] = 100.0 * n_failures / len(scored)
+    summary.update(unread_summary(verdicts.values()))
     summary.update(status_summary((r["status"] for r in rows), STATUSES, RATE_STATUSES))
     summary["on_error"] = on_error
     summary.update(_implementations(nltk_data_dir))
