@@ -247,8 +247,7 @@ TASK_FIGURES = {
 # Tasks whose predictions further judges re-judge (reporting.agreement_judges), and
 # per task its own judge first, then those.
 AGREEMENT_JUDGES = {
-    task: [PLAN.judge(task)]
-    + [{"name": name, **config["judges"][name]} for name in names]
+    task: [PLAN.judge(task)] + [PLAN.judge_config(name) for name in names]
     for task, names in config["reporting"]["agreement_judges"].items()
     if names and task in REPORT_TASKS
 }
