@@ -79,7 +79,7 @@ class _Cascade:
         self.first_name, self.second_name = self.first_cfg["name"], self.second_cfg["name"]
         # Items decided per stage, items sent to the second, items left without a verdict.
         self.decided_by: Counter[str] = Counter()
-        self.escalated = 0
+        self.n_escalated = 0
         self.undecided = 0
 
     def _identity(self, extra: Mapping[str, Any]) -> dict[str, Any]:
@@ -108,7 +108,7 @@ class _Cascade:
                 self.first_name: int(self.decided_by[self.first_name]),
                 self.second_name: int(self.decided_by[self.second_name]),
             },
-            "escalated": self.escalated,
+            "escalated": self.n_escalated,
             "undecided": self.undecided,
         }
 
@@ -136,11 +136,15 @@ class CascadeDiagnosisJudge(_Cascade):
             for verdict in judge_ranked(self.first, pairs, self.first_name)
         ]
 
+    def escalated(self, pairs: Sequence[tuple[Sequence[str], str]]) -> list[int]:
+        """Indices of the pairs the first judge leaves undecided (the second's)."""
+        return [i for i, verdict in enumerate(self.first_verdicts(pairs)) if not verdict.decided]
+
     def judge_ranked_many(self, pairs: Sequence[tuple[Sequence[str], str]]) -> list[RankedVerdict]:
         pairs = list(pairs)
         verdicts = self.first_verdicts(pairs)
         undecided = [i for i, verdict in enumerate(verdicts) if not verdict.decided]
-        self.escalated += len(undecided)
+        self.n_escalated += len(undecided)
         if undecided:  # one batch: an LLM judge sends it concurrently, each prompt once
             answers = judge_ranked(self.second, [pairs[i] for i in undecided], self.second_name)
             for i, answer in zip(undecided, answers, strict=True):
@@ -193,11 +197,15 @@ class CascadeCaptionJudge(_Cascade):
     def first_verdicts(self, pairs: Sequence[tuple[str, str]]) -> list[PairVerdict]:
         return judge_caption_pairs(self.first, pairs)
 
+    def escalated(self, pairs: Sequence[tuple[str, str]]) -> list[int]:
+        """Indices of the pairs that go to the second judge."""
+        return self.escalated_pairs(self.first_verdicts(pairs))
+
     def judge_pairs(self, pairs: Sequence[tuple[str, str]]) -> list[PairVerdict]:
         pairs = list(pairs)
         verdicts = self.first_verdicts(pairs)
         escalated = self.escalated_pairs(verdicts)
-        self.escalated += len(escalated)
+        self.n_escalated += len(escalated)
         decided = [self.first_name] * len(pairs)
         if escalated:
             answers = judge_caption_pairs(self.second, [pairs[i] for i in escalated])
