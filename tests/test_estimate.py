@@ -429,3 +429,69 @@ def test_a_cached_judge_answer_is_not_counted_and_nothing_is_printed_then(workdi
     assert (job.requests, job.to_send, job.input_tokens, job.usd) == (2, 0, 0, 0.0)
     # ...and with nothing left to send, planning prints nothing.
     assert plan_time_estimate(plan, workdir) is None
+
+
+class RecordingJudge:
+    """Records what scoring asks a judge, and answers "no keywords" / "no match"."""
+
+    def __init__(self):
+        self.asked = []
+
+    def judge_pairs(self, pairs):
+        from novabench.judges import KeywordSet
+
+        self.asked += list(pairs)
+        return [(KeywordSet(frozenset(), False), KeywordSet(frozenset(), False)) for _ in pairs]
+
+    def match_ranked_many(self, pairs):
+        self.asked += [(list(ranked), reference) for ranked, reference in pairs]
+        return [(False, False) for _ in pairs]
+
+    def identity(self):
+        return {"name": "recording"}
+
+
+@pytest.mark.parametrize("task", ["captioning", "diagnosis"])
+def test_the_estimate_counts_what_scoring_asks_the_judge(workdir, nltk_data, task):
+    """Task.judged_pairs (the estimate's) against the pairs the task's scorer gives a judge."""
+    from novabench.dataset.read import load_nova
+    from novabench.records import read_predictions
+    from novabench.tasks import Answers, ScoringContext, get_task
+
+    write_answers(workdir)
+    records = read_predictions(
+        workdir / "results" / "tiny" / "predictions" / "diagnosis" / "retrieval.jsonl"
+    )
+    if task == "captioning":  # one caption missing, one that failed
+        records = [
+            {**r, "parsed": {"caption": f"caption of {r['filename']}"}, "status": "ok"}
+            for r in records[1:]
+        ]
+        records[-1] = {**records[-1], "parsed": None, "status": "error"}
+    spec, judge = get_task(task), RecordingJudge()
+    frame = load_nova(workdir / "results" / "tiny" / "dataset" / "nova.parquet")
+    frame, _ = spec.scored_rows(frame)
+    spec.score(frame, Answers(records), ScoringContext(judge=judge, nltk_data=nltk_data))
+    assert judge.asked and judge.asked == spec.judged_pairs(frame, Answers(records))
+
+
+def test_the_readme_and_the_paper_config_quote_the_estimate_of_the_paper_run(tmp_path):
+    paper = ROOT / "config" / "paper.yaml"
+    estimate = estimate_run(plan_from_files(ROOT, [paper]), tmp_path)
+    models = sum(j.usd for j in estimate.jobs if j.usd is not None)
+    tasks = ("captioning", "diagnosis")
+    judges = {task: sum(j.usd for j in estimate.judges if j.task == task) for task in tasks}
+    quoted = [models, sum(judges.values()), models + sum(judges.values()), *judges.values()]
+    for text in ((ROOT / "README.md").read_text(), paper.read_text()):
+        for usd in quoted:
+            assert f"{usd:,.2f}" in " ".join(text.split())
+    # The cascade variant: GPT-4o only behind the matcher, counted as every image before
+    # predictions (an upper bound: the same as GPT-4o alone).
+    variant = plan_from_files(ROOT, [paper, ROOT / "config" / "paper-cascade.yaml"])
+    assert variant.judge("diagnosis")["settings"]["second"]["name"] == "gpt-4o-judge"
+    assert variant.api_resources()["api_openai"]["tasks"] == {"captioning", "diagnosis"}
+    cascade = estimate_run(variant, tmp_path)
+    (row,) = {(j.stage, j.counted) for j in cascade.judges if j.task == "diagnosis"}
+    assert row == ("gpt-4o-judge", "upper bound")
+    upper = sum(j.usd for j in cascade.judges if j.task == "diagnosis")
+    assert upper == pytest.approx(judges["diagnosis"])
