@@ -371,3 +371,21 @@ def test_the_plan_runs_both_stages_code_resource_and_checks(tmp_path, monkeypatc
         plan.check_environment()
     # Its prompt is an input of the score job: editing it re-scores.
     assert any(p.endswith("judge-diagnosis-v1.txt") for p in plan.judge_inputs("diagnosis"))
+
+
+def test_labels_are_counted_the_first_judges_way_and_other_judges_stay_as_configured(tmp_path):
+    from novabench.judges import judge_kind
+    from novabench.judges.diagnosis_matcher import DiagnosisMatcher
+
+    plan = plan_for(tmp_path, CONFIG)
+    judge = plan.judge("diagnosis")
+    label = judge_kind("cascade").labeler(judge["settings"])
+    matcher = DiagnosisMatcher(embedding_fallback=False)
+    assert [label(t) for t in ("GBM", "Glioblastoma multiforme")] == [
+        matcher.canonical_label(t) for t in ("GBM", "Glioblastoma multiforme")
+    ]
+    # What the judge report is given: the cascade written out, every other judge as it is.
+    configs = plan.judge_configs()
+    assert configs["matcher"] == plan.config["judges"]["matcher"]
+    assert configs["c"]["settings"]["second"]["kind"] == "llm"
+    assert plan.judge_kinds(judge) == ("cascade", "diagnosis-matcher", "llm")

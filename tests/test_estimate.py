@@ -412,6 +412,7 @@ def test_with_predictions_the_counts_are_exact(workdir, matcher):
     assert row[3:5] == ["2", "2"]
 
 
+@pytest.mark.slow  # the matcher is built four times
 def test_a_cached_judge_answer_is_not_counted_and_nothing_is_printed_then(workdir):
     from novabench.estimate import plan_time_estimate
     from novabench.judges import make_judge
@@ -495,3 +496,21 @@ def test_the_readme_and_the_paper_config_quote_the_estimate_of_the_paper_run(tmp
     assert row == ("gpt-4o-judge", "upper bound")
     upper = sum(j.usd for j in cascade.judges if j.task == "diagnosis")
     assert upper == pytest.approx(judges["diagnosis"])
+
+
+def test_judge_answers_are_sized_by_earlier_score_jobs_of_the_same_judge(workdir):
+    asked = write_answers(workdir)
+    scores = workdir / "results" / "tiny" / "scores" / "diagnosis"
+    scores.mkdir(parents=True)
+    usage = {"sent": 4, "completion_tokens": 100}  # 25 tokens an answer
+    (scores / "old.json").write_text(
+        json.dumps({"judge": {"judge": "llm-judge"}, "judge_usage": usage})
+    )
+    other = {
+        "judge": {"judge": "another-judge"},
+        "judge_usage": {"sent": 1, "completion_tokens": 9},
+    }
+    (scores / "other.json").write_text(json.dumps(other))
+    jobs = by_model(estimate_run(plan_for(workdir, judged_config("llm-judge")), workdir))
+    assert jobs["retrieval"].output_tokens == 25 * len(asked["retrieval"])
+    assert "judge answers measured on 4 earlier requests" in jobs["retrieval"].notes
