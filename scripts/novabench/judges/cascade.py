@@ -61,10 +61,6 @@ def _stage(settings: Mapping[str, Any], stage: str, name: str) -> dict[str, Any]
     return dict(value)
 
 
-def _build_stage(stage: Mapping[str, Any], task: str, cache_dir: Path | None) -> Any:
-    return make_judge(stage, task, cache_dir)
-
-
 class _Cascade:
     """What both tasks' cascades share: the stages, the counts, the identity."""
 
@@ -74,8 +70,9 @@ class _Cascade:
         self.name = name
         self.first_cfg = _stage(settings, "first", name)
         self.second_cfg = _stage(settings, "second", name)
-        self.first = _build_stage(self.first_cfg, self.task, cache_dir)
-        self.second = _build_stage(self.second_cfg, self.task, cache_dir)
+        # Each built as it would be alone: its own settings, checks and cache folder.
+        self.first = make_judge(self.first_cfg, self.task, cache_dir)
+        self.second = make_judge(self.second_cfg, self.task, cache_dir)
         self.first_name, self.second_name = self.first_cfg["name"], self.second_cfg["name"]
         # Items decided per stage, items sent to the second, items left without a verdict.
         self.decided_by: Counter[str] = Counter()
