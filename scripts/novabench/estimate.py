@@ -52,10 +52,6 @@ DEFAULT_IMAGE_TOKENS = 1000  # a model of unknown family
 # built: NOVA's histories and captions are a few sentences.
 PLACEHOLDER_CHARS = 300
 SERVICE_ADAPTERS = ("openai_compatible",)
-# Tokens of one judge answer until measured, by how the judge asks: the diagnosis judge
-# names one rank in a small JSON object; the paired caption judge writes both captions'
-# raw and standardized keywords in five categories and two labels; per caption, half that.
-JUDGE_ANSWER_TOKENS = {"ranked-list": 12, "paired": 350, "per-caption": 175}
 LOCAL_ADAPTERS = ("hf_local",)
 
 
@@ -316,6 +312,11 @@ def _local_job(plan: Plan, job: tuple[str, str], size: int, workdir: Path) -> Jo
 
 
 # -- the judges -----------------------------------------------------------------------------
+
+# Tokens of one judge answer until measured, by how the judge asks: the diagnosis judge
+# names one rank in a small JSON object; the paired caption judge writes both captions'
+# raw and standardized keywords in five categories and two labels; per caption, half that.
+JUDGE_ANSWER_TOKENS = {"ranked-list": 12, "paired": 350, "per-caption": 175}
 
 
 def _asks_a_service(judge_cfg: Mapping[str, Any] | None) -> bool:
