@@ -7,13 +7,6 @@ requests still to send is exact once the dataset is built; answers in the respon
 are not counted. Before the dataset is built it takes the source's known size (NOVA: 906
 images) and says so.
 
-Tokens: measured usage of earlier answers of the same job (the cached ones) when there are
-some, else text at ~4 characters per token plus the image rule of the model's family
-(novabench.tokens) and a per-task default answer length. Dollars: the model's price
-(``settings.price_per_million_*``, else ``info.price_usd_per_million_tokens``). Time:
-``ceil(requests / concurrency) x latency`` per job, with the latency of ``info.latency_s``
-or an assumed default. Local models (``hf_local``) get requests and GPU time only.
-
 Judges: every score job whose judge asks an LLM (``kind: llm``, or a cascade's LLM stage)
 is counted too, per judge: requests, tokens and dollars at the judge backend's price.
 Before a model's predictions exist, a full LLM judge counts every image, and a cascade
@@ -23,6 +16,13 @@ builds them (``Task.judged_pairs``), a cascade's offline first judge is run on t
 only what it leaves undecided is counted, and answers already in the judge's cache are
 not. Judge answers are sized by earlier score jobs of the same judge where they sent
 requests, else by :data:`JUDGE_ANSWER_TOKENS`.
+
+Tokens: measured usage of earlier answers of the same job (the cached ones) when there are
+some, else text at ~4 characters per token plus the image rule of the model's family
+(novabench.tokens) and a per-task default answer length. Dollars: the model's price
+(``settings.price_per_million_*``, else ``info.price_usd_per_million_tokens``). Time:
+``ceil(requests / concurrency) x latency`` per job, with the latency of ``info.latency_s``
+or an assumed default. Local models (``hf_local``) get requests and GPU time only.
 """
 
 from __future__ import annotations
