@@ -496,6 +496,12 @@ def test_the_readme_and_the_paper_config_quote_the_estimate_of_the_paper_run(tmp
     assert row == ("gpt-4o-judge", "upper bound")
     upper = sum(j.usd for j in cascade.judges if j.task == "diagnosis")
     assert upper == pytest.approx(judges["diagnosis"])
+    # Its commented captioning cascade plans too, once uncommented.
+    text = (ROOT / "config" / "paper-cascade.yaml").read_text()
+    uncommented = tmp_path / "paper-cascade-captions.yaml"
+    uncommented.write_text(text.replace("\n  # ", "\n  ").replace("\n  #   ", "\n    "))
+    both = plan_from_files(ROOT, [paper, uncommented])
+    assert both.judge("captioning")["settings"]["unread_share_threshold"] == 0.2
 
 
 def test_judge_answers_are_sized_by_earlier_score_jobs_of_the_same_judge(workdir):
