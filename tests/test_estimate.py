@@ -520,3 +520,18 @@ def test_judge_answers_are_sized_by_earlier_score_jobs_of_the_same_judge(workdir
     jobs = by_model(estimate_run(plan_for(workdir, judged_config("llm-judge")), workdir))
     assert jobs["retrieval"].output_tokens == 25 * len(asked["retrieval"])
     assert "judge answers measured on 4 earlier requests" in jobs["retrieval"].notes
+
+
+def test_judge_agreement_is_counted_and_a_request_twice_only_once(workdir, matcher):
+    asked = write_answers(workdir)
+    config = judged_config("c") + "reporting: {agreement_judges: {diagnosis: [llm-judge]}}\n"
+    jobs = estimate_run(plan_for(workdir, config), workdir).judges
+    rows = {(j.judge, j.model): (j.requests, j.to_send) for j in jobs}
+    undecided = [p for p in asked["retrieval"] if not matcher.judge_ranked(*p).decided]
+    # The cascade's score job asks GPT about the undecided lists; judge agreement asks the
+    # same LLM judge about every answered list, the cascade's ones already counted.
+    assert rows[("c", "retrieval")] == (len(undecided), len(undecided))
+    assert rows[("llm-judge", "retrieval")] == (3, 3 - len(undecided))
+    assert rows[("llm-judge", "gold")] == (3, 3)
+    text = format_estimate(estimate_run(plan_for(workdir, config), workdir))
+    assert "llm-judge (diagnosis): judge agreement re-judges the predictions" in text

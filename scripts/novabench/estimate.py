@@ -381,8 +381,10 @@ def _judge_job(
     pairs: list | None,
     size: int,
     answer_tokens: float,
+    seen: set[str],
 ) -> JudgeEstimate:
-    """One LLM judge's requests on one model's answers (``pairs``; None: not predicted)."""
+    """One LLM judge's requests on one model's answers (``pairs``; None: not predicted);
+    ``seen``: the prompts it was counted for already (updated)."""
     judge, task, stage_name, model = names
     system = stage.adapter.config["system_prompt"] or ""
     if pairs is None:
@@ -393,7 +395,8 @@ def _judge_job(
     else:
         asked = pairs if select is None else [pairs[i] for i in select(pairs)]
         prompts = stage.request_prompts(asked)
-        unsent = [p for p in prompts if not stage.cached(p)]
+        unsent = [p for p in prompts if p not in seen and not stage.cached(p)]
+        seen.update(prompts)
         requests, to_send = len(prompts), len(unsent)
         tokens_in = sum(text_tokens(p + system) for p in unsent)
         counted = "exact"
@@ -408,27 +411,42 @@ def _judge_job(
     )
 
 
+def _judges_to_run(plan: Plan) -> list[tuple[str, dict[str, Any], str]]:
+    """(task, written-out judge, what for) of every judge the run asks: each task's judge
+    (its score jobs), then the judges that re-judge its predictions (judge agreement)."""
+    tasks = list(dict.fromkeys(task for task, _ in plan.jobs()))
+    judges = [(task, plan.judge(task), "score") for task in tasks if plan.judge(task)]
+    agreement = (plan.config.get("reporting") or {}).get("agreement_judges") or {}
+    for task in tasks:
+        judges += [(task, plan.judge_config(name), "agreement") for name in agreement.get(task, [])]
+    return judges
+
+
 def _judge_jobs(plan: Plan, frame: Any, size: int, workdir: Path) -> list[JudgeEstimate]:
-    """The LLM judge requests of every score job, per (task judge, LLM stage, model)."""
+    """The LLM judge requests of every score job (and judge agreement), per (judge, LLM
+    judge asked, model)."""
     from novabench.judges import make_judge
 
     results = Path(workdir) / "results" / dataset_tags(plan.config["dataset"])[1]
     out = []
-    for task in dict.fromkeys(task for task, _ in plan.jobs()):
-        judge_cfg = plan.judge(task)
+    # Per LLM judge, the prompts counted so far: it asks each once (one cache for all jobs).
+    counted: dict[str, set[str]] = {}
+    for task, judge_cfg, purpose in _judges_to_run(plan):
         if not _asks_a_service(judge_cfg):
             continue
         # Built as the score job builds it (its cache too); building sends nothing.
         judge = make_judge(judge_cfg, task, cache_dir=Path(workdir) / "results" / "cache")
-        stages = _stages(judge_cfg, judge)
-        for stage_name, stage, select in stages:
+        for stage_name, stage, select in _stages(judge_cfg, judge):
             answer_tokens, measured = _judge_answer_tokens(
                 results, task, judge_cfg["name"], getattr(stage, "protocol", "")
             )
             for model in [m for t, m in plan.jobs() if t == task]:
                 pairs = _judged_pairs(plan, task, model, frame, results)
                 names = (judge_cfg["name"], task, stage_name, model)
-                job = _judge_job(names, stage, select, pairs, size, answer_tokens)
+                seen = counted.setdefault(stage_name, set())
+                job = _judge_job(names, stage, select, pairs, size, answer_tokens, seen)
+                if purpose == "agreement":
+                    job.notes.append("judge agreement re-judges the predictions")
                 if job.counted == "upper bound":
                     first = judge.first_name
                     job.notes.append(
