@@ -55,8 +55,8 @@ if PLAN.idle_reason():
 
 
 def _print_estimate():
-    """Requests, tokens, dollars and time still ahead, when service models have requests
-    to send: on every plan (dry runs too, where `onstart` does not run), once, by the main
+    """Requests, tokens, dollars and time still ahead, when service models or LLM judges
+    have requests to send: on every plan (dry runs too, where `onstart` does not run), once, by the main
     process only (cluster jobs parse this file again)."""
     from novabench.estimate import plan_time_estimate
 
