@@ -379,7 +379,7 @@ def test_before_predictions_a_judge_counts_every_image_and_a_cascade_an_upper_bo
         if judge == "c":
             assert "counted as left undecided by matcher: an upper bound" in text
     total = sum(j.usd for j in estimate.judges)
-    assert f"USD: {total:,.2f} with the judges (- the models, {total:,.2f} the judges)" in text
+    assert f"USD: {total:,.2f} with the judges, - without them (the judges: {total:,.2f})" in text
 
 
 def test_with_predictions_the_counts_are_exact(workdir, matcher):

@@ -630,4 +630,4 @@ def _totals(estimate: Estimate) -> str:
     priced = [j.usd for j in [*estimate.jobs, *estimate.judges] if j.usd is not None]
     complete = len(priced) == len(estimate.jobs) + len(estimate.judges)
     total = ("" if complete else ">= ") + f"{sum(priced):,.2f}"
-    return f"USD: {total} with the judges ({models} the models, {judges} the judges)"
+    return f"USD: {total} with the judges, {models} without them (the judges: {judges})"
