@@ -269,3 +269,269 @@ def test_a_dry_run_reads_the_working_directory_and_is_silent_with_nothing_to_sen
     second = dry_run(config, workdir)
     assert second.returncode == 0, second.stderr
     assert "Estimate of the prediction jobs" not in second.stderr
+
+
+# --- the judges' requests ---------------------------------------------------------------------
+
+JUDGE_PROMPT = ROOT / "scripts" / "novabench" / "resources" / "prompts" / "judge-diagnosis-v1.txt"
+JUDGED = """
+dataset: {source: local, local_path: unused, tag: tiny}
+tasks:
+  localization: {enabled: false}
+  captioning: {enabled: false}
+  diagnosis: {judge: JUDGE}
+judges:
+  llm-judge:
+    kind: llm
+    settings:
+      backend: {base_url: "BASE_URL", model: judge-llm, api_key_env: null,
+                price_per_million_input: 2.0, price_per_million_output: 10.0}
+  c: {kind: cascade, settings: {first: matcher, second: llm-judge}}
+"""
+# The four test images' references: Glioblastoma (2), Normal study, Acute ischemic infarct.
+# Two models' answers, written by hand; retrieval's last one is no JSON (a parse error).
+ANSWERS = {
+    "gold": {
+        "case0001_001.png": ["Glioblastoma"],
+        "case0001_002.png": ["Glioblastoma"],
+        "case0002_001.png": ["Normal study"],
+        "case0003_001.png": ["Acute ischemic infarct"],
+    },
+    "retrieval": {
+        "case0001_001.png": ["GBM", "Metastasis", "Lymphoma"],
+        "case0001_002.png": ["Meningioma", "frobnication of widgets"],
+        "case0002_001.png": ["Migraine", "Small vessel disease", "Normal variant", "Cyst"],
+        "case0003_001.png": None,
+    },
+}
+
+
+def judged_config(judge: str, base_url: str = BASE_URL) -> str:
+    return JUDGED.replace("JUDGE", judge).replace("BASE_URL", base_url)
+
+
+def write_answers(workdir: Path) -> dict[str, list[tuple[list[str], str]]]:
+    """Both models' diagnosis predictions in results/tiny; per model the (ranked,
+    reference) pairs a judge is asked about (the answered images)."""
+    from novabench.predict import run_predictions
+    from upstream import CASES, IMAGES
+
+    references = {filename: CASES[case][1] for filename, case, _, _ in IMAGES}
+    asked = {}
+    for model, answers in ANSWERS.items():
+        raw = workdir / f"{model}-answers.jsonl"
+        raw.write_text(
+            "".join(
+                json.dumps({"filename": name, "raw": "no json here" if ranked is None else
+                            json.dumps({"most_likely_diagnosis": ranked[0],
+                                        "other_possible_diagnoses": ranked[1:]})}) + "\n"
+                for name, ranked in answers.items()
+            )
+        )  # fmt: skip
+        out = workdir / "results" / "tiny" / "predictions" / "diagnosis" / f"{model}.jsonl"
+        out.parent.mkdir(parents=True, exist_ok=True)
+        run_predictions(
+            dataset=workdir / "results" / "tiny" / "dataset" / "nova.parquet",
+            task="diagnosis",
+            model_name=model,
+            model_cfg={
+                "adapter": "predictions_file",
+                "tasks": ["diagnosis"],
+                "max_error_rate": 100,
+                "settings": {"path": str(raw)},
+            },
+            prompt_path=ROOT / "config" / "prompts" / "diagnosis-v1.txt",
+            out=out,
+            summary_out=out.with_suffix(".summary.json"),
+        )
+        asked[model] = [
+            (ranked, references[name]) for name, ranked in answers.items() if ranked is not None
+        ]
+    return asked
+
+
+def judge_prompt(ranked: list[str], reference: str) -> str:
+    """The diagnosis judge's prompt, written out from its template."""
+    candidates = "\n".join(f"{i}. {item}" for i, item in enumerate(ranked, start=1))
+    text = JUDGE_PROMPT.read_text().replace("{reference}", reference)
+    return text.replace("{candidates}", candidates).replace("{{", "{").replace("}}", "}")
+
+
+def by_model(estimate) -> dict:
+    return {job.model: job for job in estimate.judges}
+
+
+def test_before_predictions_a_judge_counts_every_image_and_a_cascade_an_upper_bound(tmp_path):
+    placeholder = JUDGE_PROMPT.read_text().replace("{reference}", "x" * PLACEHOLDER_CHARS)
+    placeholder = placeholder.replace("{candidates}", "x" * PLACEHOLDER_CHARS)
+    per_request = math.ceil(len(placeholder.replace("{{", "{").replace("}}", "}")) / 4)
+    for judge, counted in (("llm-judge", "every image"), ("c", "upper bound")):
+        config = judged_config(judge).replace("source: local, local_path: unused", "source: hf")
+        estimate = estimate_run(plan_for(tmp_path, config), tmp_path)
+        jobs = by_model(estimate)
+        assert sorted(jobs) == ["gold", "retrieval"]  # the score jobs of the plan
+        for job in jobs.values():
+            assert (job.stage, job.requests, job.to_send, job.counted) == (
+                "llm-judge", 906, 906, counted)  # fmt: skip
+            assert (job.input_tokens, job.output_tokens) == (906 * per_request, 906 * 12)
+            assert job.usd == pytest.approx((906 * per_request * 2.0 + 906 * 12 * 10.0) / 1e6)
+        text = format_estimate(estimate)
+        if judge == "c":
+            assert "counted as left undecided by matcher: an upper bound" in text
+    total = sum(j.usd for j in estimate.judges)
+    assert f"USD: {total:,.2f} with the judges, - without them (the judges: {total:,.2f})" in text
+
+
+def test_with_predictions_the_counts_are_exact(workdir, matcher):
+    asked = write_answers(workdir)
+    # A full LLM judge: every answered image, an identical question once (3 of retrieval's
+    # 4 images; gold's two Glioblastoma images ask the same).
+    distinct = {m: len({(tuple(r), ref) for r, ref in pairs}) for m, pairs in asked.items()}
+    assert distinct == {"gold": 3, "retrieval": 3}
+    full = by_model(estimate_run(plan_for(workdir, judged_config("llm-judge")), workdir))
+    assert {m: j.requests for m, j in full.items()} == distinct
+    assert all(j.counted == "exact" for j in full.values())
+    # The cascade: only what the matcher (run here on its own) leaves undecided.
+    undecided = {
+        model: [pair for pair in pairs if not matcher.judge_ranked(*pair).decided]
+        for model, pairs in asked.items()
+    }
+    assert {m: len(p) for m, p in undecided.items()} == {"gold": 0, "retrieval": 2}
+    cascade = by_model(estimate_run(plan_for(workdir, judged_config("c")), workdir))
+    assert {m: j.requests for m, j in cascade.items()} == {"gold": 0, "retrieval": 2}
+    job = cascade["retrieval"]
+    tokens_in = sum(math.ceil(len(judge_prompt(*pair)) / 4) for pair in undecided["retrieval"])
+    assert (job.input_tokens, job.output_tokens) == (tokens_in, 2 * 12)
+    assert job.usd == pytest.approx((tokens_in * 2.0 + 24 * 10.0) / 1e6)
+    text = format_estimate(estimate_run(plan_for(workdir, judged_config("c")), workdir))
+    (row,) = [
+        line.split()
+        for line in text.splitlines()
+        if line.split()[:3] == ["c", "diagnosis", "llm-judge"]
+    ]
+    assert row[3:5] == ["2", "2"]
+
+
+@pytest.mark.slow  # the matcher is built four times
+def test_a_cached_judge_answer_is_not_counted_and_nothing_is_printed_then(workdir):
+    from novabench.estimate import plan_time_estimate
+    from novabench.judges import make_judge
+    from openai_server import FakeOpenAI, Reply
+
+    write_answers(workdir)
+    with FakeOpenAI(lambda seen: Reply('{"first_match": 0}')) as server:
+        plan = plan_for(workdir, judged_config("c", server.base_url))
+        assert "Estimate of the judge requests" in plan_time_estimate(plan, workdir)
+        # Score-time judging of the same answers fills the cache...
+        judge = make_judge(plan.judge("diagnosis"), "diagnosis", workdir / "results" / "cache")
+        judge.judge_ranked_many([(r, ref) for r, ref in write_answers(workdir)["retrieval"]])
+        assert len(server.requests) == 2
+    (job,) = [j for j in estimate_run(plan, workdir).judges if j.model == "retrieval"]
+    assert (job.requests, job.to_send, job.input_tokens, job.usd) == (2, 0, 0, 0.0)
+    # ...and with nothing left to send, planning prints nothing.
+    assert plan_time_estimate(plan, workdir) is None
+
+
+class RecordingJudge:
+    """Records what scoring asks a judge, and answers "no keywords" / "no match"."""
+
+    def __init__(self):
+        self.asked = []
+
+    def judge_pairs(self, pairs):
+        from novabench.judges import KeywordSet
+
+        self.asked += list(pairs)
+        return [(KeywordSet(frozenset(), False), KeywordSet(frozenset(), False)) for _ in pairs]
+
+    def match_ranked_many(self, pairs):
+        self.asked += [(list(ranked), reference) for ranked, reference in pairs]
+        return [(False, False) for _ in pairs]
+
+    def identity(self):
+        return {"name": "recording"}
+
+
+@pytest.mark.parametrize("task", ["captioning", "diagnosis"])
+def test_the_estimate_counts_what_scoring_asks_the_judge(workdir, nltk_data, task):
+    """Task.judged_pairs (the estimate's) against the pairs the task's scorer gives a judge."""
+    from novabench.dataset.read import load_nova
+    from novabench.records import read_predictions
+    from novabench.tasks import Answers, ScoringContext, get_task
+
+    write_answers(workdir)
+    records = read_predictions(
+        workdir / "results" / "tiny" / "predictions" / "diagnosis" / "retrieval.jsonl"
+    )
+    if task == "captioning":  # one caption missing, one that failed
+        records = [
+            {**r, "parsed": {"caption": f"caption of {r['filename']}"}, "status": "ok"}
+            for r in records[1:]
+        ]
+        records[-1] = {**records[-1], "parsed": None, "status": "error"}
+    spec, judge = get_task(task), RecordingJudge()
+    frame = load_nova(workdir / "results" / "tiny" / "dataset" / "nova.parquet")
+    frame, _ = spec.scored_rows(frame)
+    spec.score(frame, Answers(records), ScoringContext(judge=judge, nltk_data=nltk_data))
+    assert judge.asked and judge.asked == spec.judged_pairs(frame, Answers(records))
+
+
+def test_the_readme_and_the_paper_config_quote_the_estimate_of_the_paper_run(tmp_path):
+    paper = ROOT / "config" / "paper.yaml"
+    estimate = estimate_run(plan_from_files(ROOT, [paper]), tmp_path)
+    models = sum(j.usd for j in estimate.jobs if j.usd is not None)
+    tasks = ("captioning", "diagnosis")
+    judges = {task: sum(j.usd for j in estimate.judges if j.task == task) for task in tasks}
+    quoted = [models, sum(judges.values()), models + sum(judges.values()), *judges.values()]
+    for text in ((ROOT / "README.md").read_text(), paper.read_text()):
+        for usd in quoted:
+            assert f"{usd:,.2f}" in " ".join(text.split())
+    # The cascade variant: GPT-4o only behind the matcher, counted as every image before
+    # predictions (an upper bound: the same as GPT-4o alone).
+    variant = plan_from_files(ROOT, [paper, ROOT / "config" / "paper-cascade.yaml"])
+    assert variant.judge("diagnosis")["settings"]["second"]["name"] == "gpt-4o-judge"
+    assert variant.api_resources()["api_openai"]["tasks"] == {"captioning", "diagnosis"}
+    cascade = estimate_run(variant, tmp_path)
+    (row,) = {(j.stage, j.counted) for j in cascade.judges if j.task == "diagnosis"}
+    assert row == ("gpt-4o-judge", "upper bound")
+    upper = sum(j.usd for j in cascade.judges if j.task == "diagnosis")
+    assert upper == pytest.approx(judges["diagnosis"])
+    # Its commented captioning cascade plans too, once uncommented.
+    text = (ROOT / "config" / "paper-cascade.yaml").read_text()
+    uncommented = tmp_path / "paper-cascade-captions.yaml"
+    uncommented.write_text(text.replace("\n  # ", "\n  ").replace("\n  #   ", "\n    "))
+    both = plan_from_files(ROOT, [paper, uncommented])
+    assert both.judge("captioning")["settings"]["unread_share_threshold"] == 0.2
+
+
+def test_judge_answers_are_sized_by_earlier_score_jobs_of_the_same_judge(workdir):
+    asked = write_answers(workdir)
+    scores = workdir / "results" / "tiny" / "scores" / "diagnosis"
+    scores.mkdir(parents=True)
+    usage = {"sent": 4, "completion_tokens": 100}  # 25 tokens an answer
+    (scores / "old.json").write_text(
+        json.dumps({"judge": {"judge": "llm-judge"}, "judge_usage": usage})
+    )
+    other = {
+        "judge": {"judge": "another-judge"},
+        "judge_usage": {"sent": 1, "completion_tokens": 9},
+    }
+    (scores / "other.json").write_text(json.dumps(other))
+    jobs = by_model(estimate_run(plan_for(workdir, judged_config("llm-judge")), workdir))
+    assert jobs["retrieval"].output_tokens == 25 * len(asked["retrieval"])
+    assert "judge answers measured on 4 earlier requests" in jobs["retrieval"].notes
+
+
+def test_judge_agreement_is_counted_and_a_request_twice_only_once(workdir, matcher):
+    asked = write_answers(workdir)
+    config = judged_config("c") + "reporting: {agreement_judges: {diagnosis: [llm-judge]}}\n"
+    jobs = estimate_run(plan_for(workdir, config), workdir).judges
+    rows = {(j.judge, j.model): (j.requests, j.to_send) for j in jobs}
+    undecided = [p for p in asked["retrieval"] if not matcher.judge_ranked(*p).decided]
+    # The cascade's score job asks GPT about the undecided lists; judge agreement asks the
+    # same LLM judge about every answered list, the cascade's ones already counted.
+    assert rows[("c", "retrieval")] == (len(undecided), len(undecided))
+    assert rows[("llm-judge", "retrieval")] == (3, 3 - len(undecided))
+    assert rows[("llm-judge", "gold")] == (3, 3)
+    text = format_estimate(estimate_run(plan_for(workdir, config), workdir))
+    assert "llm-judge (diagnosis): judge agreement re-judges the predictions" in text

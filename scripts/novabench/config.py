@@ -20,6 +20,7 @@ from novabench.code_fingerprint import code_fingerprint, code_graph
 from novabench.errors import ConfigError, NovaError
 from novabench.io import resolve_path
 from novabench.judges import judge_kind
+from novabench.judges.base import expand_judge, judge_kind_names
 from novabench.models.base import adapter_class, adapter_exists, adapter_module_name
 from novabench.tasks import get_task, task_names
 
@@ -254,7 +255,23 @@ class Plan:
 
     def judge(self, task: str) -> dict[str, Any] | None:
         name = self.task_config(task).get("judge") if get_task(task).needs_judge else None
-        return None if name is None else {"name": name, **self.config["judges"][name]}
+        return None if name is None else self.judge_config(name)
+
+    def judge_config(self, name: str) -> dict[str, Any]:
+        """``judges.<name>`` as ``{name, kind, settings}``, the judges it runs written out
+        (a cascade's stages), which is how every judge is built and checked."""
+        return expand_judge(self.config["judges"], name)
+
+    def judge_configs(self) -> dict[str, dict[str, Any]]:
+        """Every configured judge as ``judges:`` has it, the judges it runs written out."""
+        return {
+            name: {k: v for k, v in self.judge_config(name).items() if k != "name"}
+            for name in self.config["judges"]
+        }
+
+    def judge_kinds(self, judge: dict[str, Any]) -> tuple[str, ...]:
+        """The kinds a written-out judge runs: its own and its stages' (their code)."""
+        return tuple(judge_kind_names(judge))
 
     def judges_in_use(self) -> dict[str, list[str]]:
         """Name of each judge that will run -> the tasks (with jobs) it judges."""
@@ -291,8 +308,8 @@ class Plan:
                 roots += get_task(name).code_modules(stage)
             # Statistics and figures count labels with the judge's canonical names.
             judge = self.judge(name) if job in JUDGED_JOBS else None
-            if judge is not None:
-                roots.append(type(judge_kind(judge["kind"])).__module__)
+            if judge is not None:  # a cascade runs its stages' modules too
+                roots += [type(judge_kind(k)).__module__ for k in judge_kind_names(judge)]
         roots += [type(judge_kind(kind)).__module__ for kind in judge_kinds]
         if model is not None and job == "predict":
             roots.append(adapter_module_name(self.model(model)["adapter"]))
@@ -326,7 +343,7 @@ class Plan:
                 resources.setdefault(resource, {"models": set(), "tasks": set()})
                 resources[resource]["models"].add(name)
         for name, tasks in self.judges_in_use().items():
-            judge = self.config["judges"][name]
+            judge = self.judge_config(name)
             resource = judge_kind(judge["kind"]).api_resource(judge.get("settings", {}))
             if resource:
                 resources.setdefault(resource, {"models": set(), "tasks": set()})
@@ -363,7 +380,7 @@ class Plan:
             except NovaError as exc:
                 problems.append(exc)
         for name, tasks in self.judges_in_use().items():
-            judge = self.config["judges"][name]
+            judge = self.judge_config(name)
             kind = judge_kind(judge["kind"])
             problems += kind.environment_problems(
                 name, judge.get("settings", {}), tasks, self.resolve
@@ -430,19 +447,15 @@ def _check_tasks(plan: Plan) -> None:
                 "add it under judges: or name an existing judge",
             )
         if judge is not None:
-            _check_judge_task(f"tasks.{task}.judge", judge, config["judges"][judge], task)
+            _check_judge_task(f"tasks.{task}.judge", judge, config["judges"], task)
         upstream = plan.upstream(task)
         if upstream:
             _check_upstream(plan, task, *upstream)
 
 
-def _check_judge_task(key: str, name: str, judge: dict[str, Any], task: str) -> None:
-    kind = judge_kind(judge["kind"])
-    if task not in kind.tasks:
-        raise ConfigError(
-            f"{key}: judge {name!r} (kind {kind.name}) judges {', '.join(kind.tasks)}, not {task}",
-            f"name a judge of a kind that judges {task}",
-        )
+def _check_judge_task(key: str, name: str, judges: dict[str, Any], task: str) -> None:
+    judge = expand_judge(judges, name)
+    judge_kind(judge["kind"]).check_task(key, name, judge["settings"], task)
 
 
 def _check_upstream(plan: Plan, task: str, upstream_task: str, name: str) -> None:
@@ -467,6 +480,7 @@ def _check_judges(plan: Plan) -> None:
         except ConfigError as exc:
             raise ConfigError(f"judges.{name}.kind: {exc}") from None
         kind.check_settings(name, judge.get("settings", {}), plan.resolve)
+        plan.judge_config(name)  # the judges it names (a cascade's stages) exist
 
 
 def _check_models(plan: Plan) -> None:
@@ -533,7 +547,7 @@ def check_reporting(config: dict[str, Any]) -> None:
         for name in names:
             if name not in judges:
                 raise ConfigError(f"{key} names {name!r}, which is not under judges:", "add it")
-            _check_judge_task(key, name, judges[name], task)
+            _check_judge_task(key, name, judges, task)
             if name == (config.get("tasks") or {}).get(task, {}).get("judge"):
                 raise ConfigError(
                     f"{key} lists {name!r}, the task's own judge",

@@ -7,6 +7,16 @@ requests still to send is exact once the dataset is built; answers in the respon
 are not counted. Before the dataset is built it takes the source's known size (NOVA: 906
 images) and says so.
 
+Judges: every score job whose judge asks an LLM (``kind: llm``, or a cascade's LLM stage)
+is counted too, per judge: requests, tokens and dollars at the judge backend's price.
+Before a model's predictions exist, a full LLM judge counts every image, and a cascade
+counts every image as if its first judge decided none (an upper bound, and said so). Once
+they exist the counts are exact: the judge's prompts are built from the answers as scoring
+builds them (``Task.judged_pairs``), a cascade's offline first judge is run on them and
+only what it leaves undecided is counted, and answers already in the judge's cache are
+not. Judge answers are sized by earlier score jobs of the same judge where they sent
+requests, else by :data:`JUDGE_ANSWER_TOKENS`.
+
 Tokens: measured usage of earlier answers of the same job (the cached ones) when there are
 some, else text at ~4 characters per token plus the image rule of the model's family
 (novabench.tokens) and a per-task default answer length. Dollars: the model's price
@@ -29,6 +39,8 @@ from novabench.catalog import FAMILIES
 from novabench.config import Plan
 from novabench.dataset.tags import dataset_tags, subset_spec
 from novabench.errors import NovaError
+from novabench.judges import judge_kind
+from novabench.judges.base import judge_kind_names
 from novabench.tasks import TASK_NAMES, get_task
 from novabench.tokens import image_tokens, text_tokens
 
@@ -61,6 +73,26 @@ class JobEstimate:
 
 
 @dataclass
+class JudgeEstimate:
+    """The requests one LLM judge (``stage``) gets from one score job: the task's judge
+    (``judge``, e.g. a cascade) judging one model's answers."""
+
+    judge: str
+    task: str
+    stage: str
+    model: str
+    requests: int  # distinct requests of the job
+    to_send: int  # those without a cached answer
+    input_tokens: int
+    output_tokens: int
+    usd: float | None
+    #: "exact" (counted on the predictions), "every image" (no predictions yet) or
+    #: "upper bound" (a cascade's second judge before predictions: every image).
+    counted: str
+    notes: list[str] = field(default_factory=list)
+
+
+@dataclass
 class Estimate:
     """The estimate of a whole run."""
 
@@ -68,6 +100,7 @@ class Estimate:
     exact: bool  # the dataset is built: request counts are exact
     jobs: list[JobEstimate]
     offline_jobs: int  # jobs of models that cost nothing (controls, baselines, files)
+    judges: list[JudgeEstimate] = field(default_factory=list)
 
 
 # -- the dataset --------------------------------------------------------------------------
@@ -278,8 +311,161 @@ def _local_job(plan: Plan, job: tuple[str, str], size: int, workdir: Path) -> Jo
     return estimate
 
 
+# -- the judges -----------------------------------------------------------------------------
+
+# Tokens of one judge answer until measured, by how the judge asks: the diagnosis judge
+# names one rank in a small JSON object; the paired caption judge writes both captions'
+# raw and standardized keywords in five categories and two labels; per caption, half that.
+JUDGE_ANSWER_TOKENS = {"ranked-list": 12, "paired": 350, "per-caption": 175}
+
+
+def _asks_a_service(judge_cfg: Mapping[str, Any] | None) -> bool:
+    """Whether a written-out judge runs a kind that calls a service (an LLM stage)."""
+    if judge_cfg is None:
+        return False
+    return any(judge_kind(k).remote for k in judge_kind_names(judge_cfg) if k != "cascade")
+
+
+def _stages(judge_cfg: Mapping[str, Any], judge: Any) -> list[tuple[str, Any, Any]]:
+    """(name, built LLM judge, which pairs it gets) of each LLM stage of a built judge:
+    ``None`` every pair, else a function of the pairs (a cascade's second judge: those its
+    offline first judge leaves undecided; None too when the first asks a service)."""
+    if hasattr(judge, "request_prompts"):
+        return [(judge_cfg["name"], judge, None)]
+    stages = []
+    first, second = getattr(judge, "first", None), getattr(judge, "second", None)
+    if hasattr(first, "request_prompts"):
+        stages.append((judge.first_name, first, None))
+    if hasattr(second, "request_prompts"):
+        offline_first = not hasattr(first, "request_prompts")
+        stages.append((judge.second_name, second, judge.escalated if offline_first else None))
+    return stages
+
+
+def _judged_pairs(plan: Plan, task: str, model: str, frame: Any, results: Path) -> list | None:
+    """What scoring will give the task's judge for the model's answers; None before the
+    dataset is built or the model predicted."""
+    from novabench.records import read_predictions
+    from novabench.tasks import Answers
+
+    path = results / "predictions" / task / f"{model}.jsonl"
+    if frame is None or not path.is_file():
+        return None
+    spec = get_task(task)
+    scored, _ = spec.scored_rows(frame)
+    return spec.judged_pairs(scored, Answers(read_predictions(path)))
+
+
+def _judge_answer_tokens(results: Path, task: str, judge: str, protocol: str) -> tuple[float, str]:
+    """Tokens per judge answer: measured on the earlier score jobs of this task's judge
+    that sent requests, else the protocol's default."""
+    sent = tokens = 0
+    for path in sorted((results / "scores" / task).glob("*.json")):
+        try:
+            payload = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            continue
+        usage = payload.get("judge_usage") or {}
+        if (payload.get("judge") or {}).get("judge") == judge and usage.get("sent"):
+            sent += usage["sent"]
+            tokens += usage.get("completion_tokens", 0)
+    if sent and tokens:
+        return tokens / sent, f"judge answers measured on {sent} earlier requests"
+    return JUDGE_ANSWER_TOKENS.get(protocol, JUDGE_ANSWER_TOKENS["paired"]), ""
+
+
+def _judge_job(
+    names: tuple[str, str, str, str],
+    stage: Any,
+    select: Any,
+    pairs: list | None,
+    size: int,
+    answer_tokens: float,
+    seen: set[str],
+) -> JudgeEstimate:
+    """One LLM judge's requests on one model's answers (``pairs``; None: not predicted);
+    ``seen``: the prompts it was counted for already (updated)."""
+    judge, task, stage_name, model = names
+    system = stage.adapter.config["system_prompt"] or ""
+    if pairs is None:
+        per_image = 2 if getattr(stage, "protocol", "") == "per-caption" else 1
+        requests = to_send = size * per_image
+        tokens_in = to_send * text_tokens(_placeholder_prompt(stage.template) + system)
+        counted = "every image" if select is None else "upper bound"
+    else:
+        asked = pairs if select is None else [pairs[i] for i in select(pairs)]
+        prompts = stage.request_prompts(asked)
+        unsent = [p for p in prompts if p not in seen and not stage.cached(p)]
+        seen.update(prompts)
+        requests, to_send = len(prompts), len(unsent)
+        tokens_in = sum(text_tokens(p + system) for p in unsent)
+        counted = "exact"
+    tokens_out = round(answer_tokens * to_send)
+    price_in = stage.adapter.config["price_per_million_input"]
+    price_out = stage.adapter.config["price_per_million_output"]
+    usd = None
+    if price_in is not None and price_out is not None:
+        usd = (tokens_in * price_in + tokens_out * price_out) / 1e6
+    return JudgeEstimate(
+        judge, task, stage_name, model, requests, to_send, tokens_in, tokens_out, usd, counted
+    )
+
+
+def _judges_to_run(plan: Plan) -> list[tuple[str, dict[str, Any], str]]:
+    """(task, written-out judge, what for) of every judge the run asks: each task's judge
+    (its score jobs), then the judges that re-judge its predictions (judge agreement)."""
+    tasks = list(dict.fromkeys(task for task, _ in plan.jobs()))
+    judges = [(task, plan.judge(task), "score") for task in tasks if plan.judge(task)]
+    agreement = (plan.config.get("reporting") or {}).get("agreement_judges") or {}
+    for task in tasks:
+        judges += [(task, plan.judge_config(name), "agreement") for name in agreement.get(task, [])]
+    return judges
+
+
+def _judge_jobs(plan: Plan, frame: Any, size: int, workdir: Path) -> list[JudgeEstimate]:
+    """The LLM judge requests of every score job (and judge agreement), per (judge, LLM
+    judge asked, model)."""
+    from novabench.judges import make_judge
+
+    results = Path(workdir) / "results" / dataset_tags(plan.config["dataset"])[1]
+    out = []
+    # Per LLM judge, the prompts counted so far: it asks each once (one cache for all jobs).
+    counted: dict[str, set[str]] = {}
+    for task, judge_cfg, purpose in _judges_to_run(plan):
+        if not _asks_a_service(judge_cfg):
+            continue
+        # Built as the score job builds it (its cache too); building sends nothing.
+        judge = make_judge(judge_cfg, task, cache_dir=Path(workdir) / "results" / "cache")
+        for stage_name, stage, select in _stages(judge_cfg, judge):
+            answer_tokens, measured = _judge_answer_tokens(
+                results, task, judge_cfg["name"], getattr(stage, "protocol", "")
+            )
+            for model in [m for t, m in plan.jobs() if t == task]:
+                pairs = _judged_pairs(plan, task, model, frame, results)
+                names = (judge_cfg["name"], task, stage_name, model)
+                seen = counted.setdefault(stage_name, set())
+                job = _judge_job(names, stage, select, pairs, size, answer_tokens, seen)
+                if purpose == "agreement":
+                    job.notes.append("judge agreement re-judges the predictions")
+                if job.counted == "upper bound":
+                    first = judge.first_name
+                    job.notes.append(
+                        f"before predictions every image is counted as left undecided by "
+                        f"{first}: an upper bound (exact once the models have answered)"
+                    )
+                elif job.counted == "every image":
+                    job.notes.append("before predictions every image is counted")
+                if measured:
+                    job.notes.append(measured)
+                if job.usd is None:
+                    job.notes.append(f"no dollars: judges.{stage_name} has no price")
+                out.append(job)
+    return out
+
+
 def estimate_run(plan: Plan, workdir: Path) -> Estimate:
-    """The estimate of every prediction job the plan has, run from ``workdir``."""
+    """The estimate of every prediction job the plan has, and of the LLM judge requests
+    of its score jobs, run from ``workdir``."""
     frame, size, described = load_dataset(plan, Path(workdir))
     jobs, offline = [], 0
     for job in plan.jobs():
@@ -290,24 +476,32 @@ def estimate_run(plan: Plan, workdir: Path) -> Estimate:
             jobs.append(_local_job(plan, job, size, Path(workdir)))
         else:
             offline += 1
-    return Estimate(described, frame is not None, jobs, offline)
+    judges = _judge_jobs(plan, frame, size, Path(workdir))
+    return Estimate(described, frame is not None, jobs, offline, judges)
 
 
 def plan_time_estimate(plan: Plan, workdir: Path) -> str | None:
-    """The estimate's table when the run has requests to send to a service, else None.
+    """The estimate's table when the run has requests to send to a service (a model's or
+    an LLM judge's), else None.
 
     Printed when the workflow is planned (a dry run too), so it costs a little time only
-    for runs with service-backed models.
+    for runs with service-backed models or judges.
     """
-    if not any(plan.model(m)["adapter"] in SERVICE_ADAPTERS for _, m in plan.jobs()):
+    services = any(plan.model(m)["adapter"] in SERVICE_ADAPTERS for _, m in plan.jobs())
+    judged = any(_asks_a_service(plan.judge(t)) for t in dict.fromkeys(t for t, _ in plan.jobs()))
+    if not (services or judged):
         return None
     try:
         estimate = estimate_run(plan, Path(workdir))
     except NovaError as exc:
         return f"Estimate of the prediction jobs: not available ({exc})"
-    if not any(job.to_send for job in estimate.jobs if not job.local):
+    if not any(job.to_send for job in [*estimate.jobs, *estimate.judges] if not _local(job)):
         return None
     return format_estimate(estimate)
+
+
+def _local(job: JobEstimate | JudgeEstimate) -> bool:
+    return getattr(job, "local", False)
 
 
 # -- the table ------------------------------------------------------------------------------
@@ -317,7 +511,8 @@ ASSUMPTIONS = (
     "(config/models/README.md); answers {defaults} tokens (localization, captioning, "
     "diagnosis) unless measured; time = ceil(requests to send / concurrency) x latency per "
     "job, the jobs one after another (rate limits and retries not included); dollars at "
-    "list prices, the LLM judge not included"
+    "list prices; judge answers {judge_defaults} tokens (diagnosis rank, paired and "
+    "per-caption keywords) unless measured"
 )
 
 
@@ -329,7 +524,7 @@ def duration(seconds: float) -> str:
     return f"{seconds / 3600:.1f} h"
 
 
-def _usd(jobs: Sequence[JobEstimate]) -> str:
+def _usd(jobs: Sequence[JobEstimate | JudgeEstimate]) -> str:
     priced = [j.usd for j in jobs if j.usd is not None]
     if not priced:
         return "-"
@@ -355,12 +550,12 @@ def _row(name: str, task: str, jobs: Sequence[JobEstimate]) -> list[str]:
     ]
 
 
-def _aligned(rows: Sequence[Sequence[str]]) -> list[str]:
-    """Names left-aligned, numbers right-aligned."""
+def _aligned(rows: Sequence[Sequence[str]], names: int = 2) -> list[str]:
+    """Names (the first ``names`` columns) left-aligned, numbers right-aligned."""
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
     return [
         "  ".join(
-            cell.ljust(width) if column < 2 else cell.rjust(width)
+            cell.ljust(width) if column < names else cell.rjust(width)
             for column, (cell, width) in enumerate(zip(row, widths, strict=True))
         ).rstrip()
         for row in rows
@@ -384,7 +579,55 @@ def format_estimate(estimate: Estimate) -> str:
     notes = dict.fromkeys(f"{j.model}: {note}" for j in estimate.jobs for note in j.notes)
     lines += [f"  note: {note}" for note in notes]
     defaults = "/".join(str(get_task(name).answer_tokens) for name in TASK_NAMES)
-    lines.append("  assumptions: " + ASSUMPTIONS.format(defaults=defaults))
+    judge_defaults = "/".join(str(JUDGE_ANSWER_TOKENS[k]) for k in JUDGE_ANSWER_TOKENS)
+    lines.append(
+        "  assumptions: " + ASSUMPTIONS.format(defaults=defaults, judge_defaults=judge_defaults)
+    )
     if estimate.offline_jobs:
         lines.append(f"  {estimate.offline_jobs} jobs of offline models cost nothing")
+    if estimate.judges:
+        lines += format_judges(estimate.judges)
+        lines.append(_totals(estimate))
     return "\n".join(lines)
+
+
+def _judge_row(cells: Sequence[str], jobs: Sequence[JudgeEstimate]) -> list[str]:
+    return [
+        *cells,
+        f"{sum(j.requests for j in jobs):,}",
+        f"{sum(j.to_send for j in jobs):,}",
+        f"{sum(j.input_tokens for j in jobs):,}",
+        f"{sum(j.output_tokens for j in jobs):,}",
+        _usd(jobs),
+    ]
+
+
+def format_judges(judges: Sequence[JudgeEstimate]) -> list[str]:
+    """The judges' table: a row per (task's judge, task, LLM judge asked), summed over the
+    models it judges; a total when there are several rows; the notes below."""
+    header = ["judge", "task", "asks", "requests", "to send", "input tokens", "output tokens"]
+    rows = [[*header, "USD"]]
+    groups: dict[tuple[str, str, str], list[JudgeEstimate]] = {}
+    for job in judges:
+        groups.setdefault((job.judge, job.task, job.stage), []).append(job)
+    rows += [_judge_row(key, jobs) for key, jobs in groups.items()]
+    if len(groups) > 1:
+        rows.append(_judge_row(["total", "", ""], judges))
+    lines = ["Estimate of the judge requests (the score jobs):"]
+    lines += ["  " + line for line in _aligned(rows, names=3)]
+    notes: dict[str, list[str]] = {}
+    for job in judges:
+        for note in job.notes:
+            notes.setdefault(f"{job.judge} ({job.task}): {note}", []).append(job.model)
+    for note, models in notes.items():
+        lines.append(f"  note: {note} [{', '.join(dict.fromkeys(models))}]")
+    return lines
+
+
+def _totals(estimate: Estimate) -> str:
+    """Dollars with and without the judges."""
+    models, judges = _usd(estimate.jobs), _usd(estimate.judges)
+    priced = [j.usd for j in [*estimate.jobs, *estimate.judges] if j.usd is not None]
+    complete = len(priced) == len(estimate.jobs) + len(estimate.judges)
+    total = ("" if complete else ">= ") + f"{sum(priced):,.2f}"
+    return f"USD: {total} with the judges, {models} without them (the judges: {judges})"

@@ -59,8 +59,8 @@ export_key_variables(PLAN.key_variables())
 
 
 def _print_estimate():
-    """Requests, tokens, dollars and time still ahead, when service models have requests
-    to send: on every plan (dry runs too, where `onstart` does not run), once, by the main
+    """Requests, tokens, dollars and time still ahead, when service models or LLM judges
+    have requests to send: on every plan (dry runs too, where `onstart` does not run), once, by the main
     process only (cluster jobs parse this file again)."""
     from novabench.estimate import plan_time_estimate
 
@@ -266,8 +266,7 @@ TASK_FIGURES = {
 # Tasks whose predictions further judges re-judge (reporting.agreement_judges), and
 # per task its own judge first, then those.
 AGREEMENT_JUDGES = {
-    task: [PLAN.judge(task)]
-    + [{"name": name, **config["judges"][name]} for name in names]
+    task: [PLAN.judge(task)] + [PLAN.judge_config(name) for name in names]
     for task, names in config["reporting"]["agreement_judges"].items()
     if names and task in REPORT_TASKS
 }

@@ -34,7 +34,8 @@ rule judge_report:
             "judge_report",
             judge_kinds=tuple(judge["kind"] for judge in config["judges"].values()),
         ),
-        judges=config["judges"],
+        # A cascade's stages written out: the report builds each judge alone.
+        judges=PLAN.judge_configs(),
         cache="results/cache",
     script:
         "../../scripts/judge_report.py"

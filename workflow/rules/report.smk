@@ -242,7 +242,10 @@ rule judge_agreement:
             "agreement",
             tasks=tuple(AGREEMENT_JUDGES),
             judge_kinds=tuple(
-                j["kind"] for js in AGREEMENT_JUDGES.values() for j in js
+                k
+                for js in AGREEMENT_JUDGES.values()
+                for j in js
+                for k in PLAN.judge_kinds(j)
             ),
         ),
         dataset_label=DATASET_LABEL,

@@ -213,6 +213,28 @@ class JudgeKind:
         """The label function diagnosis counts distinct labels with; None: case-folding."""
         return None
 
+    def check_task(self, key: str, name: str, settings: Mapping[str, Any], task: str) -> None:
+        """Raise ConfigError when this judge cannot judge ``task`` (named at ``key``);
+        ``settings`` as :func:`expand_judge` writes them out."""
+        if task not in self.tasks:
+            raise ConfigError(
+                f"{key}: judge {name!r} (kind {self.name}) judges {', '.join(self.tasks)}, "
+                f"not {task}",
+                f"name a judge of a kind that judges {task}",
+            )
+
+    def expand_settings(
+        self, name: str, settings: Mapping[str, Any], judges: Mapping[str, Mapping[str, Any]]
+    ) -> dict[str, Any]:
+        """The settings with the other judges they name (``judges``: the config's
+        ``judges:``) written out, as every other method here receives them; ConfigError
+        naming the key where a name is wrong. Most kinds name no other judge."""
+        return dict(settings)
+
+    def stages(self, settings: Mapping[str, Any]) -> list[dict[str, Any]]:
+        """The judges this one runs, ``{name, kind, settings}`` each (a cascade's two)."""
+        return []
+
 
 _KINDS: dict[str, JudgeKind] = {}
 
@@ -244,6 +266,26 @@ def judge_kind(kind: str) -> JudgeKind:
             f"no judge kind called {kind!r}", f"use one of {', '.join(sorted(_KINDS))}"
         )
     return _KINDS[kind]
+
+
+def expand_judge(judges: Mapping[str, Mapping[str, Any]], name: str) -> dict[str, Any]:
+    """``judges.<name>`` as ``{name, kind, settings, ...}``, the judges its settings name
+    written out (:meth:`JudgeKind.expand_settings`): what building, checking and
+    fingerprinting a judge needs, since a kind sees no other part of the config."""
+    if name not in judges:
+        raise ConfigError(f"no judge called {name!r} under judges:", "add it or fix the name")
+    judge = judges[name]
+    settings = judge_kind(judge["kind"]).expand_settings(name, judge.get("settings") or {}, judges)
+    return {"name": name, **judge, "settings": settings}
+
+
+def judge_kind_names(judge_cfg: Mapping[str, Any]) -> list[str]:
+    """The kinds a judge runs (``judge_cfg`` written out): its own, then its stages'."""
+    kind = judge_kind(judge_cfg["kind"])
+    names = [kind.name]
+    for stage in kind.stages(judge_cfg.get("settings") or {}):
+        names += judge_kind_names(stage)
+    return list(dict.fromkeys(names))
 
 
 # The task's judge when none is configured (a notebook or the command line): offline.

@@ -312,6 +312,11 @@ class _LLMJudge:
         )
         return request_key(self.adapter.request_identity(request))
 
+    def cached(self, prompt: str) -> bool:
+        """Whether this prompt's answer is in the cache (the estimate counts the rest)."""
+        cache = self.adapter.cache
+        return cache is not None and self._cache_key(prompt) in cache
+
     def _check_can_send(self, prompts: Sequence[str]) -> None:
         """Only requests without a cached answer need the key and the endpoint."""
         cache = self.adapter.cache
@@ -433,6 +438,11 @@ class LLMKeywordJudge(_LLMJudge):
             out.append(None if ref is None or pred is None else (ref, pred))
         return out
 
+    def request_prompts(self, pairs: Sequence[tuple[str, str]]) -> list[str]:
+        """The distinct prompts that judging ``pairs`` asks (one per non-empty caption)."""
+        asked = [t for t in dict.fromkeys(t for pair in pairs for t in pair) if t and t.strip()]
+        return list(dict.fromkeys(self.template.format(caption=t.strip()) for t in asked))
+
     def _verdicts(self, texts: Sequence[str]) -> dict[str, KeywordSet | None]:
         """Text -> its KeywordSet (None: no verdict); an empty text has no keywords."""
         asked = [t for t in dict.fromkeys(texts) if t and t.strip()]
@@ -493,12 +503,7 @@ class LLMPairedCaptionJudge(_LLMJudge):
         """Every pair's whole verdict; a pair of two empty captions needs no request."""
         cleaned = [(_text(reference), _text(prediction)) for reference, prediction in pairs]
         asked = [pair for pair in dict.fromkeys(cleaned) if any(pair)]
-        prompts = [
-            self.template.format(
-                reference=reference or NO_DESCRIPTION, prediction=prediction or NO_DESCRIPTION
-            )
-            for reference, prediction in asked
-        ]
+        prompts = [self._prompt(*pair) for pair in asked]
         answers = self._ask(prompts, lambda _, raw: read_paired(raw))
         verdicts: dict[tuple[str, str], PairedVerdict | None] = {
             ("", ""): PairedVerdict(_EMPTY, _EMPTY)
@@ -509,6 +514,16 @@ class LLMPairedCaptionJudge(_LLMJudge):
                 self.counts["label_conflicts"] += _label_conflict(verdict)
             verdicts[(reference, prediction)] = verdict
         return [verdicts[pair] for pair in cleaned]
+
+    def _prompt(self, reference: str, prediction: str) -> str:
+        return self.template.format(
+            reference=reference or NO_DESCRIPTION, prediction=prediction or NO_DESCRIPTION
+        )
+
+    def request_prompts(self, pairs: Sequence[tuple[str, str]]) -> list[str]:
+        """The distinct prompts that judging ``pairs`` asks (two empty captions: none)."""
+        cleaned = [(_text(reference), _text(prediction)) for reference, prediction in pairs]
+        return list(dict.fromkeys(self._prompt(*pair) for pair in cleaned if any(pair)))
 
 
 def _text(caption: Any) -> str:
@@ -550,9 +565,7 @@ class LLMDiagnosisJudge(_LLMJudge):
     def judge_ranked(self, ranked: Sequence[str], reference: str) -> RankedVerdict:
         return self.judge_ranked_many([(ranked, reference)])[0]
 
-    def judge_ranked_many(
-        self, pairs: Sequence[tuple[Sequence[str], str]]
-    ) -> list[RankedVerdict]:
+    def judge_ranked_many(self, pairs: Sequence[tuple[Sequence[str], str]]) -> list[RankedVerdict]:
         """Each pair's verdict; a failed request or an unreadable answer is undecided and
         marked ``failed`` (counted, never taken as "no match")."""
         out = []
@@ -569,9 +582,7 @@ class LLMDiagnosisJudge(_LLMJudge):
         self, pairs: Sequence[tuple[Sequence[str], str]]
     ) -> list[tuple[bool, bool]]:
         """(Top-1, Top-5) correctness of each (ranked candidates, reference) pair."""
-        return [
-            (rank == 1, rank is not None and 1 <= rank <= 5) for rank in self._ranks(pairs)
-        ]
+        return [(rank == 1, rank is not None and 1 <= rank <= 5) for rank in self._ranks(pairs)]
 
     def _ranks(self, pairs: Sequence[tuple[Sequence[str], str]]) -> list[int | None]:
         """Per pair, the rank of the first candidate that names the reference (0: none
@@ -580,19 +591,9 @@ class LLMDiagnosisJudge(_LLMJudge):
         prompts: list[str | None] = []
         counts: list[int] = []
         for ranked, reference in pairs:
-            # One line per candidate, so that the numbering stays unambiguous.
-            top = [" ".join(str(item).split()) for item in list(ranked)[:5]]
-            top = [item for item in top if item]
-            counts.append(len(top))
-            if not top:
-                prompts.append(None)
-                continue
-            candidates = "\n".join(f"{i}. {item}" for i, item in enumerate(top, start=1))
-            prompts.append(
-                self.template.format(
-                    reference=" ".join(str(reference).split()), candidates=candidates
-                )
-            )
+            prompt, n = self._prompt(ranked, reference)
+            prompts.append(prompt)
+            counts.append(n)
         asked = [p for p in prompts if p is not None]
         # The rank must name one of the candidates of *its* prompt.
         listed = {p: n for p, n in zip(prompts, counts, strict=True) if p is not None}
@@ -604,6 +605,23 @@ class LLMDiagnosisJudge(_LLMJudge):
             )
         )
         return [verdicts.get(prompt) if prompt is not None else 0 for prompt in prompts]
+
+    def _prompt(self, ranked: Sequence[str], reference: str) -> tuple[str | None, int]:
+        """The prompt of one ranked list and the candidates it lists (none: no prompt)."""
+        # One line per candidate, so that the numbering stays unambiguous.
+        top = [" ".join(str(item).split()) for item in list(ranked)[:5]]
+        top = [item for item in top if item]
+        if not top:
+            return None, 0
+        candidates = "\n".join(f"{i}. {item}" for i, item in enumerate(top, start=1))
+        reference = " ".join(str(reference).split())
+        return self.template.format(reference=reference, candidates=candidates), len(top)
+
+    def request_prompts(self, pairs: Sequence[tuple[Sequence[str], str]]) -> list[str]:
+        """The distinct prompts that judging ``pairs`` asks (a list without a candidate:
+        none)."""
+        prompts = (self._prompt(ranked, reference)[0] for ranked, reference in pairs)
+        return list(dict.fromkeys(p for p in prompts if p is not None))
 
 
 # --- reading answers --------------------------------------------------------------------------

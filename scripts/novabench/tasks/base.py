@@ -244,6 +244,11 @@ class Task:
         """The judge's per-image labels (``agreement_labels``) of one answer."""
         raise NotImplementedError
 
+    def judged_pairs(self, frame: pd.DataFrame, answers: Answers) -> list[tuple[Any, Any]]:
+        """What scoring gives the task's judge for these answers, in the judge's pair form
+        (the cost estimate counts judge requests from it); none without a judge."""
+        return []
+
     def draw_figure(self, family: str, context: Any) -> None:
         """Draw one of the task's own ``figures`` families from a
         ``novabench.report.figures.FigureContext`` (the report stage's inputs of one job)."""

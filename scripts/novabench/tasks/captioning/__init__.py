@@ -128,6 +128,15 @@ class Captioning(Task):
     def breakdown_values(self, per_image: pd.DataFrame) -> tuple[str, np.ndarray]:
         return "Clinical F1 (%)", per_image["clinical_f1"].to_numpy(dtype=float)
 
+    def judged_pairs(self, frame: pd.DataFrame, answers: Answers) -> list[tuple[Any, Any]]:
+        """(reference, caption) of every scored image, "" for one without a caption: the
+        scorer judges them all (on_error empty)."""
+        pairs = []
+        for row in frame.itertuples(index=False):
+            caption, status = answers.get(row.filename, "caption")
+            pairs.append((row.caption, caption if status == "ok" and caption else ""))
+        return pairs
+
     def judge_labels(self, judge: Any, reference: Any, record: Mapping[str, Any]) -> dict:
         from novabench.judges.base import judge_caption_pairs
 

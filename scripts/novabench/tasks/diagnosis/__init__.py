@@ -134,6 +134,16 @@ class Diagnosis(Task):
             return None
         return f"Entropy of the reference labels: {values[-1]:.2f} bits."
 
+    def judged_pairs(self, frame: pd.DataFrame, answers: Answers) -> list[tuple[Any, Any]]:
+        """(top five, reference) of every image with a ranking: the scorer judges those."""
+        pairs = []
+        for row in frame.itertuples(index=False):
+            ranked, status = answers.get(row.filename, "ranked", [])
+            top = [str(d) for d in ranked or [] if str(d).strip()][:5] if status == "ok" else []
+            if top:
+                pairs.append((top, str(row.final_diagnosis)))
+        return pairs
+
     def judge_labels(self, judge: Any, reference: Any, record: Mapping[str, Any]) -> dict:
         parsed = record.get("parsed") or {}
         ranked = list(parsed.get("ranked") or [])[:5] if record["status"] == "ok" else []
