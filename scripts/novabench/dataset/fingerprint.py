@@ -37,22 +37,31 @@ def source_fingerprint(dataset_cfg: Mapping[str, Any]) -> str:
 def folder_listing(root: Path) -> list[list[Any]]:
     """``[relative path, size, mtime_ns, sha256 or None]`` per file, sorted; the sha256
     only for the metadata files. Hidden files and folders (``.cache``, ``.git``) are
-    skipped: downloaders keep their own bookkeeping there."""
+    skipped: downloaders keep their own bookkeeping there. A link to a folder is listed
+    with its target (``[path, "link", target, None]``), never followed: a loop
+    (``loop -> ..``) or a link to ``/`` would walk forever or the whole disk, and images
+    must lie inside the folder anyway (:func:`novabench.dataset.images.image_file`)."""
     rows = []
     for path, stat in _files(Path(root)):
         relative = path.relative_to(root).as_posix()
+        if stat is None:
+            rows.append([relative, "link", os.readlink(path), None])
+            continue
         checksum = sha256_file(path) if relative in METADATA_FILES else None
         rows.append([relative, stat.st_size, stat.st_mtime_ns, checksum])
-    return sorted(rows)
+    return sorted(rows, key=lambda row: row[0])
 
 
-def _files(folder: Path) -> Iterator[tuple[Path, os.stat_result]]:
+def _files(folder: Path) -> Iterator[tuple[Path, os.stat_result | None]]:
+    """Files under ``folder`` with their stat; links to folders with None."""
     # os.scandir reuses the directory listing's stat data: one pass, no extra syscalls.
     with os.scandir(folder) as entries:
         for entry in entries:
             if entry.name.startswith("."):
                 continue
-            if entry.is_dir():
+            if entry.is_dir(follow_symlinks=False):
                 yield from _files(Path(entry.path))
+            elif entry.is_dir():
+                yield Path(entry.path), None
             elif entry.is_file():
                 yield Path(entry.path), entry.stat()
