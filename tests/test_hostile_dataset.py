@@ -210,3 +210,19 @@ def test_each_hostile_build_leaves_the_previous_dataset_byte_for_byte(tmp_path):
     failure(tmp_path, root, max_images=1)
     after = {p.relative_to(out): p.read_bytes() for p in out.rglob("*") if p.is_file()}
     assert after == before
+
+
+def test_a_full_disk_during_the_build_is_one_line_and_keeps_the_dataset(tmp_path):
+    from novabench.errors import NovaError
+
+    root = write_current(tmp_path / "repo")
+    build(tmp_path, root)
+    out = tmp_path / "out"
+    before = {p.relative_to(out): p.read_bytes() for p in out.rglob("*") if p.is_file()}
+    (out / "manifest.json.tmp").symlink_to("/dev/full")
+    with pytest.raises(NovaError) as err:
+        build(tmp_path, root, clip_boxes=True)
+    assert str(err.value).startswith(f"no space left on the device of {out} (")
+    after = {p.relative_to(out): p.read_bytes() for p in out.rglob("*") if p.is_file()}
+    assert after == before
+    assert not (out / "manifest.json.tmp").is_symlink()
