@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -11,16 +12,26 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from novabench.job_env import job_environment
+
 ROOT = Path(__file__).resolve().parents[1]
 SNAKEMAKE = [sys.executable, "-m", "snakemake"]
 
 pytestmark = pytest.mark.slow
 
 
-def snakemake(workdir: Path, *args: str) -> subprocess.CompletedProcess:
+def snakemake(workdir: Path, *args: str, home: Path | None = None) -> subprocess.CompletedProcess:
+    env = None
+    if home is not None:
+        # The Hub cache stays the user's (a cached BERTScore encoder is still found).
+        hub = os.environ.get("HF_HUB_CACHE") or job_environment(workdir)["HF_HUB_CACHE"]
+        env = {**os.environ, "HOME": str(home), "HF_HUB_CACHE": hub}
+        for name in ("MPLCONFIGDIR", "XDG_CACHE_HOME", "XDG_CONFIG_HOME"):
+            env.pop(name, None)
     result = subprocess.run(
         [*SNAKEMAKE, "-d", str(workdir), *args],
         cwd=ROOT,
+        env=env,
         capture_output=True,
         text=True,
         timeout=1200,
@@ -36,11 +47,27 @@ def scores(workdir: Path, task: str, model: str) -> dict:
 
 @pytest.fixture(scope="module")
 def run(tmp_path_factory):
-    """One full run on the default config (the embedded sample)."""
+    """One full run on the default config (the embedded sample), with HOME an empty folder
+    beside the working folder (:func:`home_of`)."""
     workdir = tmp_path_factory.mktemp("run")
-    result = snakemake(workdir, "--cores", "2")
+    home_of(workdir).mkdir()
+    result = snakemake(workdir, "--cores", "2", home=home_of(workdir))
     assert result.returncode == 0, result.stderr[-5000:]
     return workdir
+
+
+def home_of(workdir: Path) -> Path:
+    return workdir.with_name(workdir.name + "-home")
+
+
+def test_no_job_writes_in_the_home_folder(run):
+    home = home_of(run)
+    written = sorted(str(p.relative_to(home)) for p in home.rglob("*") if p.is_file())
+    # Snakemake keeps a cache of the workflow's sources itself; the jobs write nothing
+    # there (matplotlib's and the datasets caches are under results/cache/).
+    assert [name for name in written if not name.startswith(".cache/snakemake/")] == []
+    assert {p.name for p in home.iterdir()} <= {".cache"}
+    assert (run / "results" / "cache" / "matplotlib").is_dir()
 
 
 def test_every_configured_job_left_its_outputs(run):

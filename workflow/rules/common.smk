@@ -1,5 +1,6 @@
 # Config validation, wildcard constraints and every input function.
 
+import os
 import sys
 from pathlib import Path
 
@@ -22,10 +23,15 @@ from novabench.config import (  # noqa: E402
     describe_validation_error,
 )
 from novabench.errors import NovaError  # noqa: E402
+from novabench.job_env import job_environment  # noqa: E402
 from novabench.dataset.schema import rater_slug  # noqa: E402
 from novabench.dataset.tags import dataset_tags, subset_spec  # noqa: E402
 from novabench.report.breakdowns import AXES as BREAKDOWN_AXES  # noqa: E402
 from novabench.tasks import dataset_needs, get_task, task_names  # noqa: E402
+
+# Libraries keep their state under results/, not in the home folder (novabench.job_env);
+# set before any job starts, so every job inherits it.
+os.environ.update(job_environment(Path("results") / "cache"))
 
 
 def stop(message):
