@@ -23,6 +23,7 @@ from novabench.config import (  # noqa: E402
     describe_validation_error,
 )
 from novabench.errors import NovaError  # noqa: E402
+from novabench.job_params import inert_param  # noqa: E402
 from novabench.job_env import job_environment  # noqa: E402
 from novabench.dataset.schema import rater_slug  # noqa: E402
 from novabench.dataset.tags import dataset_tags, subset_spec  # noqa: E402
@@ -190,7 +191,7 @@ def judge_inputs(wildcards):
 
 def score_options(wildcards):
     """Only the task's own scoring options, so a change re-scores that task only."""
-    return PLAN.options(wildcards.task)
+    return inert_param(PLAN.options(wildcards.task))
 
 
 def rater_score_files(wildcards):

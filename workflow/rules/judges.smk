@@ -34,7 +34,7 @@ rule judge_report:
             "judge_report",
             judge_kinds=tuple(judge["kind"] for judge in config["judges"].values()),
         ),
-        judges=config["judges"],
+        judges=inert_param(config["judges"]),
         cache="results/cache",
     script:
         "../../scripts/judge_report.py"

@@ -29,8 +29,9 @@ def source_fingerprint(dataset_cfg: Mapping[str, Any]) -> str:
         return ""
     root = Path(str(dataset_cfg["local_path"])).expanduser()
     if not root.is_dir():
-        # The build names the problem; any later change of the path re-runs it.
-        return f"local:absent:{root}"
+        # The build names the problem; any later change of the path re-runs it. A hash, not
+        # the path: a job parameter never carries a config string raw (job_params).
+        return f"local:absent:{sha256_text(str(root))}"
     return "local:" + sha256_text(canonical_json(folder_listing(root)))
 
 
