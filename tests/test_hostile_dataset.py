@@ -137,6 +137,21 @@ def test_directory_links_that_loop_or_reach_root_are_listed_not_followed(tmp_pat
     assert build(tmp_path, root)["n_images"] == len(IMAGES)
 
 
+def test_an_image_path_through_a_link_loop_is_one_line(tmp_path):
+    root = write_current(tmp_path / "repo")
+    (root / "images" / "self").symlink_to("self")
+
+    def change(rows):
+        rows["case0002_001.png"]["image_path"] = "images/self/case0002_001.png"
+
+    rewrite_rows(root, change)
+    message = failure(tmp_path, root)
+    assert message.startswith(
+        "image_path 'images/self/case0002_001.png' of row 'case0002_001.png' cannot be resolved"
+    )
+    assert message.endswith("fix: remove the link loop from the dataset folder, or re-download it")
+
+
 def png_header_only(width: int, height: int) -> bytes:
     """A valid PNG signature and header that claims ``width`` x ``height``: Pillow reads the
     size before any pixel, so a 30000x30000 bomb needs no 900 MB to make."""

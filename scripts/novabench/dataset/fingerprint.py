@@ -38,10 +38,11 @@ def source_fingerprint(dataset_cfg: Mapping[str, Any]) -> str:
 def folder_listing(root: Path) -> list[list[Any]]:
     """``[relative path, size, mtime_ns, sha256 or None]`` per file, sorted; the sha256
     only for the metadata files. Hidden files and folders (``.cache``, ``.git``) are
-    skipped: downloaders keep their own bookkeeping there. A link to a folder is listed
-    with its target (``[path, "link", target, None]``), never followed: a loop
-    (``loop -> ..``) or a link to ``/`` would walk forever or the whole disk, and images
-    must lie inside the folder anyway (:func:`novabench.dataset.images.image_file`)."""
+    skipped: downloaders keep their own bookkeeping there. A link to a folder (or a
+    dangling or looping link) is listed with its target (``[path, "link", target, None]``),
+    never followed: a loop (``loop -> ..``) or a link to ``/`` would walk forever or the
+    whole disk, and images must lie inside the folder anyway
+    (:func:`novabench.dataset.images.image_file`)."""
     rows = []
     for path, stat in _files(Path(root)):
         relative = path.relative_to(root).as_posix()
@@ -54,15 +55,20 @@ def folder_listing(root: Path) -> list[list[Any]]:
 
 
 def _files(folder: Path) -> Iterator[tuple[Path, os.stat_result | None]]:
-    """Files under ``folder`` with their stat; links to folders with None."""
+    """Files under ``folder`` with their stat (a linked file: its target's); other links
+    (to a folder, dangling, looping) with None."""
     # os.scandir reuses the directory listing's stat data: one pass, no extra syscalls.
     with os.scandir(folder) as entries:
         for entry in entries:
             if entry.name.startswith("."):
                 continue
-            if entry.is_dir(follow_symlinks=False):
-                yield from _files(Path(entry.path))
+            if entry.is_symlink():
+                try:
+                    linked_file = entry.is_file()
+                except OSError:  # a loop
+                    linked_file = False
+                yield Path(entry.path), entry.stat() if linked_file else None
             elif entry.is_dir():
-                yield Path(entry.path), None
+                yield from _files(Path(entry.path))
             elif entry.is_file():
                 yield Path(entry.path), entry.stat()

@@ -56,7 +56,13 @@ def image_file(root: Path, image_path: str, filename: str) -> Path:
     (an absolute ``image_path``, ``..`` in it or in the filename, a link out of the
     folder)."""
     base = Path(root).resolve()
-    path = (base / image_path).resolve()
+    try:
+        path = (base / image_path).resolve()
+    except (RuntimeError, OSError) as exc:  # Python 3.11 raises RuntimeError on a loop
+        raise DatasetError(
+            f"image_path {image_path!r} of row {filename!r} cannot be resolved ({exc})",
+            "remove the link loop from the dataset folder, or re-download it",
+        ) from exc
     if not path.is_relative_to(base):
         raise DatasetError(
             f"image_path {image_path!r} of row {filename!r} points outside the dataset "
