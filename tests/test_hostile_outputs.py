@@ -108,6 +108,7 @@ def test_write_csv_quotes_text_not_numbers_and_read_csv_gives_the_frame_back(tmp
     pd.testing.assert_frame_equal(read_csv(path), frame)
 
 
+@pytest.mark.slow  # a dataset build, a prediction and a scoring job
 def test_a_formula_answer_is_text_in_the_per_image_scores(tmp_path):
     nova = build_local_dataset(tmp_path / "nova")
     answers = tmp_path / "answers.jsonl"

@@ -10,6 +10,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from novabench.job_env import job_environment
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -60,6 +62,7 @@ def run_job(tmp_path: Path, name: str, env: dict[str, str]) -> None:
     assert result.returncode == 0, result.stderr[-3000:]
 
 
+@pytest.mark.slow  # two fresh interpreters build matplotlib's font cache
 def test_a_job_with_the_workflow_environment_writes_nothing_in_home(tmp_path):
     home = tmp_path / "home"
     home.mkdir()
