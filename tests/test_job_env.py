@@ -91,3 +91,5 @@ def test_the_users_hub_cache_and_named_dataset_caches_are_kept(tmp_path):
     assert (env["HF_DATASETS_CACHE"], env["HF_HUB_CACHE"]) == ("/scratch/ds", "/scratch/hub")
     home_hub = Path("~/.cache/huggingface/hub").expanduser()
     assert job_environment(tmp_path, {})["HF_HUB_CACHE"] == str(home_hub)
+    xdg = job_environment(tmp_path, {"XDG_CACHE_HOME": "/xdg"})
+    assert xdg["HF_HUB_CACHE"] == "/xdg/huggingface/hub"

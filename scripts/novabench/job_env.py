@@ -27,12 +27,14 @@ def job_environment(
     figures. The ``datasets`` caches are the run's unless the user named them.
     """
     cache = Path(cache_dir).resolve()
-    hf_home = Path(environ.get("HF_HOME") or Path("~/.cache/huggingface").expanduser())
-    env = {
+    # huggingface_hub's own default: $HF_HOME, else $XDG_CACHE_HOME/huggingface.
+    xdg_cache = environ.get("XDG_CACHE_HOME") or str(Path("~/.cache").expanduser())
+    hf_home = Path(environ.get("HF_HOME") or Path(xdg_cache) / "huggingface")
+    hub = environ.get("HF_HUB_CACHE") or environ.get("HUGGINGFACE_HUB_CACHE")
+    return {
         "MPLCONFIGDIR": str(cache / "matplotlib"),
         "HF_DATASETS_CACHE": environ.get("HF_DATASETS_CACHE") or str(cache / "datasets"),
         "HF_MODULES_CACHE": environ.get("HF_MODULES_CACHE") or str(cache / "hf_modules"),
         # Named explicitly, so that the weights are found where they were before.
-        "HF_HUB_CACHE": environ.get("HF_HUB_CACHE") or str(hf_home / "hub"),
+        "HF_HUB_CACHE": hub or str(hf_home / "hub"),
     }
-    return env
