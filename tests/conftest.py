@@ -7,6 +7,7 @@ subset is ``pytest -m "not slow and not slurm"``.
 from __future__ import annotations
 
 import functools
+import os
 import shutil
 import subprocess
 import sys
@@ -66,12 +67,27 @@ def matcher():
 ROOT = Path(__file__).resolve().parents[1]
 
 
+def empty_home_environment(checkout: Path, home: Path) -> dict[str, str]:
+    """This process's environment with HOME ``home`` and no cache folder of its own."""
+    from novabench.job_env import job_environment
+
+    # The Hub cache stays the user's (a cached BERTScore encoder is still found).
+    hub = os.environ.get("HF_HUB_CACHE") or job_environment(checkout)["HF_HUB_CACHE"]
+    env = {**os.environ, "HOME": str(home), "HF_HUB_CACHE": hub}
+    for name in ("MPLCONFIGDIR", "XDG_CACHE_HOME", "XDG_CONFIG_HOME"):
+        env.pop(name, None)
+    return env
+
+
 @pytest.fixture(scope="session")
 def sample_checkout(tmp_path_factory) -> Path:
     """A copy of the checkout after one full run on the embedded sample (the default
     config), shared by the slow workflow tests: one sample run per session instead of one
-    per module. A test that edits a file of it restores the file before it returns."""
+    per module. A test that edits a file of it restores the file before it returns. HOME
+    is an empty folder beside it (``home``), to show that no job writes there."""
     root = tmp_path_factory.mktemp("checkout") / "nova"
+    home = root.parent / "home"
+    home.mkdir()
     ignore = shutil.ignore_patterns("__pycache__", ".snakemake", "results", ".venv")
     root.mkdir()
     shutil.copy2(ROOT / "Snakefile", root / "Snakefile")
@@ -80,6 +96,7 @@ def sample_checkout(tmp_path_factory) -> Path:
     result = subprocess.run(
         [sys.executable, "-m", "snakemake", "--cores", "2"],
         cwd=root,
+        env=empty_home_environment(root, home),
         capture_output=True,
         text=True,
         timeout=1200,

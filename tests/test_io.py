@@ -76,3 +76,37 @@ def test_unique_names_are_hidden_fresh_and_owner_only(tmp_path):
         first.write_text("first")
     assert out.read_text() == "first"
     assert os.listdir(tmp_path) == ["entry.json"]
+
+
+# --- a full disk: one line naming the folder, the previous file kept ------------------------
+
+
+def test_a_full_disk_is_one_line_naming_the_folder_and_keeps_the_old_file(tmp_path):
+    from novabench.errors import NovaError
+
+    out = tmp_path / "scores.json"
+    out.write_text("finished")
+    # Writes through this name reach /dev/full, which answers every write with ENOSPC.
+    (tmp_path / "scores.json.tmp").symlink_to("/dev/full")
+    with pytest.raises(NovaError) as err:
+        atomic_write_text(out, "x" * 100_000)
+    message = str(err.value)
+    assert message.startswith(f"no space left on the device of {tmp_path} (")
+    assert message.endswith(
+        "fix: free space there or move results/ to a larger disk, then run the same command "
+        "again (finished outputs are kept; only the failed jobs re-run)"
+    )
+    assert out.read_text() == "finished"
+    assert os.listdir(tmp_path) == ["scores.json"]
+
+
+def test_a_full_disk_says_how_much_the_output_had_written(tmp_path):
+    import errno
+
+    from novabench.errors import NovaError
+
+    needs = r"; nova\.parquet needs more than 3\.0 MiB; fix: "
+    with pytest.raises(NovaError, match=needs), atomic_path(tmp_path / "nova.parquet") as tmp:
+        tmp.write_bytes(b"\0" * 3 * 2**20)
+        raise OSError(errno.ENOSPC, "No space left on device")
+    assert os.listdir(tmp_path) == []

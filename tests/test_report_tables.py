@@ -515,7 +515,7 @@ def test_the_report_captions_read_the_label_when_shown(tmp_path):
     assert str(label) == "unknown dataset (no dataset manifest)"  # not built yet
     write_manifest(tmp_path, HUB_RELEASE)
     # reStructuredText: "@" would make an e-mail link
-    assert str(label) == "NOVA c-i-ber/Nova \\@ main (3f2a1b9)"
+    assert str(label) == "NOVA c-i-ber\\/Nova \\@ main (3f2a1b9)"
     assert repr(label) == f"DatasetLabel({str(tmp_path / 'manifest.json')!r})"
 
 

@@ -26,9 +26,9 @@ SNAKEMAKE = [sys.executable, "-m", "snakemake"]
 ONE_LINE = "models.m.settings.path: no such file; fix: point it at the answers file"
 
 
-def call(body, log_file: Path | None = None) -> int | None:
+def call(body, log_file: Path | None = None, output=()) -> int | None:
     """Run ``body`` as a rule script would; return the exit code (None: no exit)."""
-    snakemake = SimpleNamespace(log=[] if log_file is None else [log_file])
+    snakemake = SimpleNamespace(log=[] if log_file is None else [log_file], output=list(output))
     root = logging.getLogger()
     handlers, level = root.handlers[:], root.level
     try:
@@ -176,3 +176,18 @@ def test_a_rule_script_user_error_through_snakemake(tmp_path):
     assert logged in output.splitlines()
     assert "Traceback" not in output
     assert not (workdir / target).exists()
+
+
+def test_a_full_disk_anywhere_in_a_job_is_one_line_naming_the_folder(tmp_path, capsys):
+    full = tmp_path / "figures" / "metrics.png"
+    full.parent.mkdir()
+    full.symlink_to("/dev/full")
+
+    def body(smk):
+        with open(full, "wb") as handle:  # a writer that does not go through novabench.io
+            handle.write(b"\0" * 100_000)
+
+    assert call(body, tmp_path / "figure.log", output=[full]) == 1
+    line = only_line(capsys.readouterr().err)
+    assert f"ERROR novabench: no space left on the device of {full.parent} (" in line
+    assert line.endswith("only the failed jobs re-run)")

@@ -11,16 +11,23 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from conftest import empty_home_environment
+
 ROOT = Path(__file__).resolve().parents[1]
 SNAKEMAKE = [sys.executable, "-m", "snakemake"]
 
 pytestmark = pytest.mark.slow
 
 
-def snakemake(workdir: Path, *args: str) -> subprocess.CompletedProcess:
-    """Snakemake in a copy of the checkout (``workdir``)."""
+def snakemake(workdir: Path, *args: str, home: Path | None = None) -> subprocess.CompletedProcess:
+    """Snakemake in a copy of the checkout (``workdir``), with HOME ``home`` if given."""
     return subprocess.run(
-        [*SNAKEMAKE, *args], cwd=workdir, capture_output=True, text=True, timeout=1200
+        [*SNAKEMAKE, *args],
+        cwd=workdir,
+        env=empty_home_environment(workdir, home) if home else None,
+        capture_output=True,
+        text=True,
+        timeout=1200,
     )
 
 
@@ -32,8 +39,23 @@ def scores(workdir: Path, task: str, model: str) -> dict:
 
 @pytest.fixture(scope="module")
 def run(sample_checkout):
-    """One full run on the default config (the embedded sample), in a checkout copy."""
+    """One full run on the default config (the embedded sample), in a checkout copy, with
+    HOME an empty folder beside it (:func:`home_of`)."""
     return sample_checkout
+
+
+def home_of(workdir: Path) -> Path:
+    return workdir.parent / "home"
+
+
+def test_no_job_writes_in_the_home_folder(run):
+    home = home_of(run)
+    written = sorted(str(p.relative_to(home)) for p in home.rglob("*") if p.is_file())
+    # Snakemake keeps a cache of the workflow's sources itself; the jobs write nothing
+    # there (matplotlib's and the datasets caches are under results/cache/).
+    assert [name for name in written if not name.startswith(".cache/snakemake/")] == []
+    assert {p.name for p in home.iterdir()} <= {".cache"}
+    assert (run / "results" / "cache" / "matplotlib").is_dir()
 
 
 def test_every_configured_job_left_its_outputs(run):
@@ -162,3 +184,76 @@ def test_a_subset_runs_into_its_own_folder(run, tmp_path):
     assert {p: p.read_bytes() for p in (full / "tables").iterdir()} == before
     result = snakemake(run, "--cores", "2", "--dry-run")
     assert "Nothing to be done" in result.stdout + result.stderr
+
+
+# Text that ends the report's embedded JSON and opens markup, wherever the config or the
+# dataset manifest puts it; each script that runs adds one to window.__pwned.
+PAYLOAD = (
+    "</script><script>window.__pwned=(window.__pwned||0)+1</script>"
+    '<img src=x onerror="window.__pwned=(window.__pwned||0)+1">'
+)
+
+
+def test_no_script_runs_in_the_html_report_whatever_the_config_says(run, tmp_path):
+    """`snakemake --report` with an LLM judge whose model and endpoint, and a dataset whose
+    local_path and subset description, hold script, opened in headless chromium."""
+    browser = shutil.which("chromium") or shutil.which("chromium-browser")
+    if browser is None or shutil.which("chromedriver") is None:
+        pytest.skip("needs `apt-get install chromium chromium-driver`")
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+
+    work = tmp_path / "work"
+    shutil.copytree(run, work, symlinks=True)
+    local = tmp_path / f"x{PAYLOAD}"
+    local.mkdir(parents=True)
+    # The captions read the dataset label from the manifest.
+    manifest_path = work / "results" / "sample" / "dataset" / "manifest.json"
+    manifest = json.loads(manifest_path.read_text())
+    manifest.update(source="local", local_path=str(local), subset={"description": PAYLOAD})
+    manifest_path.write_text(json.dumps(manifest))
+    config = tmp_path / "hostile.yaml"
+    config.write_text(
+        json.dumps(
+            {
+                "dataset": {"source": "local", "local_path": str(local), "tag": "sample"},
+                "tasks": {"captioning": {"judge": "evil"}, "diagnosis": {"judge": "evil"}},
+                "judges": {
+                    "evil": {
+                        "kind": "llm",
+                        "settings": {
+                            "backend": {
+                                "base_url": f"http://127.0.0.1:9/v1{PAYLOAD}",
+                                "model": PAYLOAD,
+                                "api_key_env": "NOVA_TEST_NO_KEY",
+                            }
+                        },
+                    }
+                },
+            }
+        )
+    )
+    report = tmp_path / "report.html"
+    result = snakemake(work, "--configfile", str(config), "--report", str(report))
+    assert result.returncode == 0, result.stderr[-3000:]
+    page = report.read_text()
+    assert page.count("window.__pwned") >= 3  # the payload is in the page, inert
+    options = webdriver.ChromeOptions()
+    options.binary_location = browser
+    for argument in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage"):
+        options.add_argument(argument)
+    driver = webdriver.Chrome(service=Service(shutil.which("chromedriver")), options=options)
+    try:
+        driver.get(report.as_uri())
+        # The page's data parsed: no block was ended early.
+        assert driver.execute_script("return Object.keys(results).length") > 10
+        # Show every caption as the report does when a result is opened (as HTML).
+        driver.execute_script(
+            "for (const r of Object.values(results)) {"
+            " const d = document.createElement('div'); d.innerHTML = r.caption;"
+            " document.body.appendChild(d); }"
+        )
+        driver.execute_script("return new Promise(done => setTimeout(done, 500))")
+        assert driver.execute_script("return window.__pwned || 0") == 0
+    finally:
+        driver.quit()

@@ -34,6 +34,7 @@ import pandas as pd
 from scipy.stats import norm
 
 from novabench.errors import NovaError
+from novabench.spreadsheet import read_csv, write_csv
 
 AUDIT_TASK = "diagnosis"
 METRICS = ("Top-1", "Top-5")
@@ -92,7 +93,7 @@ def read_judged(path: Path) -> pd.DataFrame:
     if path.name.endswith(".json"):
         path = path.with_name(path.name.removesuffix(".json") + ".images.csv")
     try:
-        frame = pd.read_csv(path, dtype=str, keep_default_na=False)
+        frame = read_csv(path, dtype=str, keep_default_na=False)
     except (OSError, pd.errors.ParserError, pd.errors.EmptyDataError) as exc:
         raise NovaError(
             f"cannot read the score file {path} ({exc})",
@@ -199,7 +200,7 @@ def draw_sheet(scores: Path, out: Path, size: int = DEFAULT_SIZE, seed: int = 0)
     sheet["scores_sha256"] = scores_fingerprint(judged)
     out = Path(out)
     out.parent.mkdir(parents=True, exist_ok=True)
-    sheet.reindex(columns=list(SHEET_COLUMNS)).to_csv(out, index=False)
+    write_csv(sheet.reindex(columns=list(SHEET_COLUMNS)), out, index=False)
     return {
         "n_images": len(judged),
         "n_ok": len(ok),
@@ -303,7 +304,7 @@ def read_sheet(path: Path) -> pd.DataFrame:
     path = Path(path)
     fix = "draw a sheet with `novabench audit draw` and fill in human_top1 and human_top5"
     try:
-        sheet = pd.read_csv(path, dtype=str, keep_default_na=False)
+        sheet = read_csv(path, dtype=str, keep_default_na=False)
     except (OSError, pd.errors.ParserError, pd.errors.EmptyDataError) as exc:
         raise NovaError(f"cannot read the audit sheet {path} ({exc})", fix) from None
     missing = [c for c in SHEET_COLUMNS if c not in sheet.columns]

@@ -15,10 +15,14 @@ truncated file for a finished one.
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
+import shutil
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
+
+from novabench.errors import NovaError
 
 TMP_SUFFIX = ".tmp"
 
@@ -49,9 +53,12 @@ def atomic_path(
         if fsync:
             _fsync_file(tmp)
         os.replace(tmp, path)
-    except BaseException:
+    except BaseException as exc:
+        written = _size(tmp)
         with contextlib.suppress(OSError):
             tmp.unlink()
+        if is_disk_full(exc):
+            raise disk_full_error(path.parent, written, path.name) from exc
         raise
 
 
@@ -102,3 +109,35 @@ def resolve_path(path: str | Path, base: Path | None) -> str:
         return str(candidate)
     in_base = Path(base) / candidate
     return str(in_base) if in_base.exists() else str(candidate)
+
+
+def is_disk_full(exc: BaseException) -> bool:
+    """Whether ``exc`` says the disk is full (pyarrow's OSError carries errno 28 too)."""
+    return isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EDQUOT)
+
+
+def disk_full_error(folder: Path | str, written: int | None = None, name: str = "") -> NovaError:
+    """One line for a full disk: the folder, what is free there and, when known, how much
+    the output had written when the disk filled (the space it needs is more than that)."""
+    folder = Path(folder)
+    try:
+        free = _mib(shutil.disk_usage(folder).free)
+    except OSError:
+        free = "unknown"
+    needed = f"; {name} needs more than {_mib(written)}" if written else ""
+    return NovaError(
+        f"no space left on the device of {folder} ({free} free){needed}",
+        "free space there or move results/ to a larger disk, then run the same command "
+        "again (finished outputs are kept; only the failed jobs re-run)",
+    )
+
+
+def _size(path: Path) -> int | None:
+    try:
+        return path.stat().st_size
+    except OSError:
+        return None
+
+
+def _mib(n: int | None) -> str:
+    return f"{(n or 0) / 2**20:.1f} MiB"

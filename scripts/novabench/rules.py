@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from novabench.errors import NovaError
+from novabench.io import disk_full_error, is_disk_full
 from novabench.progress import not_shown_by_bar
 
 log = logging.getLogger("novabench")
@@ -34,15 +35,31 @@ def run(snakemake: Any, body: Callable[[Any], Any]) -> None:
         handlers=handlers,
         force=True,
     )
+    # A log file on a full disk must not add a "Logging error" traceback to the line.
+    logging.raiseExceptions = False
     try:
         body(snakemake)
     except NovaError as exc:
         log.error("%s", exc)
         sys.exit(1)
+    except OSError as exc:
+        if not is_disk_full(exc):
+            log.exception("unexpected failure")
+            sys.exit(1)
+        log.error("%s", disk_full_error(_written_folder(snakemake, exc)))
+        sys.exit(1)
     except Exception:
         # A bug, not a user error: keep the traceback, in the log too.
         log.exception("unexpected failure")
         sys.exit(1)
+
+
+def _written_folder(snakemake: Any, exc: OSError) -> Path:
+    """The folder a failed write was in: the error's file, else the job's first output."""
+    if exc.filename:
+        return Path(str(exc.filename)).parent
+    outputs = list(getattr(snakemake, "output", []) or [])
+    return Path(str(outputs[0])).parent if outputs else Path.cwd()
 
 
 def task_report_files(inputs: Any) -> tuple[dict[str, Path], dict[str, list[Path]]]:

@@ -26,6 +26,7 @@ from novabench.judges import make_judge
 from novabench.judges.figures import lookup
 from novabench.provenance import sha256_file
 from novabench.records import read_predictions
+from novabench.spreadsheet import write_csv
 from novabench.tasks import Answers, ScoringContext, get_task
 
 KEY_COLUMNS = ["filename", "case_id"]
@@ -48,7 +49,7 @@ def write_scores(
     payload: dict[str, Any], per_image: pd.DataFrame, out_json: Path, out_csv: Path
 ) -> None:
     with atomic_path(out_csv) as tmp:
-        per_image.to_csv(tmp, index=False, float_format="%.6g")
+        write_csv(per_image, tmp, index=False, float_format="%.6g")
     atomic_write_text(out_json, json.dumps(_json_safe(payload), indent=2) + "\n")
 
 

@@ -23,11 +23,17 @@ from novabench.config import (  # noqa: E402
     describe_validation_error,
 )
 from novabench.errors import NovaError  # noqa: E402
+from novabench.job_env import job_environment  # noqa: E402
+from novabench.job_params import inert_param  # noqa: E402
 from novabench.redaction import export_key_variables  # noqa: E402
 from novabench.dataset.schema import rater_slug  # noqa: E402
 from novabench.dataset.tags import dataset_tags, subset_spec  # noqa: E402
 from novabench.report.breakdowns import AXES as BREAKDOWN_AXES  # noqa: E402
 from novabench.tasks import dataset_needs, get_task, task_names  # noqa: E402
+
+# Libraries keep their state under results/, not in the home folder (novabench.job_env);
+# set before any job starts, so every job inherits it.
+os.environ.update(job_environment(Path("results") / "cache"))
 
 
 def stop(message):
@@ -203,7 +209,7 @@ def judge_figures(wildcards):
 
 def score_options(wildcards):
     """Only the task's own scoring options, so a change re-scores that task only."""
-    return PLAN.options(wildcards.task)
+    return inert_param(PLAN.options(wildcards.task))
 
 
 def rater_score_files(wildcards):

@@ -36,7 +36,9 @@ checkpoint dataset:
     params:
         code=job_code("dataset"),
         # Not the subset: choosing another subset re-uses the built dataset.
-        dataset={k: v for k, v in config["dataset"].items() if k != "subset"},
+        dataset=inert_param(
+            {k: v for k, v in config["dataset"].items() if k != "subset"}
+        ),
         # What each task reads and needs of the dataset (Task.dataset_needs).
         tasks=dataset_needs(),
         # The local source's fingerprint: an edited or re-downloaded file re-runs this job.
@@ -63,7 +65,7 @@ if SUBSET:
             "../../envs/data.yaml"
         params:
             code=job_code("subset"),
-            subset=SUBSET,
+            subset=inert_param(SUBSET),
             tag=TAG,
             tasks=dataset_needs(),
             rater_scores=results("scores/localization"),

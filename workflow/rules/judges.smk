@@ -35,7 +35,7 @@ rule judge_report:
             judge_kinds=tuple(judge["kind"] for judge in config["judges"].values()),
         ),
         # A cascade's stages written out: the report builds each judge alone.
-        judges=PLAN.judge_configs(),
+        judges=inert_param(PLAN.judge_configs()),
         cache="results/cache",
     script:
         "../../scripts/judge_report.py"

@@ -24,7 +24,7 @@ rule predict:
     params:
         code=job_code("predict"),
         # Without its `info` block: a new price or date re-runs nothing.
-        model=lambda wildcards: predict_params(PLAN.model(wildcards.model)),
+        model=lambda wildcards: inert_param(predict_params(PLAN.model(wildcards.model))),
         cache_dir="results/cache",
     script:
         "../../scripts/predict.py"

@@ -30,9 +30,9 @@ rule statistics:
     params:
         code=job_code("statistics"),
         dataset_label=DATASET_LABEL,
-        models=REPORT_MODELS,
-        reporting=REPORT_SETTINGS,
-        judge=lambda wildcards: PLAN.judge(wildcards.task),
+        models=inert_param(REPORT_MODELS),
+        reporting=inert_param(REPORT_SETTINGS),
+        judge=lambda wildcards: inert_param(PLAN.judge(wildcards.task)),
     script:
         "../../scripts/make_statistics.py"
 
@@ -62,7 +62,7 @@ rule tables:
         code=job_code("tables", tasks=tuple(REPORT_TASKS)),
         dataset_label=DATASET_LABEL,
         agreement=bool(AGREEMENT_JUDGES),
-        audits=AUDITS,
+        audits=inert_param(AUDITS),
         limits={
             key: config["reporting"][key] for key in ("min_answered", "max_error_rate")
         },
@@ -86,7 +86,7 @@ rule leaderboard:
         # Linked, not read: a re-plotted figure does not rewrite the page.
         figures=report_figures(),
         # The page shows the commit, so a new commit re-writes it.
-        git=GIT_STATE,
+        git=inert_param(GIT_STATE),
         # When a model is marked for failures, as in the tables.
         limits={
             key: config["reporting"][key] for key in ("min_answered", "max_error_rate")
@@ -120,8 +120,8 @@ rule figure_metrics:
         dataset_label=DATASET_LABEL,
         family="metrics",
         task=lambda wildcards: wildcards.task,
-        models=REPORT_MODELS,
-        reporting=REPORT_SETTINGS,
+        models=inert_param(REPORT_MODELS),
+        reporting=inert_param(REPORT_SETTINGS),
     script:
         "../../scripts/make_figures.py"
 
@@ -154,8 +154,8 @@ rule figure_breakdown:
         family="breakdown",
         task=lambda wildcards: wildcards.task,
         axis=lambda wildcards: wildcards.axis,
-        models=REPORT_MODELS,
-        reporting=REPORT_SETTINGS,
+        models=inert_param(REPORT_MODELS),
+        reporting=inert_param(REPORT_SETTINGS),
     script:
         "../../scripts/make_figures.py"
 
@@ -191,9 +191,9 @@ rule figure_task:
         dataset_label=DATASET_LABEL,
         family=lambda wildcards: wildcards.family,
         task=lambda wildcards: wildcards.task,
-        models=REPORT_MODELS,
-        reporting=REPORT_SETTINGS,
-        judge=lambda wildcards: PLAN.judge(wildcards.task),
+        models=inert_param(REPORT_MODELS),
+        reporting=inert_param(REPORT_SETTINGS),
+        judge=lambda wildcards: inert_param(PLAN.judge(wildcards.task)),
     script:
         "../../scripts/make_figures.py"
 
@@ -214,8 +214,8 @@ rule manifest:
         "../../envs/reporting.yaml"
     params:
         code=manifest_code,
-        config=config,
-        git=GIT_STATE,
+        config=inert_param(config),
+        git=inert_param(GIT_STATE),
     script:
         "../../scripts/make_manifest.py"
 
@@ -249,7 +249,7 @@ rule judge_agreement:
             ),
         ),
         dataset_label=DATASET_LABEL,
-        judges=AGREEMENT_JUDGES,
+        judges=inert_param(AGREEMENT_JUDGES),
     script:
         "../../scripts/make_agreement.py"
 
@@ -277,7 +277,7 @@ rule figure_judge_agreement:
         dataset_label=DATASET_LABEL,
         family="judge_agreement",
         task=None,
-        models=REPORT_MODELS,
-        reporting=REPORT_SETTINGS,
+        models=inert_param(REPORT_MODELS),
+        reporting=inert_param(REPORT_SETTINGS),
     script:
         "../../scripts/make_figures.py"

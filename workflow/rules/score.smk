@@ -24,7 +24,7 @@ rule score:
         **api_resources("tasks"),
     params:
         code=job_code("score"),
-        judge=lambda wildcards: PLAN.judge(wildcards.task),
+        judge=lambda wildcards: inert_param(PLAN.judge(wildcards.task)),
         options=score_options,
         nltk_data="results/nltk_data",
         cache_dir="results/cache",

@@ -19,7 +19,7 @@ import math
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any
 
 import pyarrow as pa
@@ -46,6 +46,10 @@ SOURCES = ("hf", "hf-legacy", "local", "sample")
 
 # Box coordinates may overshoot the image by rounding; beyond this they are an error.
 BOX_TOLERANCE_PX = 1.0
+# NOVA's captions and histories are a few hundred characters; scoring time and memory
+# grow with a reference's length (one 50 MB caption: minutes and gigabytes per job).
+MAX_TEXT_CHARS = 20_000
+TEXT_FIELDS = ("caption", "clinical_history", "final_diagnosis")
 
 
 @dataclass
@@ -93,8 +97,23 @@ def _check_box(
     return {"x": x0, "y": y0, "width": x1 - x0, "height": y1 - y0}
 
 
+def check_text_length(raw: layouts.RawImage, max_chars: int) -> None:
+    """Stop at a caption, history or diagnosis longer than ``dataset.max_text_chars``."""
+    for name in TEXT_FIELDS:
+        length = len(getattr(raw, name))
+        if length > max_chars:
+            raise DatasetError(
+                f"{name} of {raw.filename} is {length} characters long, more than "
+                f"dataset.max_text_chars ({max_chars})",
+                f"shorten that {name} in the metadata, or raise dataset.max_text_chars",
+            )
+
+
 def normalize(
-    root: Path, raws: list[layouts.RawImage], clip_boxes: bool = False
+    root: Path,
+    raws: list[layouts.RawImage],
+    clip_boxes: bool = False,
+    max_text_chars: int = MAX_TEXT_CHARS,
 ) -> tuple[list[dict[str, Any]], BuildReport]:
     """Validate raw rows and turn them into records of the normalized schema."""
     report = BuildReport()
@@ -103,6 +122,12 @@ def normalize(
     for raw in sorted(raws, key=lambda r: r.filename):
         if not raw.filename:
             raise DatasetError("a row has an empty filename", "fix the metadata")
+        if PurePosixPath(raw.filename.replace("\\", "/")).name != raw.filename:
+            raise DatasetError(
+                f"filename {raw.filename!r} of a row is a path, not a file name",
+                "give each row the image's file name only (e.g. case0001_001.png); its "
+                "folder belongs in image_path",
+            )
         if raw.filename in seen:
             raise DatasetError(
                 f"filename {raw.filename} appears more than once",
@@ -111,6 +136,7 @@ def normalize(
         seen.add(raw.filename)
         if not raw.case_id:
             raise DatasetError(f"{raw.filename} has no case_id", "fix the metadata")
+        check_text_length(raw, max_text_chars)
         records.append(_record(root, raw, clip_boxes, report))
     if not records:
         raise DatasetError(f"the dataset under {root} has no images", "check dataset.local_path")
@@ -259,11 +285,19 @@ def build_dataset(
     cache_dir = Path(cache_dir) if cache_dir else Path(out_parquet).parent / "cache"
     root, provenance = _source_root(dataset_cfg, sample_dir, cache_dir)
     layout, raws = layouts.read_layout(
-        root, cache_dir / "datasets", dataset_cfg.get("box_source_default")
+        root,
+        cache_dir / "datasets",
+        dataset_cfg.get("box_source_default"),
+        max_images=int(dataset_cfg.get("max_images") or layouts.MAX_IMAGES),
     )
     if dataset_cfg["source"] == "hf-legacy" and layout != "legacy":
         raise DatasetError(f"{root} is not in the review-time layout", "use dataset.source: hf")
-    records, report = normalize(root, raws, clip_boxes=bool(dataset_cfg.get("clip_boxes", False)))
+    records, report = normalize(
+        root,
+        raws,
+        clip_boxes=bool(dataset_cfg.get("clip_boxes", False)),
+        max_text_chars=int(dataset_cfg.get("max_text_chars") or MAX_TEXT_CHARS),
+    )
     policy = dataset_cfg.get("missing_reference") or "exclude"
     needs = dict(task_needs or {})
     exclusions = task_exclusions(records, needs, policy)

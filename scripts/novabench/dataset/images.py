@@ -19,6 +19,8 @@ from __future__ import annotations
 
 import hashlib
 import io
+import re
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -48,9 +50,32 @@ class StoredImage:
     conversion: dict[str, Any] | None  # None: stored as read
 
 
+def image_file(root: Path, image_path: str, filename: str) -> Path:
+    """``root/image_path``, refused unless it lies inside ``root`` once links are resolved:
+    metadata must not make the build read (and send to API models) a file from elsewhere
+    (an absolute ``image_path``, ``..`` in it or in the filename, a link out of the
+    folder)."""
+    base = Path(root).resolve()
+    try:
+        path = (base / image_path).resolve()
+    except (RuntimeError, OSError) as exc:  # Python 3.11 raises RuntimeError on a loop
+        raise DatasetError(
+            f"image_path {image_path!r} of row {filename!r} cannot be resolved ({exc})",
+            "remove the link loop from the dataset folder, or re-download it",
+        ) from exc
+    if not path.is_relative_to(base):
+        raise DatasetError(
+            f"image_path {image_path!r} of row {filename!r} points outside the dataset "
+            f"folder {base} (to {path})",
+            "give every image_path relative to the dataset folder (e.g. images/<filename>), "
+            "without '..', and copy linked images into the folder instead of linking out",
+        )
+    return path
+
+
 def load_image(root: Path, image_path: str, filename: str) -> StoredImage:
     """Read ``root/image_path``, decode every pixel, convert it to 8-bit grayscale."""
-    path = Path(root) / image_path
+    path = image_file(root, image_path, filename)
     if not path.is_file():
         raise DatasetError(
             f"image {image_path} of {filename} is missing under {root}",
@@ -58,12 +83,23 @@ def load_image(root: Path, image_path: str, filename: str) -> StoredImage:
         )
     data = path.read_bytes()
     try:
-        with Image.open(io.BytesIO(data)) as img:
-            img.load()  # decodes every pixel: truncated files fail here, not later
-            width, height = img.size
-            if img.format == "PNG" and img.mode == "L":
-                return StoredImage(data, width, height, _sha256(data), None)
-            pixels, conversion = to_gray8(img)
+        # Pillow only warns below twice its pixel limit: a bomb of either size is refused.
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", Image.DecompressionBombWarning)
+            with Image.open(io.BytesIO(data)) as img:
+                img.load()  # decodes every pixel: truncated files fail here, not later
+                width, height = img.size
+                if img.format == "PNG" and img.mode == "L":
+                    return StoredImage(data, width, height, _sha256(data), None)
+                pixels, conversion = to_gray8(img)
+    except (Image.DecompressionBombError, Image.DecompressionBombWarning) as exc:
+        found = re.search(r"\((\d+) pixels\)", str(exc))
+        raise DatasetError(
+            f"image {image_path} of {filename} has {found[1] if found else 'more'} pixels, "
+            f"more than the {Image.MAX_IMAGE_PIXELS} Pillow decodes (a possible "
+            "decompression bomb)",
+            "replace it with the real slice (NOVA's are 480x480) or drop its row",
+        ) from exc
     except (UnidentifiedImageError, OSError, SyntaxError, ValueError) as exc:
         raise DatasetError(
             f"image {image_path} of {filename} cannot be decoded ({exc})",

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import math
+import tempfile
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
@@ -27,6 +28,9 @@ from novabench.errors import DatasetError
 CURRENT_METADATA = Path("data") / "nova-v1.parquet"
 LEGACY_FILES = ("captions.csv", "bboxes_gold.csv", "bboxes_raters.csv", "case_metadata.csv")
 LEGACY_IMAGE_DIR = "test"
+# NOVA has 906 images; the dataset job holds every image in memory (about 0.5 GiB per
+# 1,000), so a metadata file of a million rows is refused before it is read.
+MAX_IMAGES = 10_000
 
 
 @dataclass
@@ -73,14 +77,29 @@ def detect_layout(root: Path) -> str:
 
 
 def read_layout(
-    root: Path, cache_dir: Path | None = None, box_source_default: str | None = None
+    root: Path,
+    cache_dir: Path | None = None,
+    box_source_default: str | None = None,
+    max_images: int = MAX_IMAGES,
 ) -> tuple[str, list[RawImage]]:
     """The layout's name and its rows; ``box_source_default`` names the source of a box
-    whose source (current layout) or rater (review-time layout) is empty (None: an error)."""
+    whose source (current layout) or rater (review-time layout) is empty (None: an error).
+    More than ``max_images`` rows stop the build before they are read."""
     layout = detect_layout(root)
     if layout == "current":
-        return layout, read_current(root, cache_dir, box_source_default)
-    return layout, read_legacy(root, box_source_default)
+        return layout, read_current(root, cache_dir, box_source_default, max_images)
+    return layout, read_legacy(root, box_source_default, max_images)
+
+
+def check_row_count(n_rows: int | None, max_images: int, where: Path) -> None:
+    """Stop when the metadata lists more images than ``dataset.max_images``."""
+    if n_rows is not None and n_rows > max_images:
+        raise DatasetError(
+            f"{where} lists {n_rows} images, more than dataset.max_images ({max_images}); "
+            "NOVA has 906",
+            "check that dataset.local_path is a NOVA download, or raise dataset.max_images "
+            "(the dataset job needs about 0.5 GiB of memory per 1,000 images)",
+        )
 
 
 def _text(value: Any) -> str:
@@ -99,31 +118,37 @@ def _count_rows(path: Path) -> int | None:
         return None
 
 
-def _load_metadata_parquet(path: Path, cache_dir: Path | None) -> list[dict[str, Any]]:
-    if _count_rows(path) == 0:
+def _load_metadata_parquet(
+    path: Path, cache_dir: Path | None, max_images: int = MAX_IMAGES
+) -> list[dict[str, Any]]:
+    n_rows = _count_rows(path)
+    if n_rows == 0:
         raise DatasetError(
             f"metadata parquet {path} is readable but lists no images (0 rows)",
             "re-download the dataset repository; this copy of the file is empty",
         )
+    check_row_count(n_rows, max_images, path)
     # The authors document loading the metadata through `datasets`; do the same so a
     # local copy and the Hub read identically.
     import datasets
 
     datasets.disable_progress_bars()
-    try:
-        table = datasets.load_dataset(
-            "parquet",
-            data_files=str(path),
-            split="train",
-            cache_dir=str(cache_dir) if cache_dir else None,
-        )
-    except Exception as exc:  # pyarrow and datasets raise many types for a bad file
-        raise DatasetError(
-            f"cannot read metadata parquet {path} ({exc.__class__.__name__}: "
-            f"{str(exc).splitlines()[0] if str(exc) else 'unreadable'})",
-            "re-download the dataset repository; the file is missing or corrupt",
-        ) from exc
-    return table.to_list()
+    if cache_dir is not None:
+        Path(cache_dir).mkdir(parents=True, exist_ok=True)
+    # The Arrow copy `datasets` prepares is read once, here: it is removed afterwards
+    # rather than left in results/ (the build re-runs only when the source changed).
+    with tempfile.TemporaryDirectory(dir=cache_dir, prefix="metadata-") as scratch:
+        try:
+            table = datasets.load_dataset(
+                "parquet", data_files=str(path), split="train", cache_dir=scratch
+            )
+        except Exception as exc:  # pyarrow and datasets raise many types for a bad file
+            raise DatasetError(
+                f"cannot read metadata parquet {path} ({exc.__class__.__name__}: "
+                f"{str(exc).splitlines()[0] if str(exc) else 'unreadable'})",
+                "re-download the dataset repository; the file is missing or corrupt",
+            ) from exc
+        return table.to_list()
 
 
 def _parse_meta(value: Any, filename: str) -> dict[str, Any]:
@@ -230,10 +255,13 @@ def _current_image(rec: dict[str, Any], box_source_default: str | None) -> RawIm
 
 
 def read_current(
-    root: Path, cache_dir: Path | None = None, box_source_default: str | None = None
+    root: Path,
+    cache_dir: Path | None = None,
+    box_source_default: str | None = None,
+    max_images: int = MAX_IMAGES,
 ) -> list[RawImage]:
     root = Path(root)
-    records = _load_metadata_parquet(root / CURRENT_METADATA, cache_dir)
+    records = _load_metadata_parquet(root / CURRENT_METADATA, cache_dir, max_images)
     required = {"filename", "case_id", "caption_text", "image_path", "meta", "bboxes"}
     if records:
         missing = required - set(records[0])
@@ -344,9 +372,12 @@ def _legacy_image(
     )
 
 
-def read_legacy(root: Path, box_source_default: str | None = None) -> list[RawImage]:
+def read_legacy(
+    root: Path, box_source_default: str | None = None, max_images: int = MAX_IMAGES
+) -> list[RawImage]:
     root = Path(root)
     captions = _read_csv(root / "captions.csv", {"filename", "case_id", "caption"})
+    check_row_count(len(captions), max_images, root / "captions.csv")
     gold = _read_csv(root / "bboxes_gold.csv", {"filename", "x", "y", "width", "height"})
     raters = _read_csv(
         root / "bboxes_raters.csv", {"filename", "rater", "x", "y", "width", "height"}

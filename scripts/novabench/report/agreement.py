@@ -21,6 +21,9 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from novabench.report.markdown import md_row, md_text
+from novabench.spreadsheet import write_csv
+
 AGREEMENT_COLUMNS = [
     "task", "model", "label", "judge_a", "judge_b", "kappa", "agreement",
     "n_images", "positive_a", "positive_b",
@@ -131,19 +134,19 @@ def write_agreement(
         pd.concat(tables, ignore_index=True) if tables else pd.DataFrame(columns=AGREEMENT_COLUMNS)
     )
     Path(out_csv).parent.mkdir(parents=True, exist_ok=True)
-    table.to_csv(out_csv, index=False)
+    write_csv(table, out_csv, index=False)
     lines = [
-        "## Judge agreement" + (f" on {dataset_label}" if dataset_label else ""),
+        "## Judge agreement" + (f" on {md_text(dataset_label)}" if dataset_label else ""),
         "",
         "Cohen's kappa between judges on the same predictions (per-image labels).",
         "",
-        "| Task | Model | Label | Judges | Kappa | Agreement | Images |",
-        "| --- | --- | --- | --- | ---: | ---: | ---: |",
+        md_row(["Task", "Model", "Label", "Judges", "Kappa", "Agreement", "Images"]),
+        md_row(["---", "---", "---", "---", "---:", "---:", "---:"]),
     ]
     for row in table.itertuples(index=False):
-        lines.append(
-            f"| {row.task} | {row.model} | {row.label} | {row.judge_a} vs {row.judge_b} | "
-            f"{row.kappa:.2f} | {100 * row.agreement:.1f}% | {row.n_images} |"
-        )
+        judges = f"{row.judge_a} vs {row.judge_b}"
+        agreement = f"{100 * row.agreement:.1f}%"
+        cells = [row.task, row.model, row.label, judges, f"{row.kappa:.2f}", agreement]
+        lines.append(md_row([*cells, row.n_images]))
     Path(out_md).write_text("\n".join([*lines, ""]))
     return table

@@ -33,6 +33,7 @@ from novabench.report.inputs import (
     GROUP_HUMAN,
     GROUP_MODEL,
 )
+from novabench.spreadsheet import read_csv
 
 COLUMN_WIDTH_IN = 3.5
 TEXT_WIDTH_IN = 7.2
@@ -63,6 +64,11 @@ STYLE = {
     "savefig.pad_inches": 0.02,
     "pdf.fonttype": 42,  # embedded TrueType: editable text in the PDF
     "svg.hashsalt": "novabench",
+    # Text on figures comes from outside (dataset paths, diagnoses, answers): a "$" must
+    # not start TeX math, which fails on e.g. "$\\input{x}$". Axis labels that mean math
+    # ask for it with parse_math=True.
+    "text.usetex": False,
+    "text.parse_math": False,
 }
 
 
@@ -370,11 +376,11 @@ def plot_judge_agreement(table: pd.DataFrame, png: Path, pdf: Path) -> None:
 
 
 def _figure_metrics(ctx: FigureContext) -> None:
-    plot_metric_bars(ctx.task, pd.read_csv(ctx.statistics), ctx.png, ctx.pdf)
+    plot_metric_bars(ctx.task, read_csv(ctx.statistics), ctx.png, ctx.pdf)
 
 
 def _figure_judge_agreement(ctx: FigureContext) -> None:
-    plot_judge_agreement(pd.read_csv(ctx.table), ctx.png, ctx.pdf)
+    plot_judge_agreement(read_csv(ctx.table), ctx.png, ctx.pdf)
 
 
 def _tick(category: str) -> str:
@@ -418,7 +424,7 @@ BREAKDOWN_TITLES = {
 def _figure_breakdown(ctx: FigureContext) -> None:
     """Grouped bars of one breakdown axis from the statistics stage's breakdown table
     (CIs computed there, on the case resamples of the task's statistics)."""
-    table = pd.read_csv(ctx.table, keep_default_na=False, na_values=[""])
+    table = read_csv(ctx.table, keep_default_na=False, na_values=[""])
     table = table[table["breakdown"] == ctx.axis]
     groups = dict(zip(table["model"], table["group"], strict=True))
     order = breakdown_order(ctx.axis, list(table["category"]))

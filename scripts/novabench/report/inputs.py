@@ -20,6 +20,7 @@ import pandas as pd
 
 from novabench.dataset.schema import RATER_PREFIX
 from novabench.errors import NovaError
+from novabench.spreadsheet import read_csv
 
 GROUP_MODEL, GROUP_CONTROL, GROUP_HUMAN = "model", "control", "human"
 GROUPS = (GROUP_MODEL, GROUP_CONTROL, GROUP_HUMAN)
@@ -99,7 +100,7 @@ def read_per_image(path: Path, filenames: Sequence[str]) -> pd.DataFrame:
     """The per-image table, in the order of ``filenames`` (every dataset image exactly once)."""
     path = Path(path)
     try:
-        frame = pd.read_csv(path, keep_default_na=True)
+        frame = read_csv(path, keep_default_na=True)
     except (OSError, pd.errors.ParserError) as exc:
         raise NovaError(f"cannot read {path} ({exc})", f"delete {path} and re-run `score`") from exc
     if sorted(frame["filename"]) != sorted(filenames):

@@ -87,8 +87,11 @@ def read_manifest(path: Path | None) -> dict[str, Any] | None:
 
 
 def rst_escape(text: str) -> str:
-    """Plain text for reStructuredText: no markup, no link (``a@b`` is an e-mail link)."""
-    return "".join("\\" + c if c in "\\*`_|@[]:<>" else c for c in text)
+    """Plain text for reStructuredText on one line: no markup, no link (``a@b`` is an e-mail
+    link), no directive. ``/`` is escaped too, so that the escaped text, which Snakemake
+    also shows raw among a job's parameters inside a ``<script>`` block of its HTML report,
+    never holds ``</`` (``\\<\\/script`` renders as ``</script`` and ends nothing)."""
+    return "".join("\\" + c if c in "\\*`_|@[]:<>/" else c for c in " ".join(text.split()))
 
 
 class DatasetLabel:

@@ -34,6 +34,7 @@ from novabench.io import atomic_write_text
 from novabench.report.failures import MARK, Limits
 from novabench.report.inputs import GROUP_MODEL, GROUP_TITLES, GROUPS, Entry, read_scores
 from novabench.report.tables import _cell_parts, judge_line, task_table
+from novabench.spreadsheet import read_csv
 from novabench.tasks import Metric, get_task, task_names
 
 
@@ -361,7 +362,7 @@ def write_leaderboard(
     boards = []
     for task in task_names():
         if task in statistics:
-            board = task_board(task, pd.read_csv(statistics[task]), scores.get(task, []), limits)
+            board = task_board(task, read_csv(statistics[task]), scores.get(task, []), limits)
             board.figures = task_figures(task, figures)
             boards.append(board)
     shown = {f for b in boards for f in b.figures}

@@ -22,6 +22,7 @@ from novabench.errors import NovaError
 from novabench.io import atomic_path
 from novabench.report import bootstrap
 from novabench.report.inputs import Entry, load_dataset, load_entries, reference_model
+from novabench.spreadsheet import write_csv
 from novabench.tasks import Task, get_task
 
 STATISTICS_COLUMNS = (
@@ -133,7 +134,7 @@ def write_task_statistics(
         judge=judge,
     )
     with atomic_path(out) as tmp:
-        table.to_csv(tmp, index=False)  # full precision: the tables equal the score files
+        write_csv(table, tmp, index=False)  # full precision: the tables equal the score files
     if breakdown_out is not None:
         case_ids = list(dataset["case_id"])
         weights = bootstrap.draw_cases(case_ids, int(boot["resamples"]), int(boot["seed"]))
@@ -141,14 +142,13 @@ def write_task_statistics(
             get_task(task), entries, dataset, weights.weights(case_ids), float(boot["confidence"])
         )
         with atomic_path(breakdown_out) as tmp:
-            part.to_csv(tmp, index=False, float_format="%.6g")
+            write_csv(part, tmp, index=False, float_format="%.6g")
     if cases_out is not None:
         from novabench.report.breakdowns import case_table
 
         with atomic_path(cases_out) as tmp:
-            case_table(get_task(task), entries, dataset).to_csv(
-                tmp, index=False, float_format="%.6g"
-            )
+            cases = case_table(get_task(task), entries, dataset)
+            write_csv(cases, tmp, index=False, float_format="%.6g")
     table.attrs["seconds"] = time.perf_counter() - started
     return table
 

@@ -27,6 +27,8 @@ from novabench.report import failures
 from novabench.report.failures import MARK, Limits
 from novabench.report.inputs import GROUP_MODEL, GROUP_TITLES, GROUPS
 from novabench.report.labels import NOVA_IMAGES, dataset_label, not_comparable, read_manifest
+from novabench.report.markdown import md_row, md_text
+from novabench.spreadsheet import read_csv, write_csv
 from novabench.tasks import Metric, get_task, task_names
 
 
@@ -254,22 +256,22 @@ def markdown_table(
         *(f"{c.label} {c.arrow}".strip() for c in columns),
         *_status_headers(table),
     ]
-    lines = [f"## {title}", "", "| " + " | ".join(header) + " |"]
-    lines.append("| " + " | ".join(["---", "---", *("---:" for _ in header[2:])]) + " |")
+    lines = [f"## {md_text(title)}", "", md_row(header)]
+    lines.append(md_row(["---", "---", *("---:" for _ in header[2:])]))
     for _, row in table.iterrows():
-        name = str(row["model"]).replace("|", "\\|") + (f" {MARK}" if _flagged(row) else "")
+        name = str(row["model"]) + (f" {MARK}" if _flagged(row) else "")
         cells = [GROUP_TITLES[row["group"]], name]
         for column in columns:
             value, ci, best = _cell_parts(row, column)
             text = f"**{value}**" if best else value
             cells.append(f"{text} {ci}" if ci else text)
         cells += _status_cells(row, statuses)
-        lines.append("| " + " | ".join(cells) + " |")
+        lines.append(md_row(cells))
     if table.empty:
-        lines.append("| " + " | ".join(["–"] * len(header)) + " |")
+        lines.append(md_row(["–"] * len(header)))
     if legend and "flag" in table and table["flag"].fillna("").astype(bool).any():
-        lines += ["", legend]
-    return "\n".join([*lines, "", note, ""])
+        lines += ["", md_text(legend)]
+    return "\n".join([*lines, "", md_text(note), ""])
 
 
 def csv_table(table: pd.DataFrame, columns: Sequence[Metric]) -> pd.DataFrame:
@@ -338,7 +340,7 @@ def write_task_tables(
     paths = {ext: out_dir / f"{task}.{ext}" for ext in ("tex", "csv", "md")}
     latex = latex_table(task, table, caption, f"tab:nova-{task}", columns, legend)
     paths["tex"].write_text(latex)
-    csv_table(table, columns).to_csv(paths["csv"], index=False)
+    write_csv(csv_table(table, columns), paths["csv"], index=False)
     md_note = note.replace("\\%", "%").replace("$\\tau$", "τ")
     title = f"{spec.title} on {label}"
     paths["md"].write_text(markdown_table(table, columns, title, md_note, legend))
@@ -533,7 +535,7 @@ def reproduced_latex(frame: pd.DataFrame, sources: Mapping[str, str], dataset: s
 def reproduced_markdown(frame: pd.DataFrame, sources: Mapping[str, str], dataset: str) -> str:
     """The comparison as a Markdown table (the same rows as the LaTeX)."""
     lines = [
-        f"## Reproduced on {dataset} vs reported",
+        f"## Reproduced on {md_text(dataset)} vs reported",
         "",
         "| Model | Task | Metric | Reported | Ours [95% CI] | Δ | In CI | Source |",
         "| --- | --- | --- | ---: | ---: | ---: | :---: | --- |",
@@ -545,10 +547,10 @@ def reproduced_markdown(frame: pd.DataFrame, sources: Mapping[str, str], dataset
         inside = {True: "yes", False: "no"}.get(row.reported_in_ci, "–")
         cells = [row.paper_model, row.task, row.metric, f"{row.reported:g}", ours]
         cells += [_number(row.difference, 1), inside, row.source]
-        lines.append("| " + " | ".join(str(c).replace("|", "\\|") for c in cells) + " |")
+        lines.append(md_row(cells))
     if frame.empty:
-        lines.append("| No configured model has published numbers. |" + " |" * 7)
-    lines += ["", "Sources: " + "; ".join(f"{k}: {v}" for k, v in sources.items()) + "."]
+        lines.append(md_row(["No configured model has published numbers.", *[""] * 7]))
+    lines += ["", md_text("Sources: " + "; ".join(f"{k}: {v}" for k, v in sources.items()) + ".")]
     return "\n".join([*lines, ""])
 
 
@@ -574,11 +576,11 @@ def write_reproduced(
         csv.writer(cell, lineterminator="\n").writerow([line])
         paths["csv"].write_text(cell.getvalue())
         paths["tex"].write_text(latex_escape(line) + "\n")
-        paths["md"].write_text(line + "\n")
+        paths["md"].write_text(md_text(line) + "\n")
         return
     compared = reproduced_vs_reported(reference, tables)
     sources, label = reference.get("sources") or {}, dataset_label(manifest)
-    compared.to_csv(paths["csv"], index=False)
+    write_csv(compared, paths["csv"], index=False)
     paths["tex"].write_text(reproduced_latex(compared, sources, label))
     paths["md"].write_text(reproduced_markdown(compared, sources, label))
 
@@ -633,20 +635,20 @@ def summary_markdown(
         *(f"{get_task(t).title}: {c.label if c else 'answered'}" for t, c in columns),
     ]
     lines = [
-        f"# Summary across tasks on {dataset}",
+        f"# Summary across tasks on {md_text(dataset)}",
         "",
         "Values with 95% case-bootstrap CIs; per-task tables hold every metric. Answered: "
         "share of images with a readable answer, then the failures that make up the rest.",
         "",
-        "| " + " | ".join(header) + " |",
-        "| " + " | ".join(["---", "---", *("---:" for _ in columns)]) + " |",
+        md_row(header),
+        md_row(["---", "---", *("---:" for _ in columns)]),
     ]
     for name in order:
         cells = [name, GROUP_TITLES[entries[name]]]
         cells += [_summary_cell(tables[task], name, column) for task, column in columns]
-        lines.append("| " + " | ".join(cells) + " |")
+        lines.append(md_row(cells))
     marked = any(t["flag"].fillna("").astype(bool).any() for t in tables.values() if "flag" in t)
-    legend = ["", (limits or Limits()).legend()] if marked else []
+    legend = ["", md_text((limits or Limits()).legend())] if marked else []
     return "\n".join([*lines, *legend, "", AGREEMENT_NOTES[bool(agreement)], ""])
 
 
@@ -687,7 +689,7 @@ def _read_task(
         if isinstance(payload.get("n_excluded"), int):  # images the dataset excludes
             estimates[name]["n_excluded"] = payload["n_excluded"]
         judge = judge or judge_line(payload)
-    return pd.read_csv(statistics), estimates, judge
+    return read_csv(statistics), estimates, judge
 
 
 def write_all_tables(

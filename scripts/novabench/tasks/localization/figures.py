@@ -65,8 +65,8 @@ def plot_iou_distribution(
             fontsize=5.5,
             color="#555555",
         )
-    ax.set_xlabel(r"IoU threshold $\tau$ (overlap ratio, 0–1)")
-    ax.set_ylabel(r"images with best IoU $\geq \tau$ (%)")
+    ax.set_xlabel(r"IoU threshold $\tau$ (overlap ratio, 0–1)", parse_math=True)
+    ax.set_ylabel(r"images with best IoU $\geq \tau$ (%)", parse_math=True)
     ax.set_xlim(0, 1)
     ax.set_ylim(0, 100)
     legend_below(fig, ax, len(names))
@@ -186,7 +186,7 @@ def plot_hit_by_lesion_size(
         ax.set_title(GROUP_TITLES[group], pad=2)
         ax.set_xticks(np.arange(len(bins)), ticks)
         ax.set_xlim(-0.5, len(bins) - 0.5)
-        ax.set_xlabel(r"lesion size: $\sqrt{\mathrm{gold\ box\ area}}$ (pixels)")
+        ax.set_xlabel(r"lesion size: $\sqrt{\mathrm{gold\ box\ area}}$ (pixels)", parse_math=True)
         ax.grid(axis="y", linewidth=0.3, color="#DDDDDD")
     axes[0, 0].set_ylabel("lesions hit at IoU ≥ 0.3 (%)")
     axes[0, 0].set_ylim(-2, 102)
