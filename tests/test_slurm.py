@@ -90,6 +90,13 @@ MIXED_CONFIG = {
             "box_format": "qwen25_bbox_2d",
             "settings": {"model": "Qwen/Qwen2.5-VL-7B-Instruct"},
         },
+        # A model whose job starts its own vLLM server on four GPUs.
+        "served": {
+            "adapter": "vllm",
+            "tasks": ["localization"],
+            "box_format": "qwen25_bbox_2d",
+            "settings": {"model": "Qwen/Qwen2.5-VL-72B-Instruct", "serve": {"gpus": 4}},
+        },
         "gpt": {
             "adapter": "openai_compatible",
             "tasks": ["localization"],
@@ -148,9 +155,15 @@ def test_no_profile_applies_itself_silently():
 def test_slurm_profile_sizes_jobs_by_model_kind_and_groups_scoring(tmp_path):
     env = {"NOVA_SLURM_PARTITION": "gpu-a100", "NOVA_SLURM_ACCOUNT": "lab42"}
     jobs = dry_run_on_slurm(tmp_path, env)
-    local_vlm, api, control = (jobs["predict", m]["resources"] for m in ("vlm", "gpt", "gold"))
+    local_vlm, api, control, served = (
+        jobs["predict", m]["resources"] for m in ("vlm", "gpt", "gold", "served")
+    )
     # the local VLM gets a GPU (sbatch --gpus=1) and the memory to load its weights ...
     assert local_vlm["gpu"] == "1" and int(local_vlm["mem_mb"]) >= 16000
+    # ... a job with its own vLLM server its GPUs, CPUs and memory for a 72B model, and no
+    # provider's cap (no endpoint is shared) ...
+    assert (served["gpu"], served["cpus_per_task"], served["mem_mb"]) == ("4", "16", "128000")
+    assert served["api_openai"] == "0"
     # ... an API model neither, but one unit of its provider's cap
     assert api["gpu"] == "0" and int(api["mem_mb"]) <= 4000 and api["api_openai"] == "1"
     assert control["gpu"] == "0" and control["api_openai"] == "0"
@@ -159,7 +172,7 @@ def test_slurm_profile_sizes_jobs_by_model_kind_and_groups_scoring(tmp_path):
             assert job["resources"]["slurm_partition"] == "gpu-a100", job
             assert job["resources"]["slurm_account"] == "lab42", job
     # each model's scoring shares the SLURM job of its prediction
-    for model in ("vlm", "gpt", "gold", "random"):
+    for model in ("vlm", "served", "gpt", "gold", "random"):
         assert jobs["predict", model]["group"] == jobs["score", model]["group"] == "model"
     assert jobs["sample", None]["group"] is None
 
@@ -167,6 +180,37 @@ def test_slurm_profile_sizes_jobs_by_model_kind_and_groups_scoring(tmp_path):
     jobs = dry_run_on_slurm(tmp_path)
     for job in jobs.values():
         assert not {"slurm_partition", "slurm_account"} & set(job["resources"]), job
+
+
+def test_the_paper_plans_on_slurm_with_gpus_for_the_qwen_models_and_no_server_to_start(tmp_path):
+    # One command runs the paper's four models: the two Qwen models' jobs start their own
+    # vLLM servers on four GPUs each, so nothing needs a hand-started server or its address.
+    result = snakemake(
+        tmp_path,
+        "-n",
+        "--workflow-profile",
+        "workflow/profiles/slurm",
+        "--configfile",
+        "config/paper.yaml",
+    )
+    assert result.returncode == 0, tail(result)
+    jobs = planned_jobs(result.stdout + result.stderr)
+    predict = {}
+    for job in jobs:
+        if job["rule"] == "predict":
+            predict.setdefault(job["wildcards"]["model"], []).append(job["resources"])
+    for model in ("qwen2.5-vl-72b", "qwen2-vl-72b"):
+        assert len(predict[model]) == 3, model  # the three tasks
+        for resources in predict[model]:
+            assert (resources["gpu"], resources["mem_mb"]) == ("4", "128000")
+            assert not any(v == "1" for k, v in resources.items() if k.startswith("api_"))
+    for model in ("gpt-4o", "gemini-2.0-flash"):
+        assert {r["gpu"] for r in predict[model]} == {"0"}
+    # The estimate prints the managed models' tokens and time (with their GPU time).
+    output = result.stdout + result.stderr
+    assert re.search(
+        r"qwen2\.5-vl-72b\s+\(all\)\s+2,718\s+2,718\s+[\d,]+\s+[\d,]+\s+-\s+.*GPU", output
+    )
 
 
 # A stand-in for the prediction rule: its GPU claim per model as the real rule makes it
