@@ -28,7 +28,11 @@ SNAKEMAKE = [sys.executable, "-m", "snakemake"]
 
 # The shallow DAG of the cluster test: sample -> dataset -> (predict + score) per model.
 MODELS = ("gold", "random")
-TARGETS = [f"results/sample/scores/localization/{model}.json" for model in MODELS]
+# The cluster run adds a model whose job starts its own vLLM server: the stand-in `vllm`
+# of tests/vllm_stand_in.py, on no GPU (the test cluster has none).
+SERVED = "served"
+CLUSTER_MODELS = (*MODELS, SERVED)
+TARGETS = [f"results/sample/scores/localization/{model}.json" for model in CLUSTER_MODELS]
 SMALL_CONFIG = {
     "dataset": {"source": "sample", "sample": {"n_cases": 3}},
     "tasks": {"captioning": {"enabled": False}, "diagnosis": {"enabled": False}},
@@ -351,9 +355,27 @@ def cluster(timings):
 @pytest.fixture(scope="module")
 def runs(cluster, timings, tmp_path_factory) -> dict:
     """The same targets run locally and through the SLURM profile."""
-    config = tmp_path_factory.mktemp("config") / "small.yaml"
-    config.write_text(yaml.safe_dump(SMALL_CONFIG))
+    folder = tmp_path_factory.mktemp("config")
+    vllm = folder / "vllm"
+    vllm.write_text(f'#!/bin/sh\nexec "{sys.executable}" "{ROOT}/tests/vllm_stand_in.py" "$@"\n')
+    vllm.chmod(0o755)
+    served = {
+        "adapter": "vllm",
+        "tasks": ["localization"],
+        "box_format": "qwen25_bbox_2d",
+        "prompts": {"localization": "config/prompts/localization-qwen25-v1.txt"},
+        "settings": {
+            "model": "Qwen/Qwen2.5-VL-7B-Instruct",
+            "serve": {"gpus": 0, "mem_mb": 1000, "executable": str(vllm)},
+        },
+    }
+    config = folder / "small.yaml"
+    config.write_text(
+        yaml.safe_dump({**SMALL_CONFIG, "models": {**SMALL_CONFIG["models"], SERVED: served}})
+    )
     local, on_slurm = tmp_path_factory.mktemp("local"), tmp_path_factory.mktemp("slurm")
+    # Where each run's stand-in server writes its pids, to check that none is left.
+    pids = {"local": folder / "pids-local.json", "slurm": folder / "pids-slurm.json"}
 
     # The local reference run shares the machine with the SLURM run (whose main process
     # mostly sleeps between status checks) instead of adding its full length.
@@ -363,7 +385,7 @@ def runs(cluster, timings, tmp_path_factory) -> dict:
         local_run = subprocess.Popen(
             snakemake_command(local, *TARGETS, "--cores", "1", "--configfile", str(config)),
             cwd=ROOT,
-            env=clean_env(),
+            env={**clean_env(), "VLLM_STAND_IN_PIDS": str(pids["local"])},
             stdin=subprocess.DEVNULL,
             stdout=log_file,
             stderr=subprocess.STDOUT,
@@ -379,7 +401,11 @@ def runs(cluster, timings, tmp_path_factory) -> dict:
             # Poll every few seconds instead of the cluster default; this cluster is idle.
             "--slurm-init-seconds-before-status-checks",
             "2",
-            env={"NOVA_SLURM_ACCOUNT": cluster.account, "NOVA_SLURM_PARTITION": cluster.partition},
+            env={
+                "NOVA_SLURM_ACCOUNT": cluster.account,
+                "NOVA_SLURM_PARTITION": cluster.partition,
+                "VLLM_STAND_IN_PIDS": str(pids["slurm"]),
+            },
         )
         timings["slurm_run"] = time.monotonic() - start
         local_returncode = local_run.wait(RUN_TIMEOUT_S + 30)
@@ -391,7 +417,7 @@ def runs(cluster, timings, tmp_path_factory) -> dict:
     log = result.stdout + result.stderr
     assert result.returncode == 0, f"{tail(result)}\n{cluster.logs()}"
     assert local_returncode == 0, local_log.read_text()[-6000:]
-    return {"local": local, "slurm": on_slurm, "log": log}
+    return {"local": local, "slurm": on_slurm, "log": log, "pids": pids}
 
 
 @pytest.mark.slow
@@ -403,7 +429,7 @@ def test_every_job_ran_as_a_slurm_job_recorded_in_accounting(cluster, runs):
     run_id = run_id.group(1)
     submitted = set(re.findall(r"submitted with SLURM jobid (\d+)", log))
     # sample, dataset, and one job per model holding its predict and score jobs
-    assert len(submitted) == 2 + len(MODELS)
+    assert len(submitted) == 2 + len(CLUSTER_MODELS)
 
     # slurmdbd records asynchronously; give it a moment.
     deadline = time.monotonic() + 30
@@ -421,7 +447,7 @@ def test_every_job_ran_as_a_slurm_job_recorded_in_accounting(cluster, runs):
         assert Path(record["WorkDir"]) == runs["slurm"]
     comments = sorted(r["Comment"] for r in records)
     assert comments == sorted(
-        ["rule_sample", "rule_dataset"] + ["rule_model_predict_score"] * len(MODELS)
+        ["rule_sample", "rule_dataset"] + ["rule_model_predict_score"] * len(CLUSTER_MODELS)
     )
 
 
@@ -437,5 +463,30 @@ def test_slurm_outputs_equal_a_local_run(runs):
         assert (runs["slurm"] / predictions).read_bytes() == (
             runs["local"] / predictions
         ).read_bytes()
+
+    # The managed model's answers (their latencies aside) and scores equal a local run's.
+    def answers(root: Path) -> list:
+        lines = (root / f"results/sample/predictions/localization/{SERVED}.jsonl").read_text()
+        records = [json.loads(line) for line in lines.splitlines()]
+        return [(r["filename"], r["status"], r["raw"], r["parsed"]) for r in records]
+
+    assert answers(runs["slurm"]) == answers(runs["local"])
+    assert {status for _, status, _, _ in answers(runs["slurm"])} == {"ok"}
+    name = f"results/sample/scores/localization/{SERVED}.images.csv"
+    assert (runs["slurm"] / name).read_bytes() == (runs["local"] / name).read_bytes()
     gold = json.loads((runs["slurm"] / TARGETS[0]).read_text())["metrics"]
     assert gold["mAP@30"] == pytest.approx(100.0)
+
+
+@pytest.mark.slow
+@pytest.mark.slurm
+def test_no_vllm_server_outlives_its_slurm_job(runs):
+    from test_vllm_serving import alive
+
+    for where, pids in runs["pids"].items():
+        record = json.loads(pids.read_text())  # the server ran ...
+        assert record["argv"][:2] == ["serve", "Qwen/Qwen2.5-VL-7B-Instruct"], where
+        # ... and neither it nor its worker is left once its job is done
+        assert not alive(record["server"]) and not alive(record["worker"]), where
+    leftovers = list((runs["slurm"] / "results" / "servers").glob("*"))
+    assert not leftovers, leftovers

@@ -375,3 +375,15 @@ def test_the_next_job_stops_a_server_whose_job_is_gone(tmp_path, stand_in):
     assert vllm_server.reap_orphans(folder, grace_s=5) == [server]
     assert_gone(stand_in)
     assert not list(folder.glob("*.json"))
+
+
+def test_the_server_code_follows_only_the_managed_models_jobs():
+    # Editing the server's lifecycle re-runs the prediction jobs of managed models only:
+    # the adapter vllm reaches it through its imports, openai_compatible does not.
+    from novabench.code_fingerprint import code_graph
+
+    managed_files = code_graph().listing(["predict", "novabench.models.vllm"])
+    api_files = code_graph().listing(["predict", "novabench.models.openai_compatible"])
+    assert "novabench/vllm_server.py" in managed_files
+    assert "novabench/vllm_server.py" not in api_files
+    assert set(api_files) < set(managed_files)
