@@ -165,9 +165,13 @@ def test_a_missing_executable_says_how_to_install_vllm(dataset, tmp_path, monkey
 
 
 def test_managed_job_answers_are_scored_cached_as_a_hand_started_servers_and_it_stops(
-    dataset, tmp_path, stand_in
+    dataset, tmp_path, stand_in, caplog
 ):
+    caplog.set_level("INFO", logger="novabench")
     records, summary, out = predict(dataset, tmp_path, managed())
+    # The server's own output is in the job's log, line by line.
+    assert f"vllm: INFO stand-in vLLM serving {MODEL_ID} (tp 1)" in caplog.text
+    assert "vllm: INFO shutting down the engine" in caplog.text
     assert summary["status_counts"]["ok"] == len(records) == 4
     assert summary["identity"]["adapter"] == "vllm"
     # The stand-in's box [100, 120, 160, 160] of the 476x476 frame, back in 480x480 pixels.
@@ -325,13 +329,19 @@ def slow_answers(monkeypatch):
     monkeypatch.setenv("VLLM_STAND_IN_DELAY_S", "5")
 
 
-def test_sigterm_of_the_job_stops_its_server(
-    dataset, tmp_path, stand_in, monkeypatch, slow_answers
+@pytest.mark.parametrize(
+    ("signum", "exit_codes"),
+    # SIGTERM (Snakemake, scancel) ends the job with 143; Ctrl-C's SIGINT as Python does.
+    [(signal.SIGTERM, {143}), (signal.SIGINT, {130, -signal.SIGINT})],
+    ids=["SIGTERM", "Ctrl-C"],
+)
+def test_a_signal_to_the_job_stops_its_server(
+    dataset, tmp_path, stand_in, monkeypatch, slow_answers, signum, exit_codes
 ):
     job = start_job(dataset, tmp_path, monkeypatch)
     wait_until_serving(job, stand_in)
-    job.send_signal(signal.SIGTERM)
-    assert job.wait(20) == 128 + signal.SIGTERM
+    job.send_signal(signum)
+    assert job.wait(20) in exit_codes
     assert_gone(stand_in)
     assert not list((tmp_path / "results" / "servers").glob("*.json")), "pid file left"
 
