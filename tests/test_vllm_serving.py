@@ -397,3 +397,28 @@ def test_the_server_code_follows_only_the_managed_models_jobs():
     assert "novabench/vllm_server.py" in managed_files
     assert "novabench/vllm_server.py" not in api_files
     assert set(api_files) < set(managed_files)
+
+
+def test_a_pid_file_never_stops_a_process_that_took_the_servers_number_later(tmp_path):
+    # The recorded server is gone and its pid now belongs to another group leader (whose
+    # start time differs): the next job must leave that process alone.
+    other = subprocess.Popen(["sleep", "30"], start_new_session=True)
+    dead = subprocess.Popen(["true"])
+    dead.wait()
+    folder = tmp_path / "servers"
+    folder.mkdir()
+    record = {
+        "host": socket.gethostname(),
+        "pgid": other.pid,
+        "start_time": "1",  # not the start time of `other`
+        "owner": dead.pid,
+        "owner_start_time": None,
+    }
+    (folder / "1.json").write_text(json.dumps(record))
+    try:
+        assert vllm_server.reap_orphans(folder) == []
+        assert other.poll() is None
+        assert not list(folder.glob("*.json")), "the stale record is removed"
+    finally:
+        other.kill()
+        other.wait()

@@ -247,13 +247,20 @@ def process_start_time(pid: int) -> str | None:
 
 
 def _alive(pid: int, start_time: str | None) -> bool:
+    """Whether ``pid`` is still the process that started at ``start_time``."""
+    if not _pid_taken(pid):
+        return False
+    return start_time is None or process_start_time(pid) in (start_time, None)
+
+
+def _pid_taken(pid: int) -> bool:
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
         return False
     except PermissionError:
         return True
-    return start_time is None or process_start_time(pid) in (start_time, None)
+    return True
 
 
 def _group_alive(pgid: int) -> bool:
@@ -346,7 +353,11 @@ def reap_orphans(folder: Path, grace_s: float = 10.0) -> list[int]:
             continue
         if _alive(owner, record.get("owner_start_time")):
             continue  # a job still running (another task of the model, say)
-        if _alive(pgid, record.get("start_time")) or _group_alive(pgid):
+        # The group is the server's if its leader is the process recorded, or if the leader
+        # has exited and nobody took its pid (a group's id is not reused while it has
+        # members): never another group that got the same number later.
+        leader = _alive(pgid, record.get("start_time"))
+        if leader or (not _pid_taken(pgid) and _group_alive(pgid)):
             log.warning(
                 "stopping a vLLM server left by a job that is gone (process group %d, %s)",
                 pgid,
