@@ -186,6 +186,7 @@ def test_slurm_profile_sizes_jobs_by_model_kind_and_groups_scoring(tmp_path):
         assert not {"slurm_partition", "slurm_account"} & set(job["resources"]), job
 
 
+@pytest.mark.slow  # a dry run of the whole paper DAG
 def test_the_paper_plans_on_slurm_with_gpus_for_the_qwen_models_and_no_server_to_start(tmp_path):
     # One command runs the paper's four models: the two Qwen models' jobs start their own
     # vLLM servers on four GPUs each, so nothing needs a hand-started server or its address.
