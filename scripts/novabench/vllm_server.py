@@ -216,7 +216,8 @@ def find_executable(name: str, executable: str) -> str:
 
 def _parent_death_signal() -> Any:
     """A preexec function that asks Linux for SIGTERM when the job process dies; None where
-    the call is not available (then the pid file is the fallback)."""
+    the call is not available (then the pid file is the fallback). Linux sends it when the
+    *thread* that started the server ends: prediction jobs start it from their main thread."""
     if not sys.platform.startswith("linux"):
         return None
     try:
