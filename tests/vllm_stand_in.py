@@ -24,6 +24,7 @@ interpreter (``stand_in_executable`` in tests/test_vllm_serving.py).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import signal
@@ -67,9 +68,12 @@ def main(argv: list[str]) -> None:
         Path(pids).write_text(json.dumps(record))
 
     def stop(signum: int = signal.SIGTERM, frame: object = None) -> None:
-        print("INFO shutting down the engine", flush=True)
-        worker.terminate()
-        worker.wait()
+        # Only async-signal-safe calls: a second signal (the job's SIGTERM to the group,
+        # then its parent-death signal) may arrive while a first one is handled, and a
+        # lock taken here (print's, Popen.wait's) would then never be released.
+        os.write(1, b"INFO shutting down the engine\n")
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(worker.pid, signal.SIGTERM)
         os._exit(0)
 
     signal.signal(signal.SIGTERM, stop)
