@@ -22,7 +22,7 @@ from novabench.catalog import (
     predict_params,
     readme_with_table,
 )
-from novabench.config import check_config, describe_validation_error
+from novabench.config import check_config, describe_validation_error, plan_from_files
 from novabench.errors import ConfigError
 from novabench.tokens import IMAGE_RULES
 
@@ -196,6 +196,28 @@ def test_the_papers_models_send_what_they_sent_before_the_catalog():
         assert (entry.get("prompts") or {}).get("localization") == prompt
         assert (settings["temperature"], settings["max_tokens"]) == (0.1, 2048)
         assert not {"seed", "extra_body", "system_prompt"} & set(settings)
+
+
+def test_the_papers_qwen_models_start_their_own_servers_and_share_the_hand_started_answers():
+    # config/paper.yaml takes the managed entries under the paper's names; their address of
+    # record, model id, generation settings and prompts are the hand-started entries', so
+    # both routes make the same cache keys (tests/test_vllm_serving.py shows the keys agree).
+    paper = yaml.safe_load((ROOT / "config" / "paper.yaml").read_text())["models"]
+    for name in ("qwen2.5-vl-72b", "qwen2-vl-72b"):
+        managed, hand_started = RAW[paper[name]["from"]], RAW[name]
+        assert (managed["adapter"], hand_started["adapter"]) == ("vllm", "openai_compatible")
+        assert managed["settings"]["serve"]["gpus"] == 4
+        for key in ("base_url", "model", "temperature", "max_tokens"):
+            assert managed["settings"][key] == hand_started["settings"][key], (name, key)
+        assert managed["box_format"] == hand_started["box_format"]
+        assert managed.get("prompts") == hand_started.get("prompts")
+    # The documented variant for servers started by hand puts the catalog's entries back.
+    plan = plan_from_files(
+        ROOT, [ROOT / "config" / "paper.yaml", ROOT / "config/paper-hand-started.yaml"]
+    )
+    assert {plan.model(n)["adapter"] for n in ("qwen2.5-vl-72b", "qwen2-vl-72b")} == {
+        "openai_compatible"
+    }
 
 
 def test_the_readme_table_is_the_catalog():

@@ -48,6 +48,8 @@ from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 from packaging.version import Version
 
+from novabench import vllm_server
+
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPTS = ROOT / "scripts"
 ENV_DIR = ROOT / "envs"
@@ -66,6 +68,9 @@ NOT_THIRD_PARTY = {"__future__", "novabench", "snakemake"}
 NOT_ADAPTERS = {"__init__", "base"}
 # Installers: pinned like everything else, but their version is not compared (see above).
 INSTALLERS = {"pip"}
+# Optional packages that need CUDA, installed nowhere the tests run: pinned in their env
+# only, to the version the code names (the install hint of a job that lacks them).
+CUDA_ONLY = {"vllm": vllm_server.VLLM_VERSION}
 
 CONDA_PIN = re.compile(r"^(?P<name>[A-Za-z0-9][A-Za-z0-9._-]*)=(?P<version>[0-9][A-Za-z0-9.+]*)$")
 PIP_PIN = re.compile(r"^(?P<name>[A-Za-z0-9][A-Za-z0-9._-]*)==(?P<version>[0-9][A-Za-z0-9.+]*)$")
@@ -174,6 +179,10 @@ def version_problems(env: CondaEnv, pins: dict[str, str]) -> list[str]:
         )
     for key, (name, ver, _) in sorted(env.pins.items()):
         if key in INSTALLERS:
+            continue
+        if key in CUDA_ONLY:
+            if Version(ver) != Version(CUDA_ONLY[key]):
+                problems.append(f"{env.label}: {name}={ver} but the code names {CUDA_ONLY[key]}")
             continue
         if key in pins:
             if Version(ver) != Version(pins[key]):

@@ -171,6 +171,28 @@ models:
     assert (captioning.to_send, captioning.gpu_s) == (0, 0)
 
 
+def test_a_managed_vllm_model_adds_its_server_start_and_gpu_time(workdir):
+    config = """
+dataset: {source: local, local_path: unused, tag: tiny}
+models:
+  q:
+    adapter: vllm
+    tasks: [captioning]
+    settings: {model: Qwen/Qwen2.5-VL-72B-Instruct, concurrency: 3, serve: {gpus: 4}}
+    info: {latency_s: 4, image_tokens: 100, startup_s: 900}
+"""
+    (job,) = estimate_run(plan_for(workdir, config), workdir).jobs
+    n = len(images(workdir))
+    per_request = math.ceil(len(CAPTIONING_PROMPT) / 4) + 100
+    assert (job.to_send, job.input_tokens, job.output_tokens) == (n, n * per_request, n * 70)
+    assert job.wall_s == math.ceil(n / 3) * 4 + 900  # the requests, then the server's start
+    assert job.gpu_s == job.wall_s * 4
+    # Without a start-up figure one is assumed, and said.
+    (job,) = estimate_run(plan_for(workdir, config.replace(", startup_s: 900", "")), workdir).jobs
+    assert job.wall_s == math.ceil(n / 3) * 4 + 600
+    assert "server start assumed 10 min (set info.startup_s)" in job.notes
+
+
 @pytest.mark.parametrize(
     ("rule", "size", "expected"),
     [

@@ -32,7 +32,7 @@ from novabench.errors import ConfigError, NovaError  # noqa: E402
 from novabench.predict import read_predictions, run_predictions  # noqa: E402
 from novabench.vlm_families import FAMILIES as KNOWN  # noqa: E402
 from novabench.vlm_families import family_of, family_problem  # noqa: E402
-from tiny_vlms import BOX, FAMILIES, build, script_generate  # noqa: E402
+from tiny_vlms import BOX, DEVICE, FAMILIES, build, script_generate  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 PROMPTS = ROOT / "config" / "prompts"
@@ -98,7 +98,7 @@ def predict(
         model_cfg={
             "adapter": "hf_local",
             "tasks": [task],
-            "settings": {"model": str(folder), "device": "cpu", **settings},
+            "settings": {"model": str(folder), "device": DEVICE, **settings},
         },
         prompt_path=prompt or PROMPTS / f"{task}-v1.txt",
         out=out,
@@ -177,7 +177,7 @@ def test_a_declared_box_format_overrides_the_family_default(
             "adapter": "hf_local",
             "tasks": ["localization"],
             "box_format": "xyxy_1000",
-            "settings": {"model": str(folder), "device": "cpu"},
+            "settings": {"model": str(folder), "device": DEVICE},
         },
         prompt_path=PROMPTS / "localization-v1.txt",
         out=out,
@@ -199,7 +199,7 @@ def test_a_batch_the_processor_refuses_is_a_one_line_error(checkpoint, monkeypat
         raise ValueError("Found [1, 1] <start_of_image> tokens and\n[2] images per sample.")
 
     monkeypatch.setattr(transformers.Gemma3Processor, "__call__", refuse)
-    model = Adapter("vlm", {"model": str(checkpoint("gemma3")), "device": "cpu"})
+    model = Adapter("vlm", {"model": str(checkpoint("gemma3")), "device": DEVICE})
     samples = [Sample(f"c{i}.png", f"c{i}", "localization", "Find it.", png_bytes(i), 480, 480)
                for i in range(2)]  # fmt: skip
     with pytest.raises(NovaError) as caught:

@@ -27,7 +27,7 @@ from novabench.models.hf_local import (  # noqa: E402
     resolve_settings,
 )
 from novabench.predict import read_predictions, run_predictions  # noqa: E402
-from tiny_vlms import build_qwen, script_generate  # noqa: E402
+from tiny_vlms import DEVICE, build_qwen, script_generate  # noqa: E402
 from upstream import png_bytes  # noqa: E402
 
 
@@ -57,7 +57,7 @@ def sample(i: int, prompt: str, image: bool = True) -> Sample:
 
 
 def adapter(folder, **settings) -> Adapter:
-    return Adapter("tiny", {"model": str(folder), "device": "cpu", **settings})
+    return Adapter("tiny", {"model": str(folder), "device": DEVICE, **settings})
 
 
 def test_batching_keeps_order_and_greedy_answers(tiny_qwen):
@@ -141,7 +141,7 @@ def test_boxes_map_back_from_the_resized_frame_through_predict(
             "adapter": "hf_local",
             "tasks": ["localization"],
             "box_format": "qwen25_bbox_2d",
-            "settings": {"model": str(tiny_qwen), "device": "cpu", "max_pixels": SMALL},
+            "settings": {"model": str(tiny_qwen), "device": DEVICE, "max_pixels": SMALL},
         },
         prompt_path=_prompt(tmp_path, "Find lesions in this {width}x{height} slice."),
         out=tmp_path / "p.jsonl",

@@ -892,5 +892,6 @@ def test_the_paper_configuration_dry_runs_offline(tmp_path):
     for name in ("gpt-4o", "gemini-2.0-flash", "qwen2.5-vl-72b", "qwen2-vl-72b"):
         for task in ("localization", "captioning", "diagnosis"):
             assert f"results/nova/predictions/{task}/{name}.jsonl" in out
-    assert "api_openai=1" in out and "api_vllm_qwen25=1" in out
+    # The Qwen models' jobs start their own vLLM servers: GPUs, no provider cap.
+    assert "api_openai=1" in out and "gpu=4" in out and "api_vllm_qwen25=1" not in out
     assert not (tmp_path / "results").exists()

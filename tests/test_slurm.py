@@ -28,7 +28,11 @@ SNAKEMAKE = [sys.executable, "-m", "snakemake"]
 
 # The shallow DAG of the cluster test: sample -> dataset -> (predict + score) per model.
 MODELS = ("gold", "random")
-TARGETS = [f"results/sample/scores/localization/{model}.json" for model in MODELS]
+# The cluster run adds a model whose job starts its own vLLM server: the stand-in `vllm`
+# of tests/vllm_stand_in.py, on no GPU (the test cluster has none).
+SERVED = "served"
+CLUSTER_MODELS = (*MODELS, SERVED)
+TARGETS = [f"results/sample/scores/localization/{model}.json" for model in CLUSTER_MODELS]
 SMALL_CONFIG = {
     "dataset": {"source": "sample", "sample": {"n_cases": 3}},
     "tasks": {"captioning": {"enabled": False}, "diagnosis": {"enabled": False}},
@@ -90,6 +94,13 @@ MIXED_CONFIG = {
             "box_format": "qwen25_bbox_2d",
             "settings": {"model": "Qwen/Qwen2.5-VL-7B-Instruct"},
         },
+        # A model whose job starts its own vLLM server on four GPUs.
+        "served": {
+            "adapter": "vllm",
+            "tasks": ["localization"],
+            "box_format": "qwen25_bbox_2d",
+            "settings": {"model": "Qwen/Qwen2.5-VL-72B-Instruct", "serve": {"gpus": 4}},
+        },
         "gpt": {
             "adapter": "openai_compatible",
             "tasks": ["localization"],
@@ -148,9 +159,15 @@ def test_no_profile_applies_itself_silently():
 def test_slurm_profile_sizes_jobs_by_model_kind_and_groups_scoring(tmp_path):
     env = {"NOVA_SLURM_PARTITION": "gpu-a100", "NOVA_SLURM_ACCOUNT": "lab42"}
     jobs = dry_run_on_slurm(tmp_path, env)
-    local_vlm, api, control = (jobs["predict", m]["resources"] for m in ("vlm", "gpt", "gold"))
+    local_vlm, api, control, served = (
+        jobs["predict", m]["resources"] for m in ("vlm", "gpt", "gold", "served")
+    )
     # the local VLM gets a GPU (sbatch --gpus=1) and the memory to load its weights ...
     assert local_vlm["gpu"] == "1" and int(local_vlm["mem_mb"]) >= 16000
+    # ... a job with its own vLLM server its GPUs, CPUs and memory for a 72B model, and no
+    # provider's cap (no endpoint is shared) ...
+    assert (served["gpu"], served["cpus_per_task"], served["mem_mb"]) == ("4", "16", "128000")
+    assert served["api_openai"] == "0"
     # ... an API model neither, but one unit of its provider's cap
     assert api["gpu"] == "0" and int(api["mem_mb"]) <= 4000 and api["api_openai"] == "1"
     assert control["gpu"] == "0" and control["api_openai"] == "0"
@@ -159,7 +176,7 @@ def test_slurm_profile_sizes_jobs_by_model_kind_and_groups_scoring(tmp_path):
             assert job["resources"]["slurm_partition"] == "gpu-a100", job
             assert job["resources"]["slurm_account"] == "lab42", job
     # each model's scoring shares the SLURM job of its prediction
-    for model in ("vlm", "gpt", "gold", "random"):
+    for model in ("vlm", "served", "gpt", "gold", "random"):
         assert jobs["predict", model]["group"] == jobs["score", model]["group"] == "model"
     assert jobs["sample", None]["group"] is None
 
@@ -167,6 +184,38 @@ def test_slurm_profile_sizes_jobs_by_model_kind_and_groups_scoring(tmp_path):
     jobs = dry_run_on_slurm(tmp_path)
     for job in jobs.values():
         assert not {"slurm_partition", "slurm_account"} & set(job["resources"]), job
+
+
+@pytest.mark.slow  # a dry run of the whole paper DAG
+def test_the_paper_plans_on_slurm_with_gpus_for_the_qwen_models_and_no_server_to_start(tmp_path):
+    # One command runs the paper's four models: the two Qwen models' jobs start their own
+    # vLLM servers on four GPUs each, so nothing needs a hand-started server or its address.
+    result = snakemake(
+        tmp_path,
+        "-n",
+        "--workflow-profile",
+        "workflow/profiles/slurm",
+        "--configfile",
+        "config/paper.yaml",
+    )
+    assert result.returncode == 0, tail(result)
+    jobs = planned_jobs(result.stdout + result.stderr)
+    predict = {}
+    for job in jobs:
+        if job["rule"] == "predict":
+            predict.setdefault(job["wildcards"]["model"], []).append(job["resources"])
+    for model in ("qwen2.5-vl-72b", "qwen2-vl-72b"):
+        assert len(predict[model]) == 3, model  # the three tasks
+        for resources in predict[model]:
+            assert (resources["gpu"], resources["mem_mb"]) == ("4", "128000")
+            assert not any(v == "1" for k, v in resources.items() if k.startswith("api_"))
+    for model in ("gpt-4o", "gemini-2.0-flash"):
+        assert {r["gpu"] for r in predict[model]} == {"0"}
+    # The estimate prints the managed models' tokens and time (with their GPU time).
+    output = result.stdout + result.stderr
+    assert re.search(
+        r"qwen2\.5-vl-72b\s+\(all\)\s+2,718\s+2,718\s+[\d,]+\s+[\d,]+\s+-\s+.*GPU", output
+    )
 
 
 # A stand-in for the prediction rule: its GPU claim per model as the real rule makes it
@@ -307,9 +356,27 @@ def cluster(timings):
 @pytest.fixture(scope="module")
 def runs(cluster, timings, tmp_path_factory) -> dict:
     """The same targets run locally and through the SLURM profile."""
-    config = tmp_path_factory.mktemp("config") / "small.yaml"
-    config.write_text(yaml.safe_dump(SMALL_CONFIG))
+    folder = tmp_path_factory.mktemp("config")
+    vllm = folder / "vllm"
+    vllm.write_text(f'#!/bin/sh\nexec "{sys.executable}" "{ROOT}/tests/vllm_stand_in.py" "$@"\n')
+    vllm.chmod(0o755)
+    served = {
+        "adapter": "vllm",
+        "tasks": ["localization"],
+        "box_format": "qwen25_bbox_2d",
+        "prompts": {"localization": "config/prompts/localization-qwen25-v1.txt"},
+        "settings": {
+            "model": "Qwen/Qwen2.5-VL-7B-Instruct",
+            "serve": {"gpus": 0, "mem_mb": 1000, "executable": str(vllm)},
+        },
+    }
+    config = folder / "small.yaml"
+    config.write_text(
+        yaml.safe_dump({**SMALL_CONFIG, "models": {**SMALL_CONFIG["models"], SERVED: served}})
+    )
     local, on_slurm = tmp_path_factory.mktemp("local"), tmp_path_factory.mktemp("slurm")
+    # Where each run's stand-in server writes its pids, to check that none is left.
+    pids = {"local": folder / "pids-local.json", "slurm": folder / "pids-slurm.json"}
 
     # The local reference run shares the machine with the SLURM run (whose main process
     # mostly sleeps between status checks) instead of adding its full length.
@@ -319,7 +386,7 @@ def runs(cluster, timings, tmp_path_factory) -> dict:
         local_run = subprocess.Popen(
             snakemake_command(local, *TARGETS, "--cores", "1", "--configfile", str(config)),
             cwd=ROOT,
-            env=clean_env(),
+            env={**clean_env(), "VLLM_STAND_IN_PIDS": str(pids["local"])},
             stdin=subprocess.DEVNULL,
             stdout=log_file,
             stderr=subprocess.STDOUT,
@@ -335,7 +402,11 @@ def runs(cluster, timings, tmp_path_factory) -> dict:
             # Poll every few seconds instead of the cluster default; this cluster is idle.
             "--slurm-init-seconds-before-status-checks",
             "2",
-            env={"NOVA_SLURM_ACCOUNT": cluster.account, "NOVA_SLURM_PARTITION": cluster.partition},
+            env={
+                "NOVA_SLURM_ACCOUNT": cluster.account,
+                "NOVA_SLURM_PARTITION": cluster.partition,
+                "VLLM_STAND_IN_PIDS": str(pids["slurm"]),
+            },
         )
         timings["slurm_run"] = time.monotonic() - start
         local_returncode = local_run.wait(RUN_TIMEOUT_S + 30)
@@ -347,7 +418,7 @@ def runs(cluster, timings, tmp_path_factory) -> dict:
     log = result.stdout + result.stderr
     assert result.returncode == 0, f"{tail(result)}\n{cluster.logs()}"
     assert local_returncode == 0, local_log.read_text()[-6000:]
-    return {"local": local, "slurm": on_slurm, "log": log}
+    return {"local": local, "slurm": on_slurm, "log": log, "pids": pids}
 
 
 @pytest.mark.slow
@@ -359,7 +430,7 @@ def test_every_job_ran_as_a_slurm_job_recorded_in_accounting(cluster, runs):
     run_id = run_id.group(1)
     submitted = set(re.findall(r"submitted with SLURM jobid (\d+)", log))
     # sample, dataset, and one job per model holding its predict and score jobs
-    assert len(submitted) == 2 + len(MODELS)
+    assert len(submitted) == 2 + len(CLUSTER_MODELS)
 
     # slurmdbd records asynchronously; give it a moment.
     deadline = time.monotonic() + 30
@@ -377,7 +448,7 @@ def test_every_job_ran_as_a_slurm_job_recorded_in_accounting(cluster, runs):
         assert Path(record["WorkDir"]) == runs["slurm"]
     comments = sorted(r["Comment"] for r in records)
     assert comments == sorted(
-        ["rule_sample", "rule_dataset"] + ["rule_model_predict_score"] * len(MODELS)
+        ["rule_sample", "rule_dataset"] + ["rule_model_predict_score"] * len(CLUSTER_MODELS)
     )
 
 
@@ -393,5 +464,30 @@ def test_slurm_outputs_equal_a_local_run(runs):
         assert (runs["slurm"] / predictions).read_bytes() == (
             runs["local"] / predictions
         ).read_bytes()
+
+    # The managed model's answers (their latencies aside) and scores equal a local run's.
+    def answers(root: Path) -> list:
+        lines = (root / f"results/sample/predictions/localization/{SERVED}.jsonl").read_text()
+        records = [json.loads(line) for line in lines.splitlines()]
+        return [(r["filename"], r["status"], r["raw"], r["parsed"]) for r in records]
+
+    assert answers(runs["slurm"]) == answers(runs["local"])
+    assert {status for _, status, _, _ in answers(runs["slurm"])} == {"ok"}
+    name = f"results/sample/scores/localization/{SERVED}.images.csv"
+    assert (runs["slurm"] / name).read_bytes() == (runs["local"] / name).read_bytes()
     gold = json.loads((runs["slurm"] / TARGETS[0]).read_text())["metrics"]
     assert gold["mAP@30"] == pytest.approx(100.0)
+
+
+@pytest.mark.slow
+@pytest.mark.slurm
+def test_no_vllm_server_outlives_its_slurm_job(runs):
+    from test_vllm_serving import alive
+
+    for where, pids in runs["pids"].items():
+        record = json.loads(pids.read_text())  # the server ran ...
+        assert record["argv"][:2] == ["serve", "Qwen/Qwen2.5-VL-7B-Instruct"], where
+        # ... and neither it nor its worker is left once its job is done
+        assert not alive(record["server"]) and not alive(record["worker"]), where
+    leftovers = list((runs["slurm"] / "results" / "servers").glob("*"))
+    assert not leftovers, leftovers

@@ -14,6 +14,7 @@ that family would write for :data:`BOX`, in the family's own box convention.
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -22,6 +23,11 @@ from typing import Any
 import torch
 import transformers
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers
+
+#: Where the tiny-family tests run their models: ``cpu`` here and in CI;
+#: ``NOVA_HF_TEST_DEVICE=cuda`` runs them on a GPU (scripts/benchmarks/gpu_hf_local.py
+#: --tiny-tests does).
+DEVICE = os.environ.get("NOVA_HF_TEST_DEVICE", "cpu")
 
 #: The box every family's scripted answer describes, in pixels of a 480x480 slice:
 #: x 120..240, y 60..180 (x, y, width, height).

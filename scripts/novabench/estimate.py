@@ -22,7 +22,10 @@ some, else text at ~4 characters per token plus the image rule of the model's fa
 (novabench.tokens) and a per-task default answer length. Dollars: the model's price
 (``settings.price_per_million_*``, else ``info.price_usd_per_million_tokens``). Time:
 ``ceil(requests / concurrency) x latency`` per job, with the latency of ``info.latency_s``
-or an assumed default. Local models (``hf_local``) get requests and GPU time only.
+or an assumed default. Local models (``hf_local``) get requests and GPU time only. A model
+whose job starts its own vLLM server (``vllm``) is estimated as a service, plus the
+server's start (``info.startup_s``) once per job with requests to send, and GPU time: the
+job's wall time on its ``serve.gpus`` GPUs.
 """
 
 from __future__ import annotations
@@ -51,7 +54,8 @@ DEFAULT_IMAGE_TOKENS = 1000  # a model of unknown family
 # Characters of a text placeholder ({clinical_history}, {findings}) before the dataset is
 # built: NOVA's histories and captions are a few sentences.
 PLACEHOLDER_CHARS = 300
-SERVICE_ADAPTERS = ("openai_compatible",)
+SERVICE_ADAPTERS = ("openai_compatible", "vllm")
+DEFAULT_STARTUP_S = 600.0  # a managed vLLM server loading a large model, when info gives none
 LOCAL_ADAPTERS = ("hf_local",)
 
 
@@ -289,7 +293,20 @@ def _api_job(
         latency = DEFAULT_LATENCY_S
         estimate.notes.append(f"latency assumed {latency:g} s per request (set info.latency_s)")
     estimate.wall_s = math.ceil(to_send / adapter.config["concurrency"]) * latency
+    if model["adapter"] == "vllm":
+        _managed_server(estimate, adapter, info)
     return estimate
+
+
+def _managed_server(estimate: JobEstimate, adapter: Any, info: Mapping[str, Any]) -> None:
+    """A job that starts its own vLLM server: its start, and the GPUs it holds meanwhile."""
+    if estimate.to_send:
+        startup = info.get("startup_s")
+        if startup is None:
+            startup = DEFAULT_STARTUP_S
+            estimate.notes.append(f"server start assumed {duration(startup)} (set info.startup_s)")
+        estimate.wall_s += startup
+    estimate.gpu_s = estimate.wall_s * max(1, int(adapter.serve["gpus"]))
 
 
 def _local_job(plan: Plan, job: tuple[str, str], size: int, workdir: Path) -> JobEstimate:

@@ -159,16 +159,19 @@ def predict_inputs(wildcards):
 
 
 def predict_env(wildcards):
-    """Local transformers models (hf_local) need torch; the rest run in the light env."""
-    if PLAN.model(wildcards.model)["adapter"] == "hf_local":
+    """Local transformers models (hf_local) need torch, a managed vLLM server (vllm) vLLM;
+    the rest run in the light env."""
+    adapter = PLAN.model(wildcards.model)["adapter"]
+    if adapter == "hf_local":
         return "../../envs/local-vlm.yaml"
+    if adapter == "vllm":
+        return "../../envs/vllm.yaml"
     return "../../envs/inference.yaml"
 
 
-def predict_gpus(wildcards):
-    from novabench.models.hf_local import job_gpus
-
-    return job_gpus(PLAN.model(wildcards.model))
+def predict_resource(what):
+    """One of a prediction job's resources (gpu, cpus, mem_mb), per model."""
+    return lambda wildcards: PLAN.predict_resources(wildcards.model)[what]
 
 
 def api_resources(what):

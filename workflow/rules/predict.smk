@@ -15,12 +15,13 @@ rule predict:
         predict_env
     resources:
         **api_resources("models"),
-        # GPUs for local VLMs (0 for other models): the SLURM executor asks for --gpus=N;
-        # `--resources gpu=1` on a workstation runs one such job at a time.
-        gpu=predict_gpus,
-        # Host memory (MB) a cluster job asks for: a local VLM passes its weights through
-        # host memory on loading; an API job holds little more than the dataset.
-        mem_mb=lambda wildcards: 32000 if predict_gpus(wildcards) else 2000,
+        # GPUs of a local VLM or a managed vLLM server (0 for other models): the SLURM
+        # executor asks for --gpus=N; `--resources gpu=1` on a workstation runs one such
+        # job at a time. CPUs and host memory (MB) for a cluster job, sized per model
+        # (novabench.config.Plan.predict_resources).
+        gpu=predict_resource("gpu"),
+        cpus_per_task=predict_resource("cpus"),
+        mem_mb=predict_resource("mem_mb"),
     params:
         code=job_code("predict"),
         # Without its `info` block: a new price or date re-runs nothing.
