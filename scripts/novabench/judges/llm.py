@@ -550,9 +550,7 @@ class LLMDiagnosisJudge(_LLMJudge):
     def judge_ranked(self, ranked: Sequence[str], reference: str) -> RankedVerdict:
         return self.judge_ranked_many([(ranked, reference)])[0]
 
-    def judge_ranked_many(
-        self, pairs: Sequence[tuple[Sequence[str], str]]
-    ) -> list[RankedVerdict]:
+    def judge_ranked_many(self, pairs: Sequence[tuple[Sequence[str], str]]) -> list[RankedVerdict]:
         """Each pair's verdict; a failed request or an unreadable answer is undecided and
         marked ``failed`` (counted, never taken as "no match")."""
         out = []
@@ -569,9 +567,7 @@ class LLMDiagnosisJudge(_LLMJudge):
         self, pairs: Sequence[tuple[Sequence[str], str]]
     ) -> list[tuple[bool, bool]]:
         """(Top-1, Top-5) correctness of each (ranked candidates, reference) pair."""
-        return [
-            (rank == 1, rank is not None and 1 <= rank <= 5) for rank in self._ranks(pairs)
-        ]
+        return [(rank == 1, rank is not None and 1 <= rank <= 5) for rank in self._ranks(pairs)]
 
     def _ranks(self, pairs: Sequence[tuple[Sequence[str], str]]) -> list[int | None]:
         """Per pair, the rank of the first candidate that names the reference (0: none
