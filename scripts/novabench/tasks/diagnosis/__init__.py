@@ -146,12 +146,15 @@ class Diagnosis(Task):
         return f"Entropy of the reference labels: {values[-1]:.2f} bits."
 
     def judge_labels(self, judge: Any, reference: Any, record: Mapping[str, Any]) -> dict:
+        from novabench.judges.base import judge_ranked
+
         parsed = record.get("parsed") or {}
         ranked = list(parsed.get("ranked") or [])[:5] if record["status"] == "ok" else []
-        top1, top5 = (
-            judge.match_ranked(ranked, str(reference.final_diagnosis)) if ranked else (0, 0)
-        )
-        return {"top1_correct": bool(top1), "top5_correct": bool(top5)}
+        if not ranked:
+            return {"top1_correct": False, "top5_correct": False}
+        # The scored values, as the scorer counts them: undecided is no match.
+        verdict = judge_ranked(judge, [(ranked, str(reference.final_diagnosis))])[0]
+        return {"top1_correct": verdict.top1 == "match", "top5_correct": verdict.top5 == "match"}
 
 
 def diagnosis_labeler(judge: Mapping[str, Any] | None):
