@@ -1354,13 +1354,12 @@ class DiagnosisMatcher:
                 return decided(at, False)
         # Any name of the reference matches: one no match while another name of it is
         # undecided leaves the pair undecided.
-        undecided = (
-            "undecided.alternative"
-            if open_alternative and any(fired[at].matched is False for at in verdicts)
-            else next((fired[at].rule for at in verdicts if fired[at].matched is None), "undecided")
-        )
-        if undecided == "undecided.alternative":
+        if open_alternative and any(fired[at].matched is False for at in verdicts):
+            undecided = "undecided.alternative"
             fired.append(RuleFiring(undecided, None, predictions[0].text, references[0].text))
+        else:
+            open_rules = (fired[at].rule for at in verdicts if fired[at].matched is None)
+            undecided = next(open_rules, "undecided")
         if not self.embedding_fallback or not predictions or not references:
             return MatchDecision(False, undecided, fired=tuple(fired))
         candidates = [r for r, names in zip(references, naming, strict=True) if names] or references
