@@ -34,9 +34,11 @@ def score_file(path: Path, verdicts: list[tuple[bool, bool]], n_failed: int = 0)
     for i, (top1, top5) in enumerate(verdicts):
         ranked = [f"diagnosis {i}", "glioma", "abscess"]
         rows.append([f"img{i:03d}.png", f"case{i // 3}", "glioma", ranked[0]])
-        rows[-1] += [" | ".join(ranked), top1, top5, "ok"]
+        three = ["match" if v else "no_match" for v in (top1, top5)]
+        rows[-1] += [" | ".join(ranked), top1, top5, *three, "exact", False, "ok"]
     for j in range(n_failed):
-        rows.append([f"fail{j:03d}.png", "casef", "glioma", "", "", False, False, "parse_error"])
+        rows.append([f"fail{j:03d}.png", "casef", "glioma", "", "", False, False])
+        rows[-1] += ["", "", "", False, "parse_error"]
     pd.DataFrame(rows, columns=SCORE_COLUMNS).to_csv(path, index=False)
     return path
 
@@ -221,8 +223,9 @@ def test_the_draw_is_seeded_stratified_and_skips_unanswered_images(tmp_path):
 def test_a_verdict_column_with_undecided_reads_as_its_own_stratum(tmp_path):
     scores = score_file(tmp_path / "m.images.csv", [(True, True), (False, False)] * 3)
     frame = pd.read_csv(scores)
-    frame["top1_correct"] = ["match", "no match", "undecided", "no match", "match", "no match"]
-    frame["top5_correct"] = ["match", "no match", "undecided", "undecided", "match", "no match"]
+    # The scorer's verdict columns (the scored columns stay True / False).
+    frame["top1_verdict"] = ["match", "no_match", "undecided", "no_match", "match", "no_match"]
+    frame["top5_verdict"] = ["match", "no_match", "undecided", "undecided", "match", "no_match"]
     frame.to_csv(scores, index=False)
     judged = read_judged(scores)
     assert sorted(set(judged["stratum"])) == [

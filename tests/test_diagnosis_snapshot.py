@@ -92,6 +92,23 @@ def test_a_mismatch_lists_each_moved_pair_and_the_rewrite_command() -> None:
     assert snap.moved(old, old) == []
 
 
+def test_three_valued_verdicts_move_and_read_old_snapshots() -> None:
+    # A snapshot of two-valued verdicts (True / False) against one of three values.
+    old = [_row(1, True, "concept.same"), _row(2, False, "concept.different"), _row(3, True, "x")]
+    new = [
+        _row(1, "undecided", "undecided.unknown-kind"),
+        _row(2, "no_match", "concept.different"),
+        _row(3, "match", "x"),
+    ]
+    assert [line for line, _ in snap.moved(old, new)] == [
+        "diagnosis-2:1 d2-001 'GBM' vs 'Glioblastoma': match -> undecided; "
+        "rule concept.same -> undecided.unknown-kind"
+    ]
+    rows = snap.read_snapshot(SNAPSHOT)
+    assert {r["verdict"] for r in rows} == {"match", "no_match", "undecided"}
+    assert all(r["verdict"] == "undecided" for r in rows if r["rule"].startswith("undecided"))
+
+
 def test_an_edited_validation_set_is_named_as_such() -> None:
     old = [_row(1, True, "concept.same"), _row(2, True, "concept.same")]
     new = [_row(1, True, "concept.same", prediction="glioblastoma")]

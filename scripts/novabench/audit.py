@@ -41,6 +41,8 @@ METRICS = ("Top-1", "Top-5")
 JUDGE_COLUMNS = {"Top-1": "judge_top1", "Top-5": "judge_top5"}
 HUMAN_COLUMNS = {"Top-1": "human_top1", "Top-5": "human_top5"}
 SCORE_COLUMNS = {"Top-1": "top1_correct", "Top-5": "top5_correct"}
+# The judge's three-valued verdicts, where the score file has them (empty: no answer).
+VERDICT_COLUMNS = {"Top-1": "top1_verdict", "Top-5": "top5_verdict"}
 SHEET_COLUMNS = (
     "item",
     "filename",
@@ -76,7 +78,7 @@ def verdict(value: Any) -> str:
     text = str(value).strip().casefold()
     if text in ("true", "1", "1.0", MATCH):
         return MATCH
-    if text in ("false", "0", "0.0", NO_MATCH):
+    if text in ("false", "0", "0.0", NO_MATCH, "no_match"):
         return NO_MATCH
     if text == UNDECIDED:
         return UNDECIDED
@@ -109,7 +111,12 @@ def read_judged(path: Path) -> pd.DataFrame:
         raise NovaError(f"{path} holds no images", "score the model's diagnoses first")
     frame = frame.sort_values("filename", kind="stable").reset_index(drop=True)
     for metric, column in SCORE_COLUMNS.items():
-        frame[JUDGE_COLUMNS[metric]] = [verdict(v) for v in frame[column]]
+        # The three-valued verdict where the scorer wrote one: an undecided image is a
+        # stratum of its own, not hidden among the no matches.
+        three = frame.get(VERDICT_COLUMNS[metric], pd.Series("", index=frame.index))
+        frame[JUDGE_COLUMNS[metric]] = [
+            verdict(v or scored) for v, scored in zip(three, frame[column], strict=True)
+        ]
     frame["stratum"] = [
         f"top-1 {t1}, top-5 {t5}"
         for t1, t5 in zip(frame["judge_top1"], frame["judge_top5"], strict=True)

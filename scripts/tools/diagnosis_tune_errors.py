@@ -28,16 +28,20 @@ TUNING_SETS = ("diagnoses", "diagnoses-2", "diagnoses-3", "diagnoses-4", "diagno
 SEALED = {"diagnoses-5"}
 
 
-def counts(rows: list[dict], verdicts: list[bool]) -> str:
-    tp = sum(v and r["match"] for r, v in zip(rows, verdicts, strict=True))
-    fp = sum(v and not r["match"] for r, v in zip(rows, verdicts, strict=True))
-    pos = sum(r["match"] for r in rows)
-    neg = len(rows) - pos
-    fn = pos - tp
-    acc = (len(rows) - fp - fn) / len(rows)
+def counts(rows: list[dict], verdicts: list[str]) -> str:
+    """Undecided pairs apart; accuracy, false matches and misses over the decided ones."""
+    pairs = list(zip(rows, verdicts, strict=True))
+    undecided = sum(v == "undecided" for _, v in pairs)
+    decided = [(r, v == "match") for r, v in pairs if v != "undecided"]
+    fp = sum(v and not r["match"] for r, v in decided)
+    fn = sum(not v and r["match"] for r, v in decided)
+    pos = sum(r["match"] for r, _ in decided)
+    neg = len(decided) - pos
+    acc = (len(decided) - fp - fn) / max(len(decided), 1)
     return (
-        f"n={len(rows)} accuracy={acc:.1%} false-match={fp}/{neg}={fp / neg:.1%} "
-        f"missed={fn}/{pos}={fn / pos:.1%}"
+        f"n={len(rows)} undecided={undecided}/{len(rows)}={undecided / len(rows):.1%} "
+        f"decided accuracy={acc:.1%} false-match={fp}/{neg}={fp / max(neg, 1):.1%} "
+        f"missed={fn}/{pos}={fn / max(pos, 1):.1%}"
     )
 
 
@@ -54,13 +58,16 @@ def main() -> int:
     if args.name in SEALED:
         rows = [r for r in rows if r["split"] == "tune"]
     decisions = [matcher.explain(r["prediction"], r["reference"]) for r in rows]
-    print(f"{args.name}: {counts(rows, [d.matched for d in decisions])}")
+    print(f"{args.name}: {counts(rows, [d.verdict for d in decisions])}")
     for row, decision in zip(rows, decisions, strict=True):
-        if args.counts_only or decision.matched == row["match"]:
+        if args.counts_only or (
+            decision.verdict != "undecided" and decision.matched == row["match"]
+        ):
             continue
         if args.phenomenon and row["phenomenon"] != args.phenomenon:
             continue
         kind = "FALSE MATCH" if decision.matched else "MISSED"
+        kind = "UNDECIDED" if decision.verdict == "undecided" else kind
         print(
             f"{row['id']} {kind:11} [{row['phenomenon']}] {row['reference']!r} <- "
             f"{row['prediction']!r} ({decision.rule}"

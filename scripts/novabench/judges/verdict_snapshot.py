@@ -2,10 +2,11 @@
 
 One JSON line per pair of every diagnosis validation set (``VALIDATION_SETS``), in file
 order: the set, the pair's line and id, prediction, reference, the configured matcher's
-verdict and the rule that decided it. The committed snapshot is a test's expected output,
-so a change to the matcher or its tables shows exactly which verdicts it moves; it lives
-with the tests (the tool names it), not with the package. Only the
-texts are read; the hand labels play no part in building or running the matcher.
+verdict (match, no_match or undecided) and the rule that decided it. The committed
+snapshot is a test's expected output, so a change to the matcher or its tables shows
+exactly which verdicts it moves; it lives with the tests (the tool names it), not with
+the package. Only the texts are read; the hand labels play no part in building or
+running the matcher.
 
     python scripts/tools/judge_snapshots.py diagnosis          # rewrite the snapshot
     python scripts/tools/judge_snapshots.py diagnosis --check  # list the moved verdicts
@@ -76,7 +77,7 @@ def snapshot_rows(
                     "id": pair["id"],
                     "prediction": pair["prediction"],
                     "reference": pair["reference"],
-                    "verdict": bool(decision.matched),
+                    "verdict": _three_valued(decision),
                     "rule": decision.rule,
                 }
             )
@@ -95,8 +96,18 @@ def read_snapshot(path: Path) -> list[dict[str, Any]]:
     return [json.loads(line) for line in text.splitlines() if line.strip()]
 
 
-def _verdict(value: bool) -> str:
-    return "match" if value else "no match"
+def _three_valued(decision: Any) -> str:
+    """match / no_match / undecided; a judge without three values gives two."""
+    verdict = getattr(decision, "verdict", None)
+    return verdict or ("match" if decision.matched else "no_match")
+
+
+def _verdict(value: bool | str) -> str:
+    """As the report writes it; a snapshot written before verdicts had three values
+    holds True / False."""
+    if isinstance(value, bool):
+        return "match" if value else "no match"
+    return value.replace("_", " ")
 
 
 EDITED = "the pair itself changed: the validation set was edited"
@@ -127,9 +138,9 @@ def moved(
         if a is None or b is None:
             out.append((f"{where} {EDITED}", True))
             continue
-        if (a["verdict"], a["rule"]) == (b["verdict"], b["rule"]):
+        if (_verdict(a["verdict"]), a["rule"]) == (_verdict(b["verdict"]), b["rule"]):
             continue
-        flipped = a["verdict"] != b["verdict"]
+        flipped = _verdict(a["verdict"]) != _verdict(b["verdict"])
         verdict = _verdict(a["verdict"])
         if flipped:
             verdict += f" -> {_verdict(b['verdict'])}"

@@ -233,7 +233,7 @@ def plot_metric_bars(task: str, statistics: pd.DataFrame, png: Path, pdf: Path) 
 
     apply_style()
     # Counts are left out: another scale.
-    columns = [m for m in get_task(task).table_metrics if m.decimals != 0]
+    columns = [m for m in get_task(task).table_metrics if m.decimals != 0 and m.figure]
     names = list(dict.fromkeys(statistics["model"]))
     if not names:
         placeholder(f"No {task} scores.", png, pdf)

@@ -608,7 +608,23 @@ def _summary_cell(table: pd.DataFrame, name: str, column: Metric | None) -> str:
         return failures.failure_summary(values, statuses) + (f" {MARK}" if _flagged(row) else "")
     value, ci, best = _cell_parts(row, column)
     text = f"**{value}**" if best else value
-    return f"{text} {ci}" if ci else text
+    text = f"{text} {ci}" if ci else text
+    # A score the judge's undecided verdicts leave open shows its upper bound beside it.
+    upper = row.get(f"{column.key}_upper", math.nan)
+    if not pd.isna(upper) and not pd.isna(row[column.key]):
+        text += f" (≤ {_number(upper, column.decimals)})"
+    return text
+
+
+BOUND_NOTE = (
+    " (≤ x): the upper bound of a judged score, the judge's undecided verdicts counted as "
+    "matches (the score counts them as no match); Undecided: their share of the images."
+)
+
+
+def _bounded(task: str, column: Metric | None) -> bool:
+    """The column is a score with an upper bound (``<key>_upper``) in its task."""
+    return column is not None and get_task(task).metric(f"{column.key}_upper") is not None
 
 
 def summary_markdown(
@@ -638,7 +654,9 @@ def summary_markdown(
         f"# Summary across tasks on {md_text(dataset)}",
         "",
         "Values with 95% case-bootstrap CIs; per-task tables hold every metric. Answered: "
-        "share of images with a readable answer, then the failures that make up the rest.",
+        "share of images with a readable answer, then the failures that make up the rest."
+        + BOUND_NOTE
+        * any(_bounded(task, column) for task, column in columns),
         "",
         md_row(header),
         md_row(["---", "---", *("---:" for _ in columns)]),

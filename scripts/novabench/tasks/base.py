@@ -39,6 +39,7 @@ class Metric:
     headline: bool = False  # one of the task's columns in the across-task summary
     table: bool = True  # a column of the task's table (else only in the statistics)
     interval: bool = True  # whether a bootstrap CI is defined
+    figure: bool = True  # a panel of the task's metric figure (a bound is no panel of its own)
     # Largest |bootstrap point estimate - score file| accepted, relative to max(1, |value|).
     tolerance: float = 1e-6
 

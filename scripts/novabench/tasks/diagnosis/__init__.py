@@ -20,7 +20,11 @@ class Diagnosis(Task):
     title = "Diagnostic reasoning"
     caption = (
         "Top-1/Top-5: the reference diagnosis is the first / among the five ranked answers, "
-        "as decided by the judge. Coverage: distinct predicted top-1 labels over distinct "
+        "as decided by the judge, an undecided verdict counted as no match. Undecided: share "
+        "of images whose verdict the judge left undecided (it says so rather than guess); "
+        "Top-1/Top-5 upper: the same scores with undecided verdicts counted as matches, so "
+        "the true value lies between the score and its upper bound when the judge's decided "
+        "verdicts are right. Coverage: distinct predicted top-1 labels over distinct "
         "reference labels, at most 100 (the paper's definition; wrong labels count too). "
         "Label recall: share of distinct reference labels predicted correctly (top-1) at "
         "least once. Entropy: Shannon entropy (bits) of the predicted top-1 labels; no CI, "
@@ -29,6 +33,13 @@ class Diagnosis(Task):
     metrics = (
         Metric("Top-1", "Top-1", headline=True),
         Metric("Top-5", "Top-5", headline=True),
+        # The judge's uncertainty beside the scores: no best, no CI, no figure panel.
+        Metric("Top-1_upper", "Top-1 upper", None, interval=False, figure=False),
+        Metric("Top-5_upper", "Top-5 upper", None, interval=False, figure=False),
+        Metric("Undecided_top1", "Undecided top-1", None, headline=True, interval=False,
+               figure=False),
+        Metric("Undecided_top5", "Undecided top-5", None, headline=True, interval=False,
+               figure=False),
         Metric("Coverage", "Coverage"),
         Metric("Label_recall", "Label recall"),
         # No "better": Entropy is read against the reference labels' entropy. No CI: the
@@ -145,12 +156,15 @@ class Diagnosis(Task):
         return pairs
 
     def judge_labels(self, judge: Any, reference: Any, record: Mapping[str, Any]) -> dict:
+        from novabench.judges.base import judge_ranked
+
         parsed = record.get("parsed") or {}
         ranked = list(parsed.get("ranked") or [])[:5] if record["status"] == "ok" else []
-        top1, top5 = (
-            judge.match_ranked(ranked, str(reference.final_diagnosis)) if ranked else (0, 0)
-        )
-        return {"top1_correct": bool(top1), "top5_correct": bool(top5)}
+        if not ranked:
+            return {"top1_correct": False, "top5_correct": False}
+        # The scored values, as the scorer counts them: undecided is no match.
+        verdict = judge_ranked(judge, [(ranked, str(reference.final_diagnosis))])[0]
+        return {"top1_correct": verdict.top1 == "match", "top5_correct": verdict.top5 == "match"}
 
 
 def diagnosis_labeler(judge: Mapping[str, Any] | None):

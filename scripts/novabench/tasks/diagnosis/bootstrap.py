@@ -53,7 +53,8 @@ def diagnosis_replicates(
 ) -> dict[str, np.ndarray]:
     """Every diagnosis table metric under each weight vector.
 
-    Top-1/Top-5 at image level (every image counts; errors are wrong) and case level (the
+    Top-1/Top-5, their upper bounds (undecided verdicts as matches) and the undecided
+    shares at image level (every image counts; errors are wrong) and case level (the
     mean over drawn cases of the per-case accuracy); the headline ``Top-1``/``Top-5`` is
     the level ``unit`` names, as in the scorer. Coverage counts distinct labels among the
     drawn images; Label recall, the drawn reference labels with a drawn top-1 hit; Entropy
@@ -65,12 +66,21 @@ def diagnosis_replicates(
     case_size = per_image.groupby("case_id")["case_id"].transform("size").to_numpy(dtype=float)
     per_case_weights = w / case_size
     out: dict[str, np.ndarray] = {}
+    level = "case" if unit == "case" else "image"
     for k in ("1", "5"):
         correct = per_image[f"top{k}_correct"].astype("boolean").fillna(False)
         correct = correct.to_numpy(dtype=float)
-        out[f"Top-{k}_image"] = weighted_mean(w, correct, 100.0)
-        out[f"Top-{k}_case"] = weighted_mean(per_case_weights, correct, 100.0)
-        out[f"Top-{k}"] = out[f"Top-{k}_{'case' if unit == 'case' else 'image'}"]
+        values = {f"Top-{k}": correct}
+        # The judge's undecided verdicts (score files written before there were three
+        # values have no verdict column, and no bounds).
+        if f"top{k}_verdict" in per_image:
+            undecided = (per_image[f"top{k}_verdict"] == "undecided").to_numpy(dtype=float)
+            values[f"Top-{k}_upper"] = correct + undecided
+            values[f"Undecided_top{k}"] = undecided
+        for key, per in values.items():
+            out[f"{key}_image"] = weighted_mean(w, per, 100.0)
+            out[f"{key}_case"] = weighted_mean(per_case_weights, per, 100.0)
+            out[key] = out[f"{key}_{level}"]
     predicted, n_predicted = _label_codes(predicted_labels)
     reference, n_reference = _label_codes(list(reference_labels))
     drawn = (weights > 0).astype(float)

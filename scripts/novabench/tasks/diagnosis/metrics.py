@@ -8,6 +8,14 @@ Definitions (NOVA paper, with this project's documented choices):
   wrong answers and are also reported separately (``parse_error_rate``, ``refusal_rate``,
   ``error_rate``, ``missing_rate``, percent of images, with the counts; see
   ``novabench.metrics.status``).
+* **Undecided**: a judge answers match, no match or undecided (novabench.judges.base
+  ``RankedVerdict``); ``Top-1``/``Top-5`` count an undecided verdict as no match, so they
+  stay comparable with earlier runs, and ``Top-1_upper``/``Top-5_upper`` count it as a
+  match: the judge's own uncertainty is the gap between the two (``Undecided_top1``,
+  ``Undecided_top5``: percent of images, with the counts). An image without an answer is
+  a wrong answer, never undecided. Judge failures (a request that failed, an unreadable
+  judge answer) are undecided and counted (``n_judge_failed``); ``decided_by`` counts the
+  images each judge decided (a cascade names its stages).
 * **Case level**: ``Top-1_case`` is the mean over cases of the per-case image accuracy,
   so a case with 17 images weighs as much as a case with one. ``unit="case"`` makes the
   case-level numbers the headline ``Top-1``/``Top-5``; both levels are always reported.
@@ -35,6 +43,7 @@ import pandas as pd
 from scipy.stats import entropy
 
 from novabench.errors import ConfigError, NovaError
+from novabench.judges.base import RankedVerdict, judge_ranked
 from novabench.metrics.status import RATE_STATUSES, STATUSES, status_summary
 
 UNITS = ("image", "case")
@@ -47,19 +56,24 @@ COLUMNS = (
     "predictions",
     "top1_correct",
     "top5_correct",
+    "top1_verdict",
+    "top5_verdict",
+    "decided_by",
+    "judge_failed",
     "status",
 )
+# The verdict columns: match / no_match / undecided; empty for an image without an answer.
+VERDICT_COLUMNS = {"1": "top1_verdict", "5": "top5_verdict"}
 
 
 class DiagnosisJudge(Protocol):
-    """What the scorer needs from a judge.
+    """What the scorer needs from a judge (read by novabench.judges.base.judge_ranked).
 
-    A judge may also have ``match_ranked_many(pairs) -> list[(top1, top5)]`` for
-    ``(ranked, reference)`` pairs; it is then given every image at once (an LLM judge
-    sends its requests concurrently).
+    ``judge_ranked(ranked, reference) -> RankedVerdict``, or ``judge_ranked_many(pairs)``
+    for every ``(ranked, reference)`` pair at once (an LLM judge sends its requests
+    concurrently); a two-valued judge's ``match_ranked`` / ``match_ranked_many`` is read
+    too, every verdict of it decided.
     """
-
-    def match_ranked(self, ranked: Sequence[str], reference: str) -> tuple[bool, bool]: ...
 
     def identity(self) -> dict[str, Any]: ...
 
@@ -127,28 +141,26 @@ def _ranked_lists(entries: list[dict[str, Any]]) -> list[list[str]]:
 
 def _verdicts(
     judge: DiagnosisJudge, entries: list[dict[str, Any]], ranked_lists: list[list[str]]
-) -> list[tuple[bool, bool]]:
-    """The judge's (top1, top5) per image; (0, 0) for an image without a ranking."""
+) -> list[RankedVerdict | None]:
+    """The judge's verdict per image; None for an image without a ranking (nothing to
+    judge: a wrong answer, not an undecided one)."""
     judged = [
         (ranked, str(record["reference"]))
         for record, ranked in zip(entries, ranked_lists, strict=True)
         if ranked
     ]
-    match_ranked_many = getattr(judge, "match_ranked_many", None)
-    if match_ranked_many is not None:
-        verdicts = iter(list(match_ranked_many(judged)))
-    else:
-        verdicts = iter([judge.match_ranked(ranked, reference) for ranked, reference in judged])
-    return [next(verdicts) if ranked else (0, 0) for ranked in ranked_lists]
+    name = str((judge.identity() or {}).get("name", ""))
+    verdicts = iter(judge_ranked(judge, judged, name))
+    return [next(verdicts) if ranked else None for ranked in ranked_lists]
 
 
 def _per_image_table(
     entries: list[dict[str, Any]],
     ranked_lists: list[list[str]],
-    verdicts: list[tuple[bool, bool]],
+    verdicts: list[RankedVerdict | None],
 ) -> pd.DataFrame:
     rows = []
-    for record, ranked, (top1, top5) in zip(entries, ranked_lists, verdicts, strict=True):
+    for record, ranked, verdict in zip(entries, ranked_lists, verdicts, strict=True):
         rows.append(
             {
                 "filename": record["filename"],
@@ -156,30 +168,63 @@ def _per_image_table(
                 "reference": record["reference"],
                 "top1_prediction": ranked[0] if ranked else "",
                 "predictions": " | ".join(ranked),
-                "top1_correct": bool(top1),
-                "top5_correct": bool(top5),
+                # The scored values: an undecided verdict counts as no match.
+                "top1_correct": verdict is not None and verdict.top1 == "match",
+                "top5_correct": verdict is not None and verdict.top5 == "match",
+                "top1_verdict": verdict.top1 if verdict else "",
+                "top5_verdict": verdict.top5 if verdict else "",
+                "decided_by": verdict.judge if verdict else "",
+                "judge_failed": bool(verdict and verdict.failed),
                 "status": record["status"],
             }
         )
     return pd.DataFrame(rows, columns=list(COLUMNS))
 
 
+def _levels(values: pd.DataFrame, cases: pd.Series, unit: str, key: str) -> dict[str, float]:
+    """``key`` (percent) at image and case level and as the headline at ``unit`` level,
+    for each column of ``values`` (named by its k: "1", "5")."""
+    out: dict[str, float] = {}
+    per_case = values.groupby(cases, sort=True).mean()
+    for k in values.columns:
+        image, case = 100.0 * values[k].mean(), 100.0 * per_case[k].mean()
+        name = key.format(k=k)
+        out[name] = float(case if unit == "case" else image)
+        out[f"{name}_image"], out[f"{name}_case"] = float(image), float(case)
+    return out
+
+
 def _accuracy(table: pd.DataFrame, unit: str) -> tuple[dict[str, float], int]:
-    """Top-1/Top-5 at image and case level (the headline pair at ``unit`` level), and the
-    number of cases."""
-    per_case = table.groupby("case_id", sort=True)[["top1_correct", "top5_correct"]].mean()
-    image_top1 = 100.0 * table["top1_correct"].mean()
-    image_top5 = 100.0 * table["top5_correct"].mean()
-    case_top1 = 100.0 * per_case["top1_correct"].mean()
-    case_top5 = 100.0 * per_case["top5_correct"].mean()
+    """Top-1/Top-5 (undecided as no match), their upper bounds (undecided as match) and
+    the undecided shares, at image and case level (the headline at ``unit`` level), and
+    the number of cases."""
+    cases = table["case_id"]
+    correct = pd.DataFrame({k: table[f"top{k}_correct"].astype(float) for k in ("1", "5")})
+    undecided = pd.DataFrame(
+        {k: (table[c] == "undecided").astype(float) for k, c in VERDICT_COLUMNS.items()}
+    )
+    out = _levels(correct, cases, unit, "Top-{k}")
+    # Ordered so that a summary reads Top-1, Top-5, then the bounds.
+    out.update(_levels(correct + undecided, cases, unit, "Top-{k}_upper"))
+    out.update(_levels(undecided, cases, unit, "Undecided_top{k}"))
+    return out, int(cases.nunique())
+
+
+def _judge_counts(table: pd.DataFrame) -> dict[str, Any]:
+    """Undecided verdicts and judge failures (counts of images), and per judge the images
+    it decided (both verdicts decided; a cascade's stages apart)."""
+    judged = table["decided_by"] != ""
+    decided = judged & (table["top1_verdict"] != "undecided")
+    decided &= table["top5_verdict"] != "undecided"
     return {
-        "Top-1": float(case_top1 if unit == "case" else image_top1),
-        "Top-5": float(case_top5 if unit == "case" else image_top5),
-        "Top-1_image": float(image_top1),
-        "Top-5_image": float(image_top5),
-        "Top-1_case": float(case_top1),
-        "Top-5_case": float(case_top5),
-    }, len(per_case)
+        "n_judged": int(judged.sum()),
+        "n_undecided_top1": int((table["top1_verdict"] == "undecided").sum()),
+        "n_undecided_top5": int((table["top5_verdict"] == "undecided").sum()),
+        "n_judge_failed": int(table["judge_failed"].sum()),
+        "decided_by": {
+            str(name): int(n) for name, n in table.loc[decided, "decided_by"].value_counts().items()
+        },
+    }
 
 
 def _label_counts(
@@ -249,6 +294,7 @@ def score_diagnosis(
         "n_images": len(table),
         "n_cases": n_cases,
     }
+    summary.update(_judge_counts(table))
     summary.update(status_summary(table["status"], STATUSES, RATE_STATUSES))
     summary.update(
         {
