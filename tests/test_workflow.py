@@ -169,3 +169,46 @@ def test_a_subset_runs_into_its_own_folder(run, tmp_path):
     assert {p: p.read_bytes() for p in (full / "tables").iterdir()} == before
     result = snakemake(run, "--cores", "2", "--dry-run")
     assert "Nothing to be done" in result.stdout + result.stderr
+
+
+def test_the_predictions_target_runs_exactly_the_pending_predictions(tmp_path):
+    """For a submit host that predicts before the cluster scores: a fresh subset, then one
+    new model; `--until predict` is refused, since Snakemake drops its jobs after the
+    dataset checkpoint."""
+    import yaml
+
+    config = yaml.safe_load((ROOT / "config" / "config.yaml").read_text())
+    pairs = [
+        (task, name)
+        for name, model in config["models"].items()
+        for task in model["tasks"]
+        if config["tasks"][task]["enabled"]
+    ]
+    subset = tmp_path / "subset.yaml"
+    subset.write_text("dataset: {source: sample, subset: {limit: 4, seed: 3}}\n")
+    # The target first: `--configfile` takes every word after it as a config file.
+    result = snakemake(tmp_path, "predictions", "--cores", "2", "--configfile", str(subset))
+    assert result.returncode == 0, result.stderr[-3000:]
+    jobs = job_counts(result.stdout + result.stderr)
+    assert jobs["predict"] == len(pairs) and jobs["subset"] == 1, jobs
+    assert "score" not in jobs and "tables" not in jobs, jobs
+    (folder,) = (tmp_path / "results").glob("sample-subset-*")
+    made = {(p.parent.name, p.stem) for p in (folder / "predictions").glob("*/*.jsonl")}
+    assert made == set(pairs)
+    assert not (folder / "scores").exists()
+
+    new_model = tmp_path / "new-model.yaml"
+    new_model.write_text(
+        subset.read_text()
+        + "models: {random-2: {adapter: random, tasks: [localization], settings: {seed: 2}}}\n"
+    )
+    args = ("--cores", "2", "--configfile", str(new_model))
+    result = snakemake(tmp_path, "predictions", *args)
+    assert result.returncode == 0, result.stderr[-3000:]
+    jobs = job_counts(result.stdout + result.stderr)
+    assert jobs["predict"] == 1 and "subset" not in jobs and "score" not in jobs, jobs
+    assert (folder / "predictions" / "localization" / "random-2.jsonl").is_file()
+
+    result = snakemake(tmp_path, "--until", "predict", *args)
+    assert result.returncode != 0
+    assert "fix: run the `predictions` target" in result.stderr

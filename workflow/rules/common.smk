@@ -201,11 +201,24 @@ def rater_score_files(wildcards):
 
 def all_targets(wildcards):
     """Known before the dataset exists, so a dry run shows the whole DAG."""
+    # `--until predict` plans the prediction jobs, then drops them all when the dataset
+    # checkpoint re-plans the DAG, and reports success: refuse it rather than run nothing.
+    # (The DAG settings exist once the DAG is built, so this lives in an input function.)
+    if "predict" in workflow.dag_settings.until:
+        stop(
+            "--until predict would skip every prediction job once the dataset is built; "
+            "fix: run the `predictions` target instead: snakemake --cores 4 predictions"
+        )
     targets = [DATASET, MANIFEST]
     for task, model in PLAN.jobs():
         targets.append(results(f"predictions/{task}/{model}.jsonl"))
         targets.append(results(f"scores/{task}/{model}.json"))
     return targets
+
+
+def prediction_targets(wildcards):
+    """Every configured prediction file (the `predictions` target)."""
+    return [results(f"predictions/{task}/{model}.jsonl") for task, model in PLAN.jobs()]
 
 
 def human_reference_targets(wildcards):
