@@ -212,3 +212,27 @@ def test_the_predictions_target_runs_exactly_the_pending_predictions(tmp_path):
     result = snakemake(tmp_path, "--until", "predict", *args)
     assert result.returncode != 0
     assert "fix: run the `predictions` target" in result.stderr
+
+
+@pytest.mark.parametrize(
+    ("task", "model"),
+    [("localization", "classical"), ("captioning", "classical"), ("diagnosis", "retrieval")],
+)
+def test_the_command_scores_a_prediction_file_as_the_pipeline_did(run, task, model, capsys):
+    from novabench import cli
+
+    results = run / "results" / "sample"
+    capsys.readouterr()
+    code = cli.main(
+        [
+            *("score", "--task", task, "--format", "json"),
+            *("--dataset", str(results / "dataset" / "nova.parquet")),
+            *("--predictions", str(results / "predictions" / task / f"{model}.jsonl")),
+            *("--nltk-data", str(run / "results" / "nltk_data")),
+        ]
+    )
+    assert code == 0
+    payload, pipeline = json.loads(capsys.readouterr().out), scores(run, task, model)
+    assert payload["judge"] == pipeline["judge"]
+    assert payload["metrics"] == pipeline["metrics"]
+    assert payload["inputs"] == pipeline["inputs"]
