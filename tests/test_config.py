@@ -277,6 +277,16 @@ def dry_run(tmp_path, *args: str) -> subprocess.CompletedProcess:
     )
 
 
+# Snakemake's own notices on every run: the default profile it applies, config keys
+# extended by the command line.
+NOTICES = ("extended by additional", "Using workflow specific profile profiles/default")
+
+
+def output_lines(result: subprocess.CompletedProcess) -> list[str]:
+    lines = (result.stdout + result.stderr).splitlines()
+    return [line for line in lines if not any(notice in line for notice in NOTICES)]
+
+
 def test_config_on_the_command_line_is_typed(tmp_path):
     result = dry_run(
         tmp_path, "--config", "dataset={source: sample, clip_boxes: true, hf: {timeout_s: 30}}"
@@ -287,9 +297,7 @@ def test_config_on_the_command_line_is_typed(tmp_path):
 def test_a_config_error_is_one_line_without_stack_frames(tmp_path):
     result = dry_run(tmp_path, "--config", "dataset={source: local}")
     assert result.returncode == 1
-    output = (result.stdout + result.stderr).splitlines()
-    lines = [line for line in output if "extended by additional" not in line]
-    assert lines == [
+    assert output_lines(result) == [
         "config error: dataset.source is local but dataset.local_path is not set; fix: set "
         "dataset.local_path to the folder of the downloaded dataset repository"
     ]
@@ -323,12 +331,7 @@ def test_a_wrong_local_path_stops_the_dry_run_in_one_line_and_leaves_nothing(tmp
     folder = tmp_path / "Nova"
     result = dry_run(tmp_path, "--config", f"dataset={{source: local, local_path: {folder}}}")
     assert result.returncode == 1
-    lines = [
-        line
-        for line in (result.stdout + result.stderr).splitlines()
-        if "extended by additional" not in line
-    ]
-    assert lines == [
+    assert output_lines(result) == [
         f"config error: dataset.local_path: dataset directory {folder} does not exist; fix: "
         "set dataset.local_path to the folder holding the downloaded dataset repository"
     ]

@@ -236,3 +236,36 @@ def test_the_command_scores_a_prediction_file_as_the_pipeline_did(run, task, mod
     assert payload["judge"] == pipeline["judge"]
     assert payload["metrics"] == pipeline["metrics"]
     assert payload["inputs"] == pipeline["inputs"]
+
+
+def test_a_run_interrupted_with_sigint_resumes_on_the_next_plain_run(tmp_path):
+    """SIGINT to the snakemake process (not its jobs): Snakemake lets the running jobs
+    finish without recording them, so their outputs stay marked incomplete; the next plain
+    run must re-run them (profiles/default sets rerun-incomplete), not refuse to start."""
+    import signal
+    import time
+
+    # The first jobs (the sample, then the dataset): short, and like any other.
+    target = "results/sample/dataset/nova.parquet"
+    log = tmp_path / "interrupted.log"
+    with log.open("w") as out:
+        process = subprocess.Popen(
+            [*SNAKEMAKE, "-d", str(tmp_path), "--cores", "2", target],
+            cwd=ROOT,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            # A shell's background job ignores SIGINT; the test sends it on purpose.
+            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+        )
+        deadline = time.monotonic() + 600
+        while "rule sample:" not in log.read_text() and time.monotonic() < deadline:
+            assert process.poll() is None, log.read_text()[-3000:]
+            time.sleep(0.2)
+        process.send_signal(signal.SIGINT)
+        assert process.wait(timeout=600) != 0
+    assert list((tmp_path / ".snakemake" / "incomplete").iterdir()), "nothing was cut short"
+    result = snakemake(tmp_path, "--cores", "2", target)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "IncompleteFilesException" not in result.stderr
+    result = snakemake(tmp_path, "--cores", "2", target, "--dry-run")
+    assert "Nothing to be done" in result.stdout + result.stderr
