@@ -289,6 +289,7 @@ def page_html(
     generated: datetime,
     page_dir: Path,
     other_figures: Sequence[Path] = (),
+    left_out: str | None = None,
 ) -> str:
     """The whole page; nothing in it loads from anywhere else."""
     csp = f"default-src 'none'; style-src {_csp_hash(STYLE)}; script-src {_csp_hash(SCRIPT)}"
@@ -322,6 +323,7 @@ def page_html(
             '<p class="help">Click a column header to sort; rows are sorted within each '
             "group (models, controls, human reference). Values with CIs sort by the point "
             "estimate.</p>",
+            *([f'<p class="left-out">{escape(left_out)}</p>'] if left_out else []),
             "</header>",
             "<main>",
             *body,
@@ -347,10 +349,12 @@ def write_leaderboard(
     git: Mapping[str, Any],
     generated: datetime | None = None,
     limits: Limits | None = None,
+    left_out: str | None = None,
 ) -> list[Board]:
     """Write the page to ``out``; ``statistics[task]`` and ``scores[task]`` as for the
     tables, ``figures`` the figure files to link (they need not exist yet), ``limits``
-    when a model is marked for failures (as in the tables)."""
+    when a model is marked for failures (as in the tables), ``left_out`` the line naming
+    score files of the results folder that are not shown."""
     try:
         manifest = json.loads(Path(dataset_manifest).read_text(encoding="utf-8"))
     except (OSError, json.JSONDecodeError) as exc:
@@ -372,6 +376,7 @@ def write_leaderboard(
         generated=generated or datetime.now(UTC),
         page_dir=Path(out).parent,
         other_figures=[f for f in figures if f not in shown],
+        left_out=left_out,
     )
     atomic_write_text(Path(out), html)
     return boards

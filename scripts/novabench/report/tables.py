@@ -690,6 +690,7 @@ def write_all_tables(
     agreement: bool = False,
     limits: Limits | None = None,
     audits: Mapping[str, Path] | None = None,
+    left_out: str | None = None,
 ) -> dict[str, pd.DataFrame]:
     """Every table of ``results/<tag>/tables/``: per task, reproduced vs reported, summary.
 
@@ -699,6 +700,8 @@ def write_all_tables(
     ``limits``: when a model is marked for failures (``reporting.min_answered``,
     ``reporting.max_error_rate``). ``audits``: per model the filled sheet that audits its
     diagnosis judge (``models.<name>.audit``), shown as audited Top-1/Top-5 columns.
+    ``left_out``: the line naming score files of the results folder that are not shown
+    (novabench.report.scored), at the end of the summary.
     """
     limits = limits or Limits()
     manifest = read_manifest(dataset_manifest)
@@ -731,5 +734,8 @@ def write_all_tables(
         tables[task] = table
     reference = load_paper_reference(Path(paper_reference))
     write_reproduced(reference, tables, manifest, out_dir)
-    (out_dir / "summary.md").write_text(summary_markdown(tables, agreement, limits, label))
+    summary = summary_markdown(tables, agreement, limits, label)
+    if left_out:
+        summary += f"\n{left_out}\n"
+    (out_dir / "summary.md").write_text(summary)
     return tables
