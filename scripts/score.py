@@ -3,7 +3,7 @@
 from pathlib import Path
 
 from novabench.rules import log, run
-from novabench.score import score_predictions
+from novabench.score import metrics_text, score_predictions
 
 
 def main(smk):
@@ -19,7 +19,7 @@ def main(smk):
         cache_dir=Path(smk.params.cache_dir),
         code=smk.params.code,
     )
-    log.info("%s/%s scored: %s", smk.wildcards.task, smk.wildcards.model, summary)
+    log.info("%s/%s scored: %s", smk.wildcards.task, smk.wildcards.model, metrics_text(summary))
 
 
 run(snakemake, main)

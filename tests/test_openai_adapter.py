@@ -894,3 +894,15 @@ def test_the_paper_configuration_dry_runs_offline(tmp_path):
             assert f"results/nova/predictions/{task}/{name}.jsonl" in out
     assert "api_openai=1" in out and "api_vllm_qwen25=1" in out
     assert not (tmp_path / "results").exists()
+
+
+def test_the_progress_of_an_api_job_names_its_task(small, tmp_path, monkeypatch, caplog):
+    # Two jobs of one model run side by side: each bar and log line says which task.
+    from novabench import progress
+
+    monkeypatch.setattr(progress, "QUIET_S", 0)
+    caplog.set_level("INFO", logger="novabench")
+    with FakeOpenAI(lambda seen: Reply("A caption.")) as server:
+        predict(small[0], tmp_path, model(server), task="captioning")
+    done = [r.getMessage() for r in caplog.records if ": done, " in r.getMessage()]
+    assert done and all(m.startswith("captioning/api: done, ") for m in done), done

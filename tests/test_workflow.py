@@ -269,3 +269,36 @@ def test_a_run_interrupted_with_sigint_resumes_on_the_next_plain_run(tmp_path):
     assert "IncompleteFilesException" not in result.stderr
     result = snakemake(tmp_path, "--cores", "2", target, "--dry-run")
     assert "Nothing to be done" in result.stdout + result.stderr
+
+
+def test_models_of_earlier_runs_are_named_or_shown(run, tmp_path):
+    """Separate runs with different models: lists share results/<tag>/: a score file the
+    report does not show is named in one line; reporting.models: all shows it."""
+    workdir = tmp_path / "run"
+    shutil.copytree(run, workdir, symlinks=True)
+    results = workdir / "results" / "sample"
+    without = tmp_path / "without-random.yaml"
+    without.write_text("models: {random: {enabled: false}}\n")
+    result = snakemake(workdir, "--cores", "2", "--configfile", str(without))
+    assert result.returncode == 0, result.stderr[-3000:]
+    jobs = job_counts(result.stdout + result.stderr)
+    assert "predict" not in jobs and "score" not in jobs, jobs
+    line = (
+        "Not shown: 1 score file(s) under this results folder, their models are not in this "
+        "config's models:; reporting.models: all shows them: scores/localization/random.json."
+    )
+    summary = (results / "tables" / "summary.md").read_text()
+    assert line in summary.splitlines() and "| random |" not in summary
+    assert line in (results / "leaderboard.html").read_text()
+    assert line in result.stderr
+
+    every = tmp_path / "every.yaml"
+    every.write_text(without.read_text() + "reporting: {models: all}\n")
+    result = snakemake(workdir, "--cores", "2", "--configfile", str(every))
+    assert result.returncode == 0, result.stderr[-3000:]
+    jobs = job_counts(result.stdout + result.stderr)
+    assert "predict" not in jobs and "score" not in jobs, jobs
+    summary = (results / "tables" / "summary.md").read_text()
+    assert "| random | Controls |" in summary and "Not shown" not in summary
+    table = pd.read_csv(results / "tables" / "localization.csv")
+    assert "random" in set(table["model"])
