@@ -906,3 +906,20 @@ def test_the_progress_of_an_api_job_names_its_task(small, tmp_path, monkeypatch,
         predict(small[0], tmp_path, model(server), task="captioning")
     done = [r.getMessage() for r in caplog.records if ": done, " in r.getMessage()]
     assert done and all(m.startswith("captioning/api: done, ") for m in done), done
+
+
+def test_the_served_version_and_fingerprint_reach_the_summary(small, tmp_path):
+    # An alias such as "gpt-4o" names no snapshot: the server's answer does, per request.
+    dataset, names = small
+    builds = iter(["fp_a", "fp_a", "fp_b"] + ["fp_b"] * len(names))
+    with FakeOpenAI(
+        lambda seen: Reply(
+            "A caption.", served_model="vlm-2026-01", system_fingerprint=next(builds)
+        )
+    ) as server:
+        records, summary = predict(dataset, tmp_path, model(server), task="captioning")
+    assert {r["served"]["model"] for r in records.values()} == {"vlm-2026-01"}
+    assert summary["served"] == [
+        {"model": "vlm-2026-01", "system_fingerprint": "fp_a", "n": 2},
+        {"model": "vlm-2026-01", "system_fingerprint": "fp_b", "n": len(records) - 2},
+    ]

@@ -646,3 +646,16 @@ def test_latex_tables_compile(results, tmp_path):
     assert run.returncode == 0, run.stdout[-3000:]
     assert (tmp_path / "doc.pdf").stat().st_size > 1000
     assert "Undefined control sequence" not in run.stdout
+
+
+def test_a_caption_warns_when_too_few_cases_make_the_cis_meaningless():
+    from novabench.report.tables import FEW_CASES, table_note
+
+    context = {"n_images": 5, "n_cases": 2, "n_resamples": 1000, "confidence": 0.95}
+    warning = (
+        f"Warning: only 2 cases, too few for the CIs to tell models apart (use at least "
+        f"{FEW_CASES})."
+    )
+    assert warning in table_note("localization", context)
+    context["n_cases"] = FEW_CASES
+    assert "Warning" not in table_note("localization", context)

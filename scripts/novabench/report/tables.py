@@ -291,13 +291,28 @@ def csv_table(table: pd.DataFrame, columns: Sequence[Metric]) -> pd.DataFrame:
     return table.reindex(columns=ordered)
 
 
+# Below this many cases a case bootstrap resamples too few distinct cases for its CIs to
+# tell models apart (two cases give [0, 100] for most metrics): the caption says so.
+FEW_CASES = 10
+
+
 def table_note(task: str, context: Mapping[str, Any]) -> str:
     """The caption text after the title: sample size, CIs, what the metrics are."""
+    n_cases = context.get("n_cases", "?")
+    few = isinstance(n_cases, int) and n_cases < FEW_CASES
     parts = [
-        f"{context.get('n_images', '?')} images from {context.get('n_cases', '?')} cases.",
+        f"{context.get('n_images', '?')} images from {n_cases} cases.",
         *_excluded_note(task, context.get("n_excluded", 0)),
         f"Values with {round(100 * context.get('confidence', 0.95))}\\% CIs from "
         f"{context.get('n_resamples', '?')} case-level bootstrap resamples.",
+        *(
+            [
+                f"Warning: only {n_cases} cases, too few for the CIs to tell models apart "
+                f"(use at least {FEW_CASES})."
+            ]
+            if few
+            else []
+        ),
         "Best model per column in bold (controls, human raters and marked models excluded).",
         get_task(task).caption,
         "Answered: share of images with a readable answer; then the share of images per "
