@@ -659,3 +659,26 @@ def test_a_caption_warns_when_too_few_cases_make_the_cis_meaningless():
     assert warning in table_note("localization", context)
     context["n_cases"] = FEW_CASES
     assert "Warning" not in table_note("localization", context)
+
+
+def test_a_metric_that_could_not_be_computed_says_why_in_the_caption(tmp_path):
+    from novabench.report.tables import unavailable_notes
+
+    reason = (
+        "BERT F1 not computed: the encoder roberta-large is not in the Hugging Face cache "
+        "and the Hub cannot be reached; fix: download it once (`hf download roberta-large`)"
+    )
+    paths = []
+    for name in ("a", "b"):  # two score files, one reason
+        path = tmp_path / f"{name}.json"
+        metrics = {"BERT_F1": None, "bertscore": {"status": "unavailable", "reason": reason}}
+        path.write_text(json.dumps({"task": "captioning", "model": name, "metrics": metrics}))
+        paths.append(path)
+    disabled = tmp_path / "c.json"
+    disabled.write_text(
+        json.dumps({"metrics": {"bertscore": {"status": "disabled", "reason": "off"}}})
+    )
+    assert unavailable_notes([*paths, disabled]) == [
+        "BERT F1 not computed: the encoder roberta-large is not in the Hugging Face cache "
+        "and the Hub cannot be reached (the score files say how to fix it)."
+    ]

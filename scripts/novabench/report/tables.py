@@ -354,7 +354,9 @@ def write_task_tables(
     latex = latex_table(task, table, caption, f"tab:nova-{task}", columns, legend)
     paths["tex"].write_text(latex)
     csv_table(table, columns).to_csv(paths["csv"], index=False)
-    md_note = note.replace("\\%", "%").replace("$\\tau$", "τ")
+    md_note = note.replace("$\\tau$", "τ")
+    for escaped in ("\\%", "\\_", "\\&", "\\#", "\\$"):  # latex_escape, undone
+        md_note = md_note.replace(escaped, escaped[1:])
     title = f"{spec.title} on {label}"
     paths["md"].write_text(markdown_table(table, columns, title, md_note, legend))
     return paths
@@ -678,6 +680,22 @@ def _judge_name(identity: Mapping[str, Any] | None) -> str | None:
     return f"{name} {identity['version']}" if identity.get("version") else str(name)
 
 
+def unavailable_notes(scores: Sequence[Path]) -> list[str]:
+    """Why a metric shows "–": the reason a score file records for a metric it could not
+    compute (``{"status": "unavailable", "reason": ...}``, e.g. BERT F1 without its
+    encoder), without the fix, once per distinct reason."""
+    from novabench.report.inputs import read_scores
+
+    notes: dict[str, None] = {}
+    for path in scores:
+        for value in (read_scores(Path(path)).get("metrics") or {}).values():
+            if isinstance(value, dict) and value.get("status") == "unavailable":
+                reason = str(value.get("reason") or "").split("; fix:")[0].strip().rstrip(".")
+                if reason:
+                    notes[f"{reason} (the score files say how to fix it)."] = None
+    return list(notes)
+
+
 def _read_task(
     task: str, statistics: Path, scores: Sequence[Path]
 ) -> tuple[pd.DataFrame, dict[str, dict[str, float]], str | None]:
@@ -739,6 +757,10 @@ def write_all_tables(
             "limits": limits,
             "dataset": label,
         }
+        unavailable = unavailable_notes(scores.get(task, []))
+        if unavailable:
+            notes = [context["task_note"], *map(latex_escape, unavailable)]
+            context["task_note"] = " ".join(n for n in notes if n)
         columns = get_task(task).table_metrics
         audited = audit_results(task, scores.get(task, []), audits or {})
         if audited:
