@@ -137,7 +137,7 @@ _NOT_OTHER_RUNS = (
 
 wildcard_constraints:
     task="|".join(task_names()),
-    model=r"(?!rater-)" + _NOT_OTHER_RUNS + r"[A-Za-z0-9][A-Za-z0-9._-]*",
+    model=rf"(?!rater-){_NOT_OTHER_RUNS}[A-Za-z0-9][A-Za-z0-9._-]*",
     rater=r"[A-Za-z0-9][A-Za-z0-9._-]*",
     axis="|".join(BREAKDOWN_AXES),
 
