@@ -394,19 +394,19 @@ dl.provenance dd { margin: 0; }
 .help, .judge, caption { color: #444; }
 caption { caption-side: bottom; text-align: left; padding-top: .4rem; font-size: .9em; }
 .scroll { overflow-x: auto; }
-table.board { border-collapse: collapse; font-variant-numeric: tabular-nums; }
-table.board th, table.board td { padding: .25rem .6rem; border-bottom: 1px solid #ddd;
+table.board { border-collapse: collapse; font-variant-numeric: tabular-nums; font-size: .9em; }
+table.board th, table.board td { padding: .25rem .4rem; border-bottom: 1px solid #ddd;
   text-align: right; white-space: nowrap; }
 table.board th[scope=row], table.board th[scope=col]:first-child { text-align: left; }
 table.board th[scope=rowgroup] { text-align: left; font-style: italic; background: #f3f3f3; }
-table.board thead th { position: sticky; top: 0; background: #fff; }
+table.board thead th { position: sticky; top: 0; background: #fff; white-space: normal; }
 table.board thead button { font: inherit; font-weight: 600; border: 0; background: none;
   cursor: pointer; padding: 0; color: inherit; }
 table.board thead th[aria-sort=ascending] button::after { content: " \\25B2"; }
 table.board thead th[aria-sort=descending] button::after { content: " \\25BC"; }
 table.board button:focus-visible { outline: 2px solid #1a5fb4; }
 table.board .first-rate { border-left: 2px solid #bbb; }
-.ci { color: #555; font-size: .85em; }
+.ci { display: block; color: #555; font-size: .85em; }
 """
 
 # Sorts the entry rows of each tbody (group) by the clicked column: numbers by their
