@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import html
 import json
 import shutil
 import subprocess
@@ -289,7 +290,7 @@ def test_models_of_earlier_runs_are_named_or_shown(run, tmp_path):
     )
     summary = (results / "tables" / "summary.md").read_text()
     assert line in summary.splitlines() and "| random |" not in summary
-    assert line in (results / "leaderboard.html").read_text()
+    assert html.escape(line) in (results / "leaderboard.html").read_text()
     assert line in result.stderr
 
     every = tmp_path / "every.yaml"
