@@ -17,6 +17,7 @@ def main(smk):
         out=Path(smk.output.html),
         git=smk.params.git,
         limits=Limits.from_config(smk.params.limits),
+        left_out=smk.params.left_out,
     )
     log.info("leaderboard written for %s", ", ".join(b.task for b in boards) or "no task")
 

@@ -18,6 +18,7 @@ def main(smk):
         agreement=smk.params.agreement,
         audits={model: Path(sheet) for model, sheet in smk.params.audits.items()},
         limits=Limits.from_config(smk.params.limits),
+        left_out=smk.params.left_out,
     )
     log.info("tables written for %s", ", ".join(tables) or "no task")
 

@@ -3,7 +3,7 @@
 from pathlib import Path
 
 from novabench.rules import log, run
-from novabench.score import score_predictions
+from novabench.score import metrics_text, score_predictions
 
 
 def main(smk):
@@ -21,7 +21,7 @@ def main(smk):
         # The judges' held-out figures (absent for a task scored without a judge).
         judge_figures=next((Path(p) for p in smk.input.judge_figures), None),
     )
-    log.info("%s/%s scored: %s", smk.wildcards.task, smk.wildcards.model, summary)
+    log.info("%s/%s scored: %s", smk.wildcards.task, smk.wildcards.model, metrics_text(summary))
 
 
 run(snakemake, main)

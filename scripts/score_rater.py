@@ -3,7 +3,7 @@
 from pathlib import Path
 
 from novabench.rules import log, run
-from novabench.score import score_rater
+from novabench.score import metrics_text, score_rater
 
 
 def main(smk):
@@ -14,7 +14,7 @@ def main(smk):
         out_csv=Path(smk.output.per_image),
         code=smk.params.code,
     )
-    log.info("rater %s scored: %s", smk.wildcards.rater, summary)
+    log.info("rater %s scored: %s", smk.wildcards.rater, metrics_text(summary))
 
 
 run(snakemake, main)

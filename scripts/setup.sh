@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Set up everything the pipeline needs on a fresh machine, idempotently:
-#   bash scripts/setup.sh         # runtime: WordNet 3.0 + a pinned virtualenv in .venv
+#   bash scripts/setup.sh         # runtime: WordNet 3.0 + a pinned virtualenv in .venv,
+#                                 # with the `novabench` command
 #   bash scripts/setup.sh --dev   # the same plus the test and lint tools
 # Debian/Ubuntu (apt-get): WordNet from Debian's packages, offline. Elsewhere (macOS, other
 # Linux distributions): WordNet downloaded by nltk into results/nltk_data, checked against
@@ -63,9 +64,19 @@ if [[ ! -f $stamp || $(cat "$stamp") != "$want" ]]; then
   .venv/bin/python -m pip install -q -r "$req" </dev/null
   echo "$want" >"$stamp"
 fi
+# The `novabench` command in .venv/bin, installed editable: it runs this checkout's code, so
+# it never goes stale, and finds this workflow's config. Offline when setuptools is there.
+if [[ ! -x .venv/bin/novabench ]]; then
+  echo "setup: installing the novabench command into .venv" >&2
+  isolation=()
+  if .venv/bin/python -c 'import setuptools, sys; sys.exit(int(setuptools.__version__.split(".")[0]) < 77)' 2>/dev/null; then
+    isolation=(--no-build-isolation)
+  fi
+  .venv/bin/python -m pip install -q --no-deps ${isolation[@]+"${isolation[@]}"} -e . </dev/null
+fi
 # Without Debian's WordNet: nltk downloads it (once, needs the internet) to where the
 # pipeline reads it (workflow/rules/score.smk). With Debian's, the pipeline copies it itself.
 if [[ ! -f /usr/share/wordnet/index.noun || ! -f /usr/share/wordnet/index.sense ]]; then
   PYTHONPATH=scripts .venv/bin/python -m novabench.wordnet --download results/nltk_data >&2
 fi
-echo "setup: ready (.venv/bin/snakemake, .venv/bin/python)" >&2
+echo "setup: ready (.venv/bin/snakemake, .venv/bin/novabench, .venv/bin/python)" >&2

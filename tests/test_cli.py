@@ -8,10 +8,12 @@ import math
 from pathlib import Path
 
 import pytest
+import yaml
 
 from novabench import cli
 from novabench.predict import run_predictions
 from novabench.score import score_predictions
+from novabench.tasks import get_task
 from novabench.wordnet import DEBIAN_WORDNET_DIR, ensure_wordnet
 from upstream import IMAGES, build_local_dataset, write_current
 
@@ -39,11 +41,14 @@ ANSWERS = {
         "case0002_001.png": "Normal study",
     },
 }
+# The pipeline's judges (config/config.yaml), which the command uses too.
+CONFIG = yaml.safe_load((ROOT / "config" / "config.yaml").read_text())
 JUDGES = {
-    "localization": None,
-    "captioning": {"kind": "keyword-lexicon", "settings": {}},
-    "diagnosis": {"kind": "diagnosis-matcher", "settings": {}},
+    task: {"name": name, "settings": {}, **CONFIG["judges"][name]}
+    for task in ("captioning", "diagnosis")
+    for name in [CONFIG["tasks"][task]["judge"]]
 }
+JUDGES["localization"] = None
 
 
 @pytest.fixture(scope="module")
@@ -90,6 +95,7 @@ def expected_scores(nova: Path, records: Path, task: str, folder: Path, nltk: Pa
         out_json=out_json,
         out_csv=folder / "expected.csv",
         judge_cfg=JUDGES[task],
+        options=get_task(task).options(CONFIG["tasks"][task]),
         nltk_data=nltk,
     )
     return json.loads(out_json.read_text())
@@ -287,7 +293,7 @@ def test_validate_checks_raw_answers_and_notes_unanswered_images(nova, tmp_path,
     assert code == 0
     assert out == [
         f"{path}: valid (1 answers for localization)",
-        "note: 3 image(s) of the dataset have no prediction (scored as errors)",
+        "note: 3 image(s) of the dataset have no prediction (scored as missing)",
     ]
 
 
@@ -357,3 +363,71 @@ def test_a_user_error_is_one_line_and_exit_code_2(args, message, nova, tmp_path,
     assert captured.out == ""
     (line,) = captured.err.splitlines()
     assert line.startswith("novabench: error: ") and message in line and "; fix: " in line
+
+
+# --- predictions that answer nothing ----------------------------------------------------
+
+
+@pytest.mark.parametrize("content", ["empty", "all missing"])
+def test_predictions_that_answer_no_image_fail_in_one_line(content, nova, tmp_path, capsys):
+    path = tmp_path / "answers.jsonl"
+    path.write_text("")
+    if content == "all missing":  # the pipeline's records of a file that answered nothing
+        model_cfg = {
+            "adapter": "predictions_file",
+            "tasks": ["localization"],
+            "box_format": "xyxy_1000",
+            "max_error_rate": 100,
+            "settings": {"path": str(path)},
+        }
+        path = make_records(nova, tmp_path, "localization", model_cfg, "nothing")
+        assert {json.loads(line)["status"] for line in path.open()} == {"missing"}
+    common = ["--task", "localization", "--predictions", str(path), "--dataset", str(nova)]
+    for args in (["score", *common, "--box-format", "xyxy_1000"], ["validate", *common]):
+        capsys.readouterr()
+        code = cli.main(args)
+        captured = capsys.readouterr()
+        assert code == 2 and captured.out == "", args
+        (line,) = captured.err.splitlines()
+        assert f"{path}: 4 of 4 images are missing from the predictions file" in line, line
+        assert "; fix: " in line
+
+
+# --- the pipeline's judges and workflow ---------------------------------------------------
+
+
+@pytest.mark.parametrize("task", ["localization", "captioning", "diagnosis"])
+def test_the_command_judges_as_the_pipeline_configures_it(task):
+    assert cli.judge_config(task, None, None, CONFIG) == JUDGES[task]
+    # An installed package outside a checkout: the same judges, from the package.
+    assert cli.judge_config(task, None, None, {}) == JUDGES[task]
+    if task == "diagnosis":
+        judge = cli.judge_config(task, None, None, cli.pipeline_config(ROOT))
+        assert judge["settings"]["embedding_fallback"] is False
+
+
+def test_an_installed_command_finds_the_checkout_it_runs_in(monkeypatch, tmp_path, capsys):
+    monkeypatch.setattr(cli, "WORKFLOW", None)  # as a package installed by pip
+    monkeypatch.chdir(ROOT / "config")
+    assert cli.find_workflow() == ROOT
+    assert cli.main(["catalog"]) == 0
+    assert "gpt-4o" in capsys.readouterr().out
+    monkeypatch.chdir(tmp_path)
+    assert cli.find_workflow() is None
+    assert cli.main(["catalog"]) == 2
+    assert "holds no Snakefile" in capsys.readouterr().err
+
+
+def test_python_dash_m_novabench_is_the_command():
+    import subprocess
+    import sys
+
+    done = subprocess.run(
+        [sys.executable, "-m", "novabench", "--version"],
+        capture_output=True,
+        text=True,
+        cwd=ROOT / "scripts",
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == f"novabench {cli.__version__}"

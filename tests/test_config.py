@@ -12,6 +12,7 @@ import yaml
 from snakemake.exceptions import WorkflowError
 from snakemake.utils import validate
 
+from novabench.answer_formats import BOX_FORMATS
 from novabench.config import check_config, describe_validation_error
 from novabench.dataset.schema import rater_slug
 from novabench.errors import ConfigError, NovaError
@@ -276,6 +277,16 @@ def dry_run(tmp_path, *args: str) -> subprocess.CompletedProcess:
     )
 
 
+# Snakemake's own notices on every run: the default profile it applies, config keys
+# extended by the command line.
+NOTICES = ("extended by additional", "Using workflow specific profile profiles/default")
+
+
+def output_lines(result: subprocess.CompletedProcess) -> list[str]:
+    lines = (result.stdout + result.stderr).splitlines()
+    return [line for line in lines if not any(notice in line for notice in NOTICES)]
+
+
 def test_config_on_the_command_line_is_typed(tmp_path):
     result = dry_run(
         tmp_path, "--config", "dataset={source: sample, clip_boxes: true, hf: {timeout_s: 30}}"
@@ -286,9 +297,7 @@ def test_config_on_the_command_line_is_typed(tmp_path):
 def test_a_config_error_is_one_line_without_stack_frames(tmp_path):
     result = dry_run(tmp_path, "--config", "dataset={source: local}")
     assert result.returncode == 1
-    output = (result.stdout + result.stderr).splitlines()
-    lines = [line for line in output if "extended by additional" not in line]
-    assert lines == [
+    assert output_lines(result) == [
         "config error: dataset.source is local but dataset.local_path is not set; fix: set "
         "dataset.local_path to the folder of the downloaded dataset repository"
     ]
@@ -316,3 +325,36 @@ def test_a_plan_without_jobs_says_so(tmp_path):
     result = dry_run(tmp_path, "--configfile", str(tmp_path / "c.yaml"))
     assert result.returncode == 0
     assert "nothing to predict or score: every task is disabled" in result.stdout + result.stderr
+
+
+def test_a_wrong_local_path_stops_the_dry_run_in_one_line_and_leaves_nothing(tmp_path):
+    folder = tmp_path / "Nova"
+    result = dry_run(tmp_path, "--config", f"dataset={{source: local, local_path: {folder}}}")
+    assert result.returncode == 1
+    assert output_lines(result) == [
+        f"config error: dataset.local_path: dataset directory {folder} does not exist; fix: "
+        "set dataset.local_path to the folder holding the downloaded dataset repository"
+    ]
+    # A folder that exists but is not the dataset's is named too.
+    folder.mkdir()
+    message = with_change(lambda c: c["dataset"].update(source="local", local_path=str(folder)))
+    assert message.startswith(f"dataset.local_path: {folder} holds neither data/nova-v1.parquet")
+    assert not (tmp_path / "results").exists()
+
+
+def test_a_predictions_file_model_without_box_format_fails_at_plan_time(tmp_path):
+    answers = tmp_path / "answers.jsonl"
+    answers.write_text("")
+    model = {"adapter": "predictions_file", "tasks": ["localization"]}
+    model["settings"] = {"path": str(answers)}
+    message = with_change(lambda c: c["models"].update(harness=model))
+    assert message == (
+        "models.harness runs localization but declares no box_format; fix: set "
+        "models.harness.box_format to the model's box convention, one of "
+        f"{', '.join(BOX_FORMATS)} (see config/README.md)"
+    )
+    # Declared, or a task without boxes: planned.
+    for change in ({"box_format": "xyxy_1000"}, {"tasks": ["captioning"]}):
+        fixed = {**model, **change}
+        plan = with_change(lambda c, fixed=fixed: c["models"].update(harness=fixed))
+        assert not isinstance(plan, str), plan

@@ -29,7 +29,7 @@ CAPTIONING_PROMPT = (ROOT / "config" / "prompts" / "captioning-v1.txt").read_tex
 DIAGNOSIS_PROMPT = (ROOT / "config" / "prompts" / "diagnosis-v1.txt").read_text()
 BASE_URL = "http://127.0.0.1:9/v1"
 TINY = """
-dataset: {source: local, local_path: unused, tag: tiny}
+dataset: {source: sample, tag: tiny}
 models:
   m:
     adapter: openai_compatible
@@ -122,7 +122,7 @@ def test_a_settings_price_wins_and_a_missing_one_is_said(workdir):
 
 
 def test_before_the_dataset_is_built_the_published_size_is_assumed(tmp_path):
-    config = TINY.replace("source: local, local_path: unused, tag: tiny", "source: hf")
+    config = TINY.replace("source: sample, tag: tiny", "source: hf")
     config = config.replace("tasks: [captioning]", "tasks: [diagnosis]")
     estimate = estimate_run(plan_for(tmp_path, config), tmp_path)
     assert not estimate.exact and "906 images assumed (NOVA's published size)" in estimate.dataset
@@ -152,7 +152,7 @@ def test_expected_sizes(dataset, size):
 
 def test_a_local_model_gets_requests_and_gpu_time(workdir):
     config = """
-dataset: {source: local, local_path: unused, tag: tiny}
+dataset: {source: sample, tag: tiny}
 models:
   v:
     adapter: hf_local

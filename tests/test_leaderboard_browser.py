@@ -56,7 +56,9 @@ def column(driver, table: str, index: int, group: str = "model") -> list[str]:
     rows = driver.find_elements(
         By.CSS_SELECTOR, f"#table-{table} tbody[data-group={group}] tr.entry"
     )
-    return [row.find_elements(By.CSS_SELECTOR, "th, td")[index].text for row in rows]
+    # The CI is on a line of its own under the value: read the cell as one line.
+    cells = [row.find_elements(By.CSS_SELECTOR, "th, td")[index].text for row in rows]
+    return [" ".join(cell.split()) for cell in cells]
 
 
 def click(driver, table: str, label: str) -> str:
@@ -113,3 +115,20 @@ def test_console_errors_would_be_seen(browser):
     # The check above would pass vacuously if the log were not collected.
     browser.execute_script("console.error('probe from the test')")
     assert any("probe from the test" in message for message in errors(browser))
+
+
+def test_the_page_fits_a_1400_px_window_with_its_captions(browser):
+    browser.set_window_size(1400, 900)
+    try:
+        widths = browser.execute_script(
+            "return Array.from(document.querySelectorAll('.scroll'))"
+            ".map(e => [e.scrollWidth, e.clientWidth])"
+        )
+        assert widths and all(scroll <= client for scroll, client in widths), widths
+        right = browser.execute_script(
+            "return Math.max(...Array.from(document.querySelectorAll('caption'))"
+            ".map(c => c.getBoundingClientRect().right))"
+        )
+        assert right <= browser.execute_script("return window.innerWidth"), right
+    finally:
+        browser.set_window_size(1200, 900)

@@ -895,3 +895,32 @@ def test_the_paper_configuration_dry_runs_offline(tmp_path):
     # The Qwen models' jobs start their own vLLM servers: GPUs, no provider cap.
     assert "api_openai=1" in out and "gpu=4" in out and "api_vllm_qwen25=1" not in out
     assert not (tmp_path / "results").exists()
+
+
+def test_the_progress_of_an_api_job_names_its_task(small, tmp_path, monkeypatch, caplog):
+    # Two jobs of one model run side by side: each bar and log line says which task.
+    from novabench import progress
+
+    monkeypatch.setattr(progress, "QUIET_S", 0)
+    caplog.set_level("INFO", logger="novabench")
+    with FakeOpenAI(lambda seen: Reply("A caption.")) as server:
+        predict(small[0], tmp_path, model(server), task="captioning")
+    done = [r.getMessage() for r in caplog.records if ": done, " in r.getMessage()]
+    assert done and all(m.startswith("captioning/api: done, ") for m in done), done
+
+
+def test_the_served_version_and_fingerprint_reach_the_summary(small, tmp_path):
+    # An alias such as "gpt-4o" names no snapshot: the server's answer does, per request.
+    dataset, names = small
+    builds = iter(["fp_a", "fp_a", "fp_b"] + ["fp_b"] * len(names))
+    with FakeOpenAI(
+        lambda seen: Reply(
+            "A caption.", served_model="vlm-2026-01", system_fingerprint=next(builds)
+        )
+    ) as server:
+        records, summary = predict(dataset, tmp_path, model(server), task="captioning")
+    assert {r["served"]["model"] for r in records.values()} == {"vlm-2026-01"}
+    assert summary["served"] == [
+        {"model": "vlm-2026-01", "system_fingerprint": "fp_a", "n": 2},
+        {"model": "vlm-2026-01", "system_fingerprint": "fp_b", "n": len(records) - 2},
+    ]

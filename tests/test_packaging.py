@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import shutil
@@ -140,6 +141,7 @@ def expected_metrics(inputs: Inputs, task: str, folder: Path) -> dict:
     """The metrics of score_predictions on the same files, read back from its score file."""
     from novabench.predict import run_predictions
     from novabench.score import score_predictions
+    from novabench.tasks import get_task
 
     records = inputs.predictions[task]
     if task != "captioning":  # raw answers: parsed as the pipeline's predictions_file model
@@ -171,6 +173,8 @@ def expected_metrics(inputs: Inputs, task: str, folder: Path) -> dict:
         out_json=folder / f"{task}-expected.json",
         out_csv=folder / f"{task}-expected.csv",
         judge_cfg=judge,
+        # The command scores with the pipeline's scoring options (defaults outside a checkout).
+        options=get_task(task).options({}),
         nltk_data=inputs.nltk_data,
     )
     return json.loads((folder / f"{task}-expected.json").read_text())["metrics"]
@@ -222,8 +226,10 @@ def test_the_command_needs_only_the_core_dependencies(tmp_path):
             str(tmp_path / "built" / "nova.parquet"),
         ]
     )
-    # The default diagnosis judge needs the embedding extra, and says so.
+    # The pipeline's diagnosis judge scores without the embedding extra (its fallback is off
+    # in config/config.yaml); asking for the fallback needs the extra, and says so.
     runs.append([a for a in inputs.score_args("diagnosis") if a != "--no-embedding-fallback"])
+    runs.append([*runs[-1], "--embedding-fallback"])
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(core), str(ROOT / "scripts")])}
     env.update(HOME=str(tmp_path / "home"), XDG_CACHE_HOME=str(tmp_path / "cache"))
     # The interpreter without any site-packages: only the links and the package import.
@@ -308,16 +314,23 @@ def build_wheel(tmp_path: Path) -> Path:
     return wheel
 
 
-def install_in_new_venv(wheel: Path, venv: Path) -> Path:
-    """A fresh venv that sees this environment's packages, with only the wheel installed."""
+def new_venv(venv: Path) -> Path:
+    """A fresh venv that sees this environment's packages (pip and setuptools too); its
+    site-packages folder."""
     run(sys.executable, "-m", "venv", "--without-pip", venv)
     python = venv / "bin" / "python"
     site = run(python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])")
     here = run(sys.executable, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])")
     (Path(site.stdout.strip()) / "project-dependencies.pth").write_text(here.stdout)
-    # No --no-deps: pip must find every declared dependency already installed.
-    run(python, "-m", "pip", "install", "--no-index", wheel)
     return Path(site.stdout.strip())
+
+
+def install_in_new_venv(wheel: Path, venv: Path) -> Path:
+    """A fresh venv that sees this environment's packages, with only the wheel installed."""
+    site = new_venv(venv)
+    # No --no-deps: pip must find every declared dependency already installed.
+    run(venv / "bin" / "python", "-m", "pip", "install", "--no-index", wheel)
+    return site
 
 
 @pytest.mark.slow
@@ -340,3 +353,44 @@ def test_the_wheel_installs_and_scores_outside_the_repository(tmp_path):
         assert payload["metrics"] == expected_metrics(inputs, task, tmp_path), task
         if task != "localization":  # the shipped tables and vocabulary were read
             assert payload["judge"]["name"] in ("keyword-lexicon", "diagnosis-matcher")
+    # Inside a checkout the installed command reads its workflow without --workflow.
+    checkout = tmp_path / "source"
+    done = run(
+        tmp_path / "venv" / "bin" / "novabench",
+        *("estimate", "--configfile", "config/paper.yaml"),
+        cwd=checkout,
+        env=env,
+    )
+    assert "gpt-4o" in done.stdout, done.stdout
+    # What `pip install .` leaves in a checkout is ignored.
+    for left in ("build/", "scripts/novabench.egg-info/"):
+        run("git", "check-ignore", "-q", left, cwd=ROOT)
+
+
+@pytest.mark.slow
+def test_setup_puts_the_command_into_the_venv(tmp_path):
+    from novabench.wordnet import DEBIAN_WORDNET_DIR
+
+    if not (DEBIAN_WORDNET_DIR / "index.sense").is_file():
+        pytest.skip("needs `apt-get install wordnet-base wordnet-sense-index`")
+    checkout = copy_working_tree(tmp_path / "checkout")
+    venv = checkout / ".venv"
+    # A venv that sees this environment's packages, marked as holding the requirements,
+    # so that setup installs only what it adds (offline).
+    site = new_venv(venv)
+    digest = hashlib.sha256(
+        b"".join(p.read_bytes() for p in sorted(checkout.glob("requirements*.txt")))
+    ).hexdigest()
+    (venv / ".installed-requirements").write_text(digest + "\n")
+    done = run("bash", "scripts/setup.sh", cwd=checkout)
+    assert "installing the novabench command" in done.stderr, done.stderr
+    assert "installing requirements.txt" not in done.stderr
+    novabench = venv / "bin" / "novabench"
+    # Editable: the command runs the checkout's code, and finds its workflow from anywhere.
+    where = run(venv / "bin" / "python", "-c", "import novabench; print(novabench.__file__)")
+    assert Path(where.stdout.strip()).is_relative_to(checkout / "scripts")
+    catalog = run(novabench, "catalog", cwd=tmp_path)
+    assert "gpt-4o" in catalog.stdout
+    assert not Path(site, "novabench").exists()
+    again = run("bash", "scripts/setup.sh", cwd=checkout)
+    assert "installing" not in again.stderr, again.stderr

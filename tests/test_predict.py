@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 
 import pytest
@@ -219,3 +220,13 @@ def test_gold_captions_and_diagnoses_are_the_references(dataset, tmp_path):
     assert ranked["case0003_001.png"] == ["Acute ischemic infarct"]
     # the diagnosis prompt carries the history and the reference caption as findings
     assert all(r["status"] == "ok" for r in diagnoses)
+
+
+def test_a_score_log_line_prints_plain_numbers():
+    import numpy as np
+
+    from novabench.score import metrics_text
+
+    metrics = {"Top-1": np.float64(88.461538), "n_ok": np.int64(26), "Entropy": math.nan}
+    metrics["judge"] = {"name": "matcher"}  # details stay in the score file
+    assert metrics_text(metrics) == "Top-1=88.46, n_ok=26, Entropy=None"

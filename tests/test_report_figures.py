@@ -319,3 +319,26 @@ def test_a_family_the_task_does_not_draw_is_refused(tmp_path):
         "unknown figure family 'labels'; one of ['breakdown', 'judge_agreement', 'metrics']"
     )
     assert not (tmp_path / "a.png").exists()
+
+
+def test_a_model_keeps_its_colour_whatever_else_is_configured():
+    import hashlib
+
+    def preferred(name: str) -> str:
+        digest = hashlib.sha256(name.encode()).digest()[:4]
+        return figures.OKABE_ITO[int.from_bytes(digest, "big") % len(figures.OKABE_ITO)]
+
+    def colours(names):
+        return figures.entry_colours(names, {})
+
+    alone = colours(["gpt-4o"])
+    assert alone["gpt-4o"] == preferred("gpt-4o")
+    # Another run with other models, in another order: the same colour (a name whose
+    # colour an alphabetically earlier one holds takes the next free one).
+    later = colours(["qwen2.5-vl-72b", "gpt-4o", "random"])
+    assert later["gpt-4o"] == alone["gpt-4o"]
+    if preferred("qwen2.5-vl-72b") != preferred("gpt-4o"):
+        assert later["qwen2.5-vl-72b"] == preferred("qwen2.5-vl-72b")
+    # Up to the palette's size, never two entries of one colour.
+    names = [f"model-{i}" for i in range(len(figures.OKABE_ITO))]
+    assert len(set(colours(names).values())) == len(names)

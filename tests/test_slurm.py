@@ -149,11 +149,17 @@ def dry_run_on_slurm(workdir: Path, env: dict[str, str] | None = None) -> dict[t
     return {(j["rule"], j["wildcards"].get("model")): j for j in jobs}
 
 
-def test_no_profile_applies_itself_silently():
+def test_no_machine_profile_applies_itself_silently():
     # Snakemake applies profiles/default next to the Snakefile (or in the working
-    # directory) without being asked; the profiles here must be named to take effect.
-    assert not (ROOT / "profiles").exists()
+    # directory) without being asked: it sets only what keeps a plain run resumable; the
+    # machine profiles must be named to take effect, and set that too.
+    default = yaml.safe_load((ROOT / "profiles" / "default" / "config.yaml").read_text())
+    assert default == {"rerun-incomplete": True}
+    assert sorted(p.name for p in (ROOT / "profiles").iterdir()) == ["default"]
     assert sorted(p.name for p in PROFILES.iterdir()) == ["slurm", "workstation"]
+    for profile in PROFILES.iterdir():
+        settings = yaml.safe_load((profile / "config.yaml").read_text())
+        assert settings["rerun-incomplete"] is True, profile.name
 
 
 def test_slurm_profile_sizes_jobs_by_model_kind_and_groups_scoring(tmp_path):

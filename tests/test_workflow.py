@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import html
 import json
 import shutil
 import subprocess
@@ -20,10 +21,12 @@ pytestmark = pytest.mark.slow
 
 
 def snakemake(workdir: Path, *args: str, home: Path | None = None) -> subprocess.CompletedProcess:
-    """Snakemake in a copy of the checkout (``workdir``), with HOME ``home`` if given."""
+    """Snakemake in ``workdir``: a copy of the checkout runs its own workflow, any other
+    folder this checkout's; HOME ``home`` if given."""
+    copy = (workdir / "Snakefile").is_file()
     return subprocess.run(
-        [*SNAKEMAKE, *args],
-        cwd=workdir,
+        [*SNAKEMAKE, *args] if copy else [*SNAKEMAKE, "-d", str(workdir), *args],
+        cwd=workdir if copy else ROOT,
         env=empty_home_environment(workdir, home) if home else None,
         capture_output=True,
         text=True,
@@ -257,3 +260,136 @@ def test_no_script_runs_in_the_html_report_whatever_the_config_says(run, tmp_pat
         assert driver.execute_script("return window.__pwned || 0") == 0
     finally:
         driver.quit()
+
+
+def test_the_predictions_target_runs_exactly_the_pending_predictions(tmp_path):
+    """For a submit host that predicts before the cluster scores: a fresh subset, then one
+    new model; `--until predict` is refused, since Snakemake drops its jobs after the
+    dataset checkpoint."""
+    import yaml
+
+    config = yaml.safe_load((ROOT / "config" / "config.yaml").read_text())
+    pairs = [
+        (task, name)
+        for name, model in config["models"].items()
+        for task in model["tasks"]
+        if config["tasks"][task]["enabled"]
+    ]
+    subset = tmp_path / "subset.yaml"
+    subset.write_text("dataset: {source: sample, subset: {limit: 4, seed: 3}}\n")
+    # The target first: `--configfile` takes every word after it as a config file.
+    result = snakemake(tmp_path, "predictions", "--cores", "2", "--configfile", str(subset))
+    assert result.returncode == 0, result.stderr[-3000:]
+    jobs = job_counts(result.stdout + result.stderr)
+    assert jobs["predict"] == len(pairs) and jobs["subset"] == 1, jobs
+    assert "score" not in jobs and "tables" not in jobs, jobs
+    (folder,) = (tmp_path / "results").glob("sample-subset-*")
+    made = {(p.parent.name, p.stem) for p in (folder / "predictions").glob("*/*.jsonl")}
+    assert made == set(pairs)
+    assert not (folder / "scores").exists()
+
+    new_model = tmp_path / "new-model.yaml"
+    new_model.write_text(
+        subset.read_text()
+        + "models: {random-2: {adapter: random, tasks: [localization], settings: {seed: 2}}}\n"
+    )
+    args = ("--cores", "2", "--configfile", str(new_model))
+    result = snakemake(tmp_path, "predictions", *args)
+    assert result.returncode == 0, result.stderr[-3000:]
+    jobs = job_counts(result.stdout + result.stderr)
+    assert jobs["predict"] == 1 and "subset" not in jobs and "score" not in jobs, jobs
+    assert (folder / "predictions" / "localization" / "random-2.jsonl").is_file()
+
+    result = snakemake(tmp_path, "--until", "predict", *args)
+    assert result.returncode != 0
+    assert "fix: run the `predictions` target" in result.stderr
+
+
+@pytest.mark.parametrize(
+    ("task", "model"),
+    [("localization", "classical"), ("captioning", "classical"), ("diagnosis", "retrieval")],
+)
+def test_the_command_scores_a_prediction_file_as_the_pipeline_did(run, task, model, capsys):
+    from novabench import cli
+
+    results = run / "results" / "sample"
+    capsys.readouterr()
+    code = cli.main(
+        [
+            *("score", "--task", task, "--format", "json"),
+            *("--dataset", str(results / "dataset" / "nova.parquet")),
+            *("--predictions", str(results / "predictions" / task / f"{model}.jsonl")),
+            *("--nltk-data", str(run / "results" / "nltk_data")),
+        ]
+    )
+    assert code == 0
+    payload, pipeline = json.loads(capsys.readouterr().out), scores(run, task, model)
+    assert payload["judge"] == pipeline["judge"]
+    assert payload["metrics"] == pipeline["metrics"]
+    assert payload["inputs"] == pipeline["inputs"]
+
+
+def test_a_run_interrupted_with_sigint_resumes_on_the_next_plain_run(tmp_path):
+    """SIGINT to the snakemake process (not its jobs): Snakemake lets the running jobs
+    finish without recording them, so their outputs stay marked incomplete; the next plain
+    run must re-run them (profiles/default sets rerun-incomplete), not refuse to start."""
+    import signal
+    import time
+
+    # The first jobs (the sample, then the dataset): short, and like any other.
+    target = "results/sample/dataset/nova.parquet"
+    log = tmp_path / "interrupted.log"
+    with log.open("w") as out:
+        process = subprocess.Popen(
+            [*SNAKEMAKE, "-d", str(tmp_path), "--cores", "2", target],
+            cwd=ROOT,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            # A shell's background job ignores SIGINT; the test sends it on purpose.
+            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+        )
+        deadline = time.monotonic() + 600
+        while "rule sample:" not in log.read_text() and time.monotonic() < deadline:
+            assert process.poll() is None, log.read_text()[-3000:]
+            time.sleep(0.2)
+        process.send_signal(signal.SIGINT)
+        assert process.wait(timeout=600) != 0
+    assert list((tmp_path / ".snakemake" / "incomplete").iterdir()), "nothing was cut short"
+    result = snakemake(tmp_path, "--cores", "2", target)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "IncompleteFilesException" not in result.stderr
+    result = snakemake(tmp_path, "--cores", "2", target, "--dry-run")
+    assert "Nothing to be done" in result.stdout + result.stderr
+
+
+def test_models_of_earlier_runs_are_named_or_shown(run, tmp_path):
+    """Separate runs with different models: lists share results/<tag>/: a score file the
+    report does not show is named in one line; reporting.models: all shows it."""
+    workdir = tmp_path / "run"
+    shutil.copytree(run, workdir, symlinks=True)
+    results = workdir / "results" / "sample"
+    without = tmp_path / "without-random.yaml"
+    without.write_text("models: {random: {enabled: false}}\n")
+    result = snakemake(workdir, "--cores", "2", "--configfile", str(without))
+    assert result.returncode == 0, result.stderr[-3000:]
+    jobs = job_counts(result.stdout + result.stderr)
+    assert "predict" not in jobs and "score" not in jobs, jobs
+    line = (
+        "Not shown: 1 score file(s) under this results folder, their models are not in this "
+        "config's models:; reporting.models: all shows them: scores/localization/random.json."
+    )
+    summary = (results / "tables" / "summary.md").read_text()
+    assert line in summary.splitlines() and "| random |" not in summary
+    assert html.escape(line) in (results / "leaderboard.html").read_text()
+    assert line in result.stderr
+
+    every = tmp_path / "every.yaml"
+    every.write_text(without.read_text() + "reporting: {models: all}\n")
+    result = snakemake(workdir, "--cores", "2", "--configfile", str(every))
+    assert result.returncode == 0, result.stderr[-3000:]
+    jobs = job_counts(result.stdout + result.stderr)
+    assert "predict" not in jobs and "score" not in jobs, jobs
+    summary = (results / "tables" / "summary.md").read_text()
+    assert "| random | Controls |" in summary and "Not shown" not in summary
+    table = pd.read_csv(results / "tables" / "localization.csv")
+    assert "random" in set(table["model"])

@@ -61,6 +61,8 @@ class PredictionsCheck:
     kind: str | None = None  # "records", "answers", or None for an empty file
     filenames: list[str] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)
+    # Records whose status is ``missing`` (no answer on file when the pipeline ran).
+    missing: list[str] = field(default_factory=list)
 
 
 def _parsed_problem(task: str, parsed: Any) -> str | None:
@@ -130,9 +132,26 @@ def check_predictions(
                 continue
             seen[name] = number
             check.filenames.append(name)
+            if check.kind == "records" and line.get("status") == "missing":
+                check.missing.append(name)
             if known is not None and name not in known:
                 check.problems.append(f"{where}: {name} is not in the dataset")
     return check
+
+
+def require_answers(check: PredictionsCheck, path: Path, n_images: int | None) -> None:
+    """NovaError, in the pipeline's words, when the file answers no image at all: empty,
+    or every record missing. Scoring it would give a model zeros that mean nothing."""
+    answered = len(check.filenames) - len(check.missing)
+    if answered:
+        return
+    n = n_images if n_images is not None else len(check.filenames)
+    what = "the file is empty" if not check.filenames else "every record's status is missing"
+    counted = f"{n} of {n} images are" if n else "every image is"
+    raise NovaError(
+        f"{path}: {counted} missing from the predictions file ({what})",
+        "add the answers, or pass the predictions file made for this dataset",
+    )
 
 
 def _dataset_filenames(dataset: Path) -> list[str]:
@@ -185,6 +204,7 @@ def score_file(
     stem: Path,
     judge_cfg: dict[str, Any] | None,
     nltk_data: Path,
+    options: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """Score prediction records into ``<stem>.json`` and ``<stem>.images.csv``; return the
     score file's content (JSON-safe)."""
@@ -198,6 +218,7 @@ def score_file(
         out_json=out_json,
         out_csv=_with_suffix(stem, ".images.csv"),
         judge_cfg=judge_cfg,
+        options=options,
         nltk_data=Path(nltk_data),
         cache_dir=None,
     )
@@ -207,6 +228,72 @@ def score_file(
 # --- subcommands ----------------------------------------------------------------------------
 
 
+# The judges of the workflow's config/config.yaml, for an installed package used outside a
+# checkout (tests/test_cli.py keeps them equal to the config's).
+PIPELINE_JUDGES = {
+    "captioning": {"name": "keywords", "kind": "keyword-lexicon"},
+    "diagnosis": {
+        "name": "matcher",
+        "kind": "diagnosis-matcher",
+        "settings": {"embedding_fallback": False},
+    },
+}
+
+
+# The workflow this package belongs to, when it runs from a checkout.
+WORKFLOW = paths.REPOSITORY
+
+
+def find_workflow(start: Path | None = None) -> Path | None:
+    """The checkout this package runs from, else the one holding the working directory
+    (an installed package run inside a checkout); None outside any."""
+    if WORKFLOW is not None:
+        return WORKFLOW
+    here = Path.cwd() if start is None else Path(start)
+    for folder in (here, *here.parents):
+        if (folder / "Snakefile").is_file() and (folder / "config" / "config.yaml").is_file():
+            return folder
+    return None
+
+
+def pipeline_config(workflow: Path | None, configfiles: Sequence[Path] = ()) -> dict[str, Any]:
+    """The workflow's config/config.yaml with ``configfiles`` merged over it, as
+    ``snakemake --configfile`` merges them; {} without a workflow and config files."""
+    import yaml
+
+    from novabench.catalog import merge
+
+    files = [] if workflow is None else [Path(workflow) / "config" / "config.yaml"]
+    config: dict[str, Any] = {}
+    for path in [*files, *map(Path, configfiles)]:
+        try:
+            loaded = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+        except (OSError, yaml.YAMLError) as exc:
+            raise NovaError(
+                f"cannot read the config {path} ({exc})", "check --configfile"
+            ) from None
+        if not isinstance(loaded, dict):
+            raise NovaError(f"the config {path} is not a mapping", "check --configfile")
+        merge(config, loaded)
+    return config
+
+
+def configured_judge(task: str, config: dict[str, Any]) -> dict[str, Any] | None:
+    """``{name, kind, settings}`` of the judge ``tasks.<task>.judge`` names in ``config``;
+    the pipeline's default judge when ``config`` is empty."""
+    if not config:
+        default = PIPELINE_JUDGES.get(task)
+        return None if default is None else json.loads(json.dumps(default))
+    name = ((config.get("tasks") or {}).get(task) or {}).get("judge")
+    judges = config.get("judges") or {}
+    if name not in judges:
+        raise NovaError(
+            f"the config names no judge of {task} under judges: (tasks.{task}.judge is {name!r})",
+            f"set tasks.{task}.judge to an entry of judges:",
+        )
+    return {"name": name, **judges[name]}
+
+
 def offline_judge_kinds(task: str) -> list[str]:
     """Judge kinds that score ``task`` without a service, the pipeline's default first."""
     kinds = [k.name for k in judge_kinds().values() if task in k.tasks and not k.remote]
@@ -214,47 +301,60 @@ def offline_judge_kinds(task: str) -> list[str]:
     return sorted(kinds, key=lambda name: name != default)
 
 
-def judge_config(task: str, kind: str | None, embedding_fallback: bool) -> dict | None:
-    """The judge to score ``task`` with: the pipeline's default unless ``kind`` is given."""
+def judge_config(
+    task: str,
+    kind: str | None,
+    embedding_fallback: bool | None,
+    config: dict[str, Any] | None = None,
+) -> dict | None:
+    """The judge to score ``task`` with: the pipeline's configured one (``config``: the
+    workflow's config; {} outside a checkout), or the offline ``kind`` with its own
+    defaults. ``embedding_fallback``: True or False sets the diagnosis matcher's, None
+    keeps it."""
     if not get_task(task).needs_judge:
         if kind is not None:
             raise NovaError(f"{task} is scored without a judge", "drop --judge-kind")
         return None
-    offline = offline_judge_kinds(task)
-    kind = kind or offline[0]
-    if kind not in offline:
-        raise NovaError(
-            f"a {kind} judge cannot score {task} here",
-            f"use --judge-kind {' or '.join(offline)}",
-        )
-    if kind != "diagnosis-matcher":
-        if not embedding_fallback:
+    judge = configured_judge(task, config or {})
+    if kind is not None and kind != judge["kind"]:
+        offline = offline_judge_kinds(task)
+        if kind not in offline:
             raise NovaError(
-                "--no-embedding-fallback is a setting of the diagnosis-matcher judge",
+                f"a {kind} judge cannot score {task} here",
+                f"use --judge-kind {' or '.join(offline)}",
+            )
+        judge = {"kind": kind, "settings": {}}
+    settings = dict(judge.get("settings") or {})
+    if embedding_fallback is not None:
+        if judge["kind"] != "diagnosis-matcher":
+            flag = "--embedding-fallback" if embedding_fallback else "--no-embedding-fallback"
+            raise NovaError(
+                f"{flag} is a setting of the diagnosis-matcher judge",
                 "drop it, or score diagnosis with --judge-kind diagnosis-matcher",
             )
-        return {"kind": kind, "settings": {}}
-    if not embedding_fallback:
-        return {"kind": kind, "settings": {"embedding_fallback": False}}
-    missing = [m for m in EMBEDDING_MODULES if importlib.util.find_spec(m) is None]
-    if missing:
-        raise NovaError(
-            f"the diagnosis matcher's embedding step needs {', '.join(missing)}, "
-            "which are not installed",
-            "pip install 'novabench[embedding]', or pass --no-embedding-fallback",
-        )
-    return {"kind": kind, "settings": {}}
+        settings["embedding_fallback"] = embedding_fallback
+    if judge["kind"] == "diagnosis-matcher" and settings.get("embedding_fallback", True):
+        missing = [m for m in EMBEDDING_MODULES if importlib.util.find_spec(m) is None]
+        if missing:
+            raise NovaError(
+                f"the diagnosis matcher's embedding step needs {', '.join(missing)}, "
+                "which are not installed",
+                "pip install 'novabench[embedding]', or pass --no-embedding-fallback",
+            )
+    return {**judge, "settings": settings}
 
 
 def _records_for_scoring(args: argparse.Namespace, model: str, stem: Path) -> Path:
     """Check the predictions file; raw answers are parsed into records next to ``stem``."""
-    check = check_predictions(args.predictions, args.task, _dataset_filenames(args.dataset))
+    filenames = _dataset_filenames(args.dataset)
+    check = check_predictions(args.predictions, args.task, filenames)
     if check.problems:
         raise NovaError(
             f"{len(check.problems)} problem(s) in the predictions file, first: {check.problems[0]}",
             f"list them with `novabench validate --task {args.task} "
             f"--predictions {args.predictions} --dataset {args.dataset}`",
         )
+    require_answers(check, Path(args.predictions), len(filenames))
     if check.kind != "answers":
         return Path(args.predictions)
     if get_task(args.task).needs_box_format and not args.box_format:
@@ -273,7 +373,10 @@ def _records_for_scoring(args: argparse.Namespace, model: str, stem: Path) -> Pa
 
 
 def cmd_score(args: argparse.Namespace) -> int:
-    judge_cfg = judge_config(args.task, args.judge_kind, not args.no_embedding_fallback)
+    config = pipeline_config(find_workflow(), args.configfile)
+    judge_cfg = judge_config(args.task, args.judge_kind, args.embedding_fallback, config)
+    # The task's scoring options as the pipeline's score rule receives them.
+    options = get_task(args.task).options((config.get("tasks") or {}).get(args.task) or {})
     with tempfile.TemporaryDirectory(prefix="novabench-score-") as scratch:
         folder = Path(args.out_dir) if args.out_dir else Path(scratch)
         folder.mkdir(parents=True, exist_ok=True)
@@ -287,6 +390,7 @@ def cmd_score(args: argparse.Namespace) -> int:
             predictions=records,
             stem=stem,
             judge_cfg=judge_cfg,
+            options=options,
             nltk_data=args.nltk_data or default_nltk_data(),
         )
     if args.format == "json":
@@ -331,11 +435,13 @@ def cmd_validate(args: argparse.Namespace) -> int:
     if check.problems:
         print(f"{args.predictions}: {len(check.problems)} problem(s)")
         return 1
-    kind = check.kind or "no predictions"
-    print(f"{args.predictions}: valid ({len(check.filenames)} {kind} for {args.task})")
-    if filenames is not None and len(check.filenames) < len(filenames):
-        missing = len(filenames) - len(check.filenames)
-        print(f"note: {missing} image(s) of the dataset have no prediction (scored as errors)")
+    require_answers(check, Path(args.predictions), None if filenames is None else len(filenames))
+    print(f"{args.predictions}: valid ({len(check.filenames)} {check.kind} for {args.task})")
+    missing = len(check.missing)
+    if filenames is not None:
+        missing += len(filenames) - len(check.filenames)
+    if missing:
+        print(f"note: {missing} image(s) of the dataset have no prediction (scored as missing)")
     return 0
 
 
@@ -412,8 +518,14 @@ def cmd_judge_report(args: argparse.Namespace) -> int:
     from novabench.judges.validation import SETS_BY_KEY, validation_folder, write_report
 
     out_dir = Path(args.out_dir)
+    workflow = find_workflow()
+    if args.config is None:
+        args.config = (workflow or Path()) / "config" / "config.yaml"
+    validation_dir = args.validation_dir
+    if validation_dir is None and workflow is not None:
+        validation_dir = workflow / "validation"
     judges = _config_judges(args.config)
-    folder = validation_folder(args.validation_dir)
+    folder = validation_folder(validation_dir)
     report = write_report(
         judges,
         folder,
@@ -481,7 +593,7 @@ def _judge_report_parser(commands: Any) -> None:
     report = commands.add_parser(
         "judge-report", help="measure the configured judges on the hand-labelled pairs"
     )
-    report.add_argument("--config", type=Path, default=Path("config/config.yaml"))
+    report.add_argument("--config", type=Path, help="default: the workflow's config/config.yaml")
     report.add_argument(
         "--validation-dir",
         type=Path,
@@ -499,12 +611,8 @@ def _judge_report_parser(commands: Any) -> None:
     report.set_defaults(run=cmd_judge_report)
 
 
-# The workflow this package belongs to, when it runs from a checkout (else --workflow).
-WORKFLOW = paths.REPOSITORY
-
-
 def _workflow_dir(args: argparse.Namespace) -> Path:
-    folder = args.workflow or WORKFLOW
+    folder = args.workflow or find_workflow()
     if folder is None or not (Path(folder) / "Snakefile").is_file():
         raise NovaError(
             f"{folder or 'this installation'} holds no Snakefile (the workflow whose "
@@ -611,11 +719,19 @@ def _estimate_parsers(commands: Any) -> None:
     estimate.add_argument(
         "--directory", type=Path, default=Path("."), help="the run's working directory"
     )
-    estimate.add_argument("--workflow", type=Path, help="the repository (default: this one)")
+    estimate.add_argument(
+        "--workflow",
+        type=Path,
+        help="the repository (default: this one, or the working directory's)",
+    )
     estimate.set_defaults(run=cmd_estimate)
     catalog = commands.add_parser("catalog", help="the table of the model catalog")
     catalog.add_argument("--readme", type=Path, help="write the table into this README")
-    catalog.add_argument("--workflow", type=Path, help="the repository (default: this one)")
+    catalog.add_argument(
+        "--workflow",
+        type=Path,
+        help="the repository (default: this one, or the working directory's)",
+    )
     catalog.set_defaults(run=cmd_catalog)
 
 
@@ -627,12 +743,22 @@ def _score_parser(commands: Any) -> None:
     score.add_argument(
         "--judge-kind",
         choices=sorted({k for t in task_names() for k in offline_judge_kinds(t)}),
-        help="an offline judge kind; default: the pipeline's",
+        help="another offline judge kind, with its own defaults; default: the judge that "
+        "the workflow's config (with --configfile) names for the task",
     )
     score.add_argument(
-        "--no-embedding-fallback",
-        action="store_true",
-        help="diagnosis matcher without its sentence-embedding step (no torch needed)",
+        "--embedding-fallback",
+        action=argparse.BooleanOptionalAction,
+        help="the diagnosis matcher with or without its sentence-embedding step (needs the "
+        "embedding extra); default: as configured (off in config/config.yaml)",
+    )
+    score.add_argument(
+        "--configfile",
+        type=Path,
+        action="append",
+        default=[],
+        help="merged over config/config.yaml for the judges and scoring options, as "
+        "snakemake --configfile (repeatable)",
     )
     score.add_argument(
         "--box-format", choices=BOX_FORMATS, help="box convention of raw localization answers"

@@ -15,13 +15,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from novabench.answer_formats import BOX_FORMATS
 from novabench.catalog import check_model_info
 from novabench.code_fingerprint import code_fingerprint, code_graph
-from novabench.errors import ConfigError, NovaError
+from novabench.errors import ConfigError, DatasetError, NovaError
 from novabench.io import resolve_path
 from novabench.judges import judge_kind
 from novabench.judges.base import expand_judge, judge_kind_names
-from novabench.models.base import adapter_class, adapter_exists, adapter_module_name
+from novabench.models.base import Adapter, adapter_class, adapter_exists, adapter_module_name
 from novabench.tasks import get_task, task_names
 
 FIX = "edit the config (every key is documented in config/README.md)"
@@ -442,6 +443,15 @@ def _check_dataset(dataset: dict[str, Any]) -> None:
             "dataset.source is local but dataset.local_path is not set",
             "set dataset.local_path to the folder of the downloaded dataset repository",
         )
+    if dataset["source"] == "local":
+        # At plan time, so a dry run catches a wrong folder and a real run starts nothing
+        # (the dataset job would fail behind Snakemake's own lines).
+        from novabench.dataset.layouts import detect_layout
+
+        try:
+            detect_layout(Path(str(dataset["local_path"])).expanduser())
+        except DatasetError as exc:
+            raise ConfigError(f"dataset.local_path: {exc}") from None
     lo, hi = dataset["sample"]["images_per_case"]
     if lo > hi:
         raise ConfigError(
@@ -521,12 +531,26 @@ def _check_models(plan: Plan) -> None:
                 f"models.{name}: the {plan.model(name)['adapter']} adapter cannot run {task}",
                 f"remove {task} from models.{name}.tasks",
             )
+        if get_task(task).needs_box_format:
+            _check_box_format(name, plan.model(name), adapter)
         prompt = plan.prompt(task, name)
         if not Path(prompt).is_file():
             raise ConfigError(
                 f"prompt template {prompt} (task {task}, model {name}) does not exist",
                 f"fix tasks.{task}.prompt or models.{name}.prompts",
             )
+
+
+def _check_box_format(name: str, model: dict[str, Any], adapter: type[Adapter]) -> None:
+    """A model answering boxes declares their convention, unless its adapter fixes one or
+    finds its own (hf_local: the checkpoint's family, checked when the job runs)."""
+    finds_own = adapter.native_box_format is not Adapter.native_box_format
+    if adapter.box_format is None and not finds_own and not model.get("box_format"):
+        raise ConfigError(
+            f"models.{name} runs localization but declares no box_format",
+            f"set models.{name}.box_format to the model's box convention, one of "
+            f"{', '.join(BOX_FORMATS)} (see config/README.md)",
+        )
 
 
 def _check_audit(plan: Plan, name: str, model: dict[str, Any]) -> None:

@@ -117,7 +117,21 @@ def summarize(records: Sequence[dict[str, Any]], wall_s: float) -> dict[str, Any
     usage: Counter = Counter()
     for record in records:
         usage.update(record.get("usage") or {})
+    served = Counter(
+        (r["served"]["model"], r["served"]["fingerprint"]) for r in records if r.get("served")
+    )
     return {
+        # Each model version and system fingerprint the server reported, with its count.
+        **(
+            {
+                "served": [
+                    {"model": m, "system_fingerprint": f, "n": n}
+                    for (m, f), n in sorted(served.items(), key=lambda item: str(item[0]))
+                ]
+            }
+            if served
+            else {}
+        ),
         "n_images": len(records),
         "status_counts": {s: counts.get(s, 0) for s in STATUSES},
         "n_cached": sum(bool(r.get("cached")) for r in records),
@@ -282,4 +296,10 @@ def _record(
         "latency_s": None if response.latency_s is None else round(response.latency_s, 4),
         "usage": response.usage,
         "cached": response.cached,
+        # Who answered, as the server says (the snapshot behind an alias, its build).
+        **(
+            {"served": {"model": response.served_model, "fingerprint": response.system_fingerprint}}
+            if response.served_model or response.system_fingerprint
+            else {}
+        ),
     }

@@ -45,6 +45,18 @@ def _json_safe(value: Any) -> Any:
     return value
 
 
+def metrics_text(metrics: Mapping[str, Any]) -> str:
+    """A score's scalar metrics as one log line, ``key=value`` with plain numbers (a
+    numpy scalar would print as ``np.float64(88.46...)``); nested details are in the file."""
+    parts = []
+    for key, value in metrics.items():
+        value = _json_safe(value)
+        if isinstance(value, dict | list):
+            continue
+        parts.append(f"{key}={value:.4g}" if isinstance(value, float) else f"{key}={value}")
+    return ", ".join(parts)
+
+
 def write_scores(
     payload: dict[str, Any], per_image: pd.DataFrame, out_json: Path, out_csv: Path
 ) -> None:

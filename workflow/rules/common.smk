@@ -1,6 +1,7 @@
 # Config validation, wildcard constraints and every input function.
 
 import os
+import re
 import sys
 from pathlib import Path
 
@@ -29,6 +30,12 @@ from novabench.redaction import export_key_variables  # noqa: E402
 from novabench.dataset.schema import rater_slug  # noqa: E402
 from novabench.dataset.tags import dataset_tags, subset_spec  # noqa: E402
 from novabench.report.breakdowns import AXES as BREAKDOWN_AXES  # noqa: E402
+from novabench.report.scored import (  # noqa: E402
+    left_out_line,
+    recorded_adapters,
+    scored_elsewhere,
+    shown_elsewhere,
+)
 from novabench.tasks import dataset_needs, get_task, task_names  # noqa: E402
 
 # Libraries keep their state under results/, not in the home folder (novabench.job_env);
@@ -115,9 +122,32 @@ def _dataset_label():
 DATASET_LABEL = _dataset_label()
 
 
+# Score files under results/<tag>/ of models this config does not run (earlier runs with
+# other models: lists): `reporting.models: all` adds the complete ones to the report; the
+# rest are named in one line (novabench.report.scored).
+SCORED_ELSEWHERE = scored_elsewhere(
+    Path(results("")),
+    [task for task in PLAN.tasks() if PLAN.task_enabled(task)],
+    PLAN.jobs(),
+)
+REPORT_ALL = config["reporting"]["models"] == "all"
+SHOWN_ELSEWHERE = shown_elsewhere(SCORED_ELSEWHERE, REPORT_ALL)
+LEFT_OUT = left_out_line(SCORED_ELSEWHERE, REPORT_ALL)
+if LEFT_OUT and workflow.is_main_process:
+    logger.warning(LEFT_OUT)
+# Their files are read as they are: no rule may claim to make them (it would look the
+# model up in this config).
+_OTHER_RUNS = "|".join(sorted({re.escape(s.model) for s in SHOWN_ELSEWHERE}))
+_NOT_OTHER_RUNS = (
+    rf"(?!(?:{_OTHER_RUNS})\.(?:json|jsonl|images\.csv|summary\.json|log|tsv)$)"
+    if _OTHER_RUNS
+    else ""
+)
+
+
 wildcard_constraints:
     task="|".join(task_names()),
-    model=r"(?!rater-)[A-Za-z0-9][A-Za-z0-9._-]*",
+    model=rf"(?!rater-){_NOT_OTHER_RUNS}[A-Za-z0-9][A-Za-z0-9._-]*",
     rater=r"[A-Za-z0-9][A-Za-z0-9._-]*",
     axis="|".join(BREAKDOWN_AXES),
 
@@ -229,11 +259,24 @@ def rater_score_files(wildcards):
 
 def all_targets(wildcards):
     """Known before the dataset exists, so a dry run shows the whole DAG."""
+    # `--until predict` plans the prediction jobs, then drops them all when the dataset
+    # checkpoint re-plans the DAG, and reports success: refuse it rather than run nothing.
+    # (The DAG settings exist once the DAG is built, so this lives in an input function.)
+    if "predict" in workflow.dag_settings.until:
+        stop(
+            "--until predict would skip every prediction job once the dataset is built; "
+            "fix: run the `predictions` target instead: snakemake --cores 4 predictions"
+        )
     targets = [DATASET, MANIFEST]
     for task, model in PLAN.jobs():
         targets.append(results(f"predictions/{task}/{model}.jsonl"))
         targets.append(results(f"scores/{task}/{model}.json"))
     return targets
+
+
+def prediction_targets(wildcards):
+    """Every configured prediction file (the `predictions` target)."""
+    return [results(f"predictions/{task}/{model}.jsonl") for task, model in PLAN.jobs()]
 
 
 def human_reference_targets(wildcards):
@@ -247,8 +290,10 @@ def human_reference_targets(wildcards):
 
 
 def task_models(task):
-    """Models that run ``task``, in config order."""
-    return [model for job_task, model in PLAN.jobs() if job_task == task]
+    """Models the report shows for ``task``: those that run it, in config order, then
+    those scored by earlier runs (reporting.models: all)."""
+    planned = [model for job_task, model in PLAN.jobs() if job_task == task]
+    return planned + [s.model for s in SHOWN_ELSEWHERE if s.task == task]
 
 
 REPORT_TASKS = [task for task in PLAN.tasks() if task_models(task)]
@@ -257,12 +302,13 @@ REPORT_TASKS = [task for task in PLAN.tasks() if task_models(task)]
 REPORT_SETTINGS = {
     key: value
     for key, value in config["reporting"].items()
-    if key not in ("min_answered", "max_error_rate")
+    if key not in ("min_answered", "max_error_rate", "models")
 }
 # Only what the report reads of each model (its adapter decides control or model), so
 # that editing a model's settings does not re-run the report.
 REPORT_MODELS = {
-    name: {"adapter": m["adapter"]} for name, m in config["models"].items()
+    **recorded_adapters(Path(results("")), SHOWN_ELSEWHERE),
+    **{name: {"adapter": m["adapter"]} for name, m in config["models"].items()},
 }
 # Task-specific figure families (results/<tag>/figures/{task}_{family}); `breakdown` has a rule
 # of its own (it also writes its numbers).

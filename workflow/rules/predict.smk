@@ -29,3 +29,12 @@ rule predict:
         cache_dir="results/cache",
     script:
         "../../scripts/predict.py"
+
+
+# `snakemake --cores 4 predictions`: every pending prediction job and what it needs (the
+# dataset, a subset), nothing after it; for submit hosts that have the internet when the
+# compute nodes do not. Snakemake's `--until predict` would drop the prediction jobs once
+# the dataset checkpoint re-plans the DAG.
+rule predictions:
+    input:
+        prediction_targets,

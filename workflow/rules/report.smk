@@ -63,6 +63,8 @@ rule tables:
         dataset_label=DATASET_LABEL,
         agreement=bool(AGREEMENT_JUDGES),
         audits=inert_param(AUDITS),
+        # Score files under results/<tag>/ that the tables do not show, named in summary.md.
+        left_out=LEFT_OUT,
         limits={
             key: config["reporting"][key] for key in ("min_answered", "max_error_rate")
         },
@@ -87,6 +89,7 @@ rule leaderboard:
         figures=report_figures(),
         # The page shows the commit, so a new commit re-writes it.
         git=inert_param(GIT_STATE),
+        left_out=LEFT_OUT,
         # When a model is marked for failures, as in the tables.
         limits={
             key: config["reporting"][key] for key in ("min_answered", "max_error_rate")

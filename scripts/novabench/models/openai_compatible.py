@@ -299,7 +299,9 @@ class Adapter(BaseAdapter):
     # -- answering ----------------------------------------------------------------------
 
     def predict(self, samples: Sequence[Sample]) -> Iterator[Response]:
-        yield from self._answer(self.requests_for(samples), progress=self.name)
+        # The task in the label: two jobs of one model run side by side, one bar each.
+        label = f"{samples[0].task}/{self.name}" if samples else self.name
+        yield from self._answer(self.requests_for(samples), progress=label)
 
     def requests_for(self, samples: Sequence[Sample]) -> list[ChatRequest]:
         """The request of each sample, as :meth:`predict` sends it (the estimate counts

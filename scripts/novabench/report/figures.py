@@ -12,6 +12,7 @@ without timestamps so that re-running a figure does not change its bytes.
 from __future__ import annotations
 
 import contextvars
+import hashlib
 import logging
 import math
 from collections.abc import Mapping, Sequence
@@ -158,23 +159,42 @@ class EntryStyle:
         return {"color": self.colour, "marker": self.marker, "linestyle": self.linestyle}
 
 
+def _preferred_slot(name: str, n: int) -> int:
+    """A slot of ``n`` that follows from the name alone (not Python's salted hash)."""
+    return int.from_bytes(hashlib.sha256(name.encode("utf-8")).digest()[:4], "big") % n
+
+
+def style_slots(names: Sequence[str], n: int) -> dict[str, int]:
+    """Each name's slot of ``n`` styles: derived from the name, so that an entry keeps
+    its colour from run to run whatever else is configured; a name whose slot another
+    (alphabetically earlier) name of the same figure holds takes the next free one."""
+    slots: dict[str, int] = {}
+    for name in sorted(set(names)):
+        slot = _preferred_slot(name, n)
+        taken = set(slots.values())
+        if len(taken) < n:
+            while slot in taken:
+                slot = (slot + 1) % n
+        slots[name] = slot
+    return slots
+
+
 def entry_styles(names: Sequence[str], groups: Mapping[str, str]) -> dict[str, EntryStyle]:
-    """A fixed style per entry: models from the palette in order, controls grey, raters
-    black, each with its own marker, dash pattern and hatch within its group."""
-    counters = {GROUP_MODEL: 0, GROUP_CONTROL: 0, GROUP_HUMAN: 0}
+    """A fixed style per entry, from its name (:func:`style_slots`): models from the
+    palette, controls grey, raters black, each with its own marker, dash pattern and hatch
+    within its group."""
     palettes = {GROUP_MODEL: OKABE_ITO, GROUP_CONTROL: CONTROL_GREYS, GROUP_HUMAN: HUMAN_COLOURS}
     styles = {}
-    for name in names:
-        group = groups.get(name, GROUP_MODEL)
-        i = counters[group]
-        styles[name] = EntryStyle(
-            colour=palettes[group][i % len(palettes[group])],
-            marker=MARKERS[group][i % len(MARKERS[group])],
-            linestyle=DASHES[group][i % len(DASHES[group])],
-            hatch=HATCHES[group][i % len(HATCHES[group])],
-        )
-        counters[group] += 1
-    return styles
+    for group, palette in palettes.items():
+        members = [name for name in names if groups.get(name, GROUP_MODEL) == group]
+        for name, i in style_slots(members, len(palette)).items():
+            styles[name] = EntryStyle(
+                colour=palette[i],
+                marker=MARKERS[group][i % len(MARKERS[group])],
+                linestyle=DASHES[group][i % len(DASHES[group])],
+                hatch=HATCHES[group][i % len(HATCHES[group])],
+            )
+    return {name: styles[name] for name in names}
 
 
 def entry_colours(names: Sequence[str], groups: Mapping[str, str]) -> dict[str, str]:
@@ -264,6 +284,8 @@ def plot_metric_bars(task: str, statistics: pd.DataFrame, png: Path, pdf: Path) 
         for yi, value in zip(y, values, strict=True):
             if np.isnan(value):
                 ax.text(0, yi, " n/a", va="center", fontsize=5.5, color="#555555")
+            elif value == 0:  # a bar of zero width: say the value instead
+                ax.text(0, yi, " 0", va="center", fontsize=5.5, color="#555555")
         ax.set_title(f"{column.label} {column.arrow}".strip(), pad=2)
         top = np.nanmax(np.r_[high, values, 1e-9])
         if column.key == "Entropy":  # read against the reference labels' entropy

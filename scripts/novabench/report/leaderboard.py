@@ -290,6 +290,7 @@ def page_html(
     generated: datetime,
     page_dir: Path,
     other_figures: Sequence[Path] = (),
+    left_out: str | None = None,
 ) -> str:
     """The whole page; nothing in it loads from anywhere else."""
     csp = f"default-src 'none'; style-src {_csp_hash(STYLE)}; script-src {_csp_hash(SCRIPT)}"
@@ -323,6 +324,7 @@ def page_html(
             '<p class="help">Click a column header to sort; rows are sorted within each '
             "group (models, controls, human reference). Values with CIs sort by the point "
             "estimate.</p>",
+            *([f'<p class="left-out">{escape(left_out)}</p>'] if left_out else []),
             "</header>",
             "<main>",
             *body,
@@ -348,10 +350,12 @@ def write_leaderboard(
     git: Mapping[str, Any],
     generated: datetime | None = None,
     limits: Limits | None = None,
+    left_out: str | None = None,
 ) -> list[Board]:
     """Write the page to ``out``; ``statistics[task]`` and ``scores[task]`` as for the
     tables, ``figures`` the figure files to link (they need not exist yet), ``limits``
-    when a model is marked for failures (as in the tables)."""
+    when a model is marked for failures (as in the tables), ``left_out`` the line naming
+    score files of the results folder that are not shown."""
     try:
         manifest = json.loads(Path(dataset_manifest).read_text(encoding="utf-8"))
     except (OSError, json.JSONDecodeError) as exc:
@@ -373,6 +377,7 @@ def write_leaderboard(
         generated=generated or datetime.now(UTC),
         page_dir=Path(out).parent,
         other_figures=[f for f in figures if f not in shown],
+        left_out=left_out,
     )
     atomic_write_text(Path(out), html)
     return boards
@@ -390,19 +395,19 @@ dl.provenance dd { margin: 0; }
 .help, .judge, caption { color: #444; }
 caption { caption-side: bottom; text-align: left; padding-top: .4rem; font-size: .9em; }
 .scroll { overflow-x: auto; }
-table.board { border-collapse: collapse; font-variant-numeric: tabular-nums; }
-table.board th, table.board td { padding: .25rem .6rem; border-bottom: 1px solid #ddd;
+table.board { border-collapse: collapse; font-variant-numeric: tabular-nums; font-size: .9em; }
+table.board th, table.board td { padding: .25rem .4rem; border-bottom: 1px solid #ddd;
   text-align: right; white-space: nowrap; }
 table.board th[scope=row], table.board th[scope=col]:first-child { text-align: left; }
 table.board th[scope=rowgroup] { text-align: left; font-style: italic; background: #f3f3f3; }
-table.board thead th { position: sticky; top: 0; background: #fff; }
+table.board thead th { position: sticky; top: 0; background: #fff; white-space: normal; }
 table.board thead button { font: inherit; font-weight: 600; border: 0; background: none;
   cursor: pointer; padding: 0; color: inherit; }
 table.board thead th[aria-sort=ascending] button::after { content: " \\25B2"; }
 table.board thead th[aria-sort=descending] button::after { content: " \\25BC"; }
 table.board button:focus-visible { outline: 2px solid #1a5fb4; }
 table.board .first-rate { border-left: 2px solid #bbb; }
-.ci { color: #555; font-size: .85em; }
+.ci { display: block; color: #555; font-size: .85em; }
 """
 
 # Sorts the entry rows of each tbody (group) by the clicked column: numbers by their

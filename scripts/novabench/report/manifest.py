@@ -147,6 +147,8 @@ def _predictions(prediction_summaries: Sequence[Path]) -> dict[str, dict[str, An
                 "box_format": summary.get("box_format"),
                 "status_counts": summary.get("status_counts"),
                 "n_cached": summary.get("n_cached"),
+                # The model versions and system fingerprints the server reported.
+                "served": summary.get("served"),
                 "code": summary.get("code"),
             }
         )

@@ -293,13 +293,28 @@ def csv_table(table: pd.DataFrame, columns: Sequence[Metric]) -> pd.DataFrame:
     return table.reindex(columns=ordered)
 
 
+# Below this many cases a case bootstrap resamples too few distinct cases for its CIs to
+# tell models apart (two cases give [0, 100] for most metrics): the caption says so.
+FEW_CASES = 10
+
+
 def table_note(task: str, context: Mapping[str, Any]) -> str:
     """The caption text after the title: sample size, CIs, what the metrics are."""
+    n_cases = context.get("n_cases", "?")
+    few = isinstance(n_cases, int) and n_cases < FEW_CASES
     parts = [
-        f"{context.get('n_images', '?')} images from {context.get('n_cases', '?')} cases.",
+        f"{context.get('n_images', '?')} images from {n_cases} cases.",
         *_excluded_note(task, context.get("n_excluded", 0)),
         f"Values with {round(100 * context.get('confidence', 0.95))}\\% CIs from "
         f"{context.get('n_resamples', '?')} case-level bootstrap resamples.",
+        *(
+            [
+                f"Warning: only {n_cases} cases, too few for the CIs to tell models apart "
+                f"(use at least {FEW_CASES})."
+            ]
+            if few
+            else []
+        ),
         "Best model per column in bold (controls, human raters and marked models excluded).",
         get_task(task).caption,
         "Answered: share of images with a readable answer; then the share of images per "
@@ -341,7 +356,9 @@ def write_task_tables(
     latex = latex_table(task, table, caption, f"tab:nova-{task}", columns, legend)
     paths["tex"].write_text(latex)
     write_csv(csv_table(table, columns), paths["csv"], index=False)
-    md_note = note.replace("\\%", "%").replace("$\\tau$", "τ")
+    md_note = note.replace("$\\tau$", "τ")
+    for escaped in ("\\%", "\\_", "\\&", "\\#", "\\$"):  # latex_escape, undone
+        md_note = md_note.replace(escaped, escaped[1:])
     title = f"{spec.title} on {label}"
     paths["md"].write_text(markdown_table(table, columns, title, md_note, legend))
     return paths
@@ -693,6 +710,22 @@ def judge_line(payload: Mapping[str, Any]) -> str | None:
     return None if name is None else figures_line(name, payload.get("judge_validation"))
 
 
+def unavailable_notes(scores: Sequence[Path]) -> list[str]:
+    """Why a metric shows "–": the reason a score file records for a metric it could not
+    compute (``{"status": "unavailable", "reason": ...}``, e.g. BERT F1 without its
+    encoder), without the fix, once per distinct reason."""
+    from novabench.report.inputs import read_scores
+
+    notes: dict[str, None] = {}
+    for path in scores:
+        for value in (read_scores(Path(path)).get("metrics") or {}).values():
+            if isinstance(value, dict) and value.get("status") == "unavailable":
+                reason = str(value.get("reason") or "").split("; fix:")[0].strip().rstrip(".")
+                if reason:
+                    notes[f"{reason} (the score files say how to fix it)."] = None
+    return list(notes)
+
+
 def _read_task(
     task: str, statistics: Path, scores: Sequence[Path]
 ) -> tuple[pd.DataFrame, dict[str, dict[str, float]], str | None]:
@@ -720,6 +753,7 @@ def write_all_tables(
     agreement: bool = False,
     limits: Limits | None = None,
     audits: Mapping[str, Path] | None = None,
+    left_out: str | None = None,
 ) -> dict[str, pd.DataFrame]:
     """Every table of ``results/<tag>/tables/``: per task, reproduced vs reported, summary.
 
@@ -729,6 +763,8 @@ def write_all_tables(
     ``limits``: when a model is marked for failures (``reporting.min_answered``,
     ``reporting.max_error_rate``). ``audits``: per model the filled sheet that audits its
     diagnosis judge (``models.<name>.audit``), shown as audited Top-1/Top-5 columns.
+    ``left_out``: the line naming score files of the results folder that are not shown
+    (novabench.report.scored), at the end of the summary.
     """
     limits = limits or Limits()
     manifest = read_manifest(dataset_manifest)
@@ -751,6 +787,10 @@ def write_all_tables(
             "limits": limits,
             "dataset": label,
         }
+        unavailable = unavailable_notes(scores.get(task, []))
+        if unavailable:
+            notes = [context["task_note"], *map(latex_escape, unavailable)]
+            context["task_note"] = " ".join(n for n in notes if n)
         columns = get_task(task).table_metrics
         audited = audit_results(task, scores.get(task, []), audits or {})
         if audited:
@@ -761,5 +801,8 @@ def write_all_tables(
         tables[task] = table
     reference = load_paper_reference(Path(paper_reference))
     write_reproduced(reference, tables, manifest, out_dir)
-    (out_dir / "summary.md").write_text(summary_markdown(tables, agreement, limits, label))
+    summary = summary_markdown(tables, agreement, limits, label)
+    if left_out:
+        summary += f"\n{left_out}\n"
+    (out_dir / "summary.md").write_text(summary)
     return tables

@@ -28,7 +28,10 @@ class Diagnosis(Task):
         "reference labels, at most 100 (the paper's definition; wrong labels count too). "
         "Label recall: share of distinct reference labels predicted correctly (top-1) at "
         "least once. Entropy: Shannon entropy (bits) of the predicted top-1 labels; no CI, "
-        "as the entropy of a case resample is biased low."
+        "as the entropy of a case resample is biased low. Right, by the paper's judge rule: "
+        "the same disease at another specificity (e.g. Glioma for a pleomorphic "
+        "xanthoastrocytoma, Infarct for a cerebral infarction in sickle cell disease); a "
+        "fundamentally different disease is wrong."
     )
     metrics = (
         Metric("Top-1", "Top-1", headline=True),
