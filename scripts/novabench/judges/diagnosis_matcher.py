@@ -154,6 +154,7 @@ class _Words:
     syndrome_head: re.Pattern[str]
     regraded_group: str
     organism_group: str
+    lead_in: frozenset[str]
 
     @classmethod
     def from_tables(cls, w: dict[str, Any]) -> _Words:
@@ -213,6 +214,7 @@ class _Words:
             syndrome_head=re.compile(rf"\b{_alternation(w['syndrome_heads'])}\s*$", re.IGNORECASE),
             regraded_group=w["regraded_group"],
             organism_group=w["organism_group"],
+            lead_in=frozenset(w["lead_in_words"]),
         )
 
 
@@ -446,6 +448,7 @@ TABLES_SCHEMA: dict[str, Any] = {
                         "transformation_words",
                         "syndrome_heads",
                         "genes_without_digit",
+                        "lead_in_words",
                     )
                 },
                 **{
@@ -943,7 +946,8 @@ class DiagnosisMatcher:
         return " ".join(self._clean_tokens(text))
 
     def _clean_tokens(self, text: str) -> list[str]:
-        tokens = _remove_phrases(_raw_tokens(text or "", self._words), self._hedges)
+        tokens = self._without_lead_in(_raw_tokens(text or "", self._words))
+        tokens = _remove_phrases(tokens, self._hedges)
         if self._expansions:
             tokens = _move_types(self._expand(tokens), self._words)
         out: list[str] = []
@@ -956,6 +960,16 @@ class DiagnosisMatcher:
                 continue
             out.append(token)
         return out
+
+    def _without_lead_in(self, tokens: list[str]) -> list[str]:
+        """A report's opening before a hedge dropped ("The appearance is typical of X",
+        "Imaging features suggest X"): those words say how sure the reader is, and left in
+        they read as an unknown kind of X."""
+        lead_in = self._words.lead_in
+        start = next((i for i, t in enumerate(tokens) if t not in lead_in), len(tokens))
+        if 0 < start < len(tokens) and self._hedges.longest(tokens, start)[0]:
+            return tokens[start:]
+        return tokens
 
     def _expand(self, tokens: list[str]) -> list[str]:
         """Abbreviations and names that carry a qualifier, written out ("RRMS" ->
@@ -1427,7 +1441,9 @@ class DiagnosisMatcher:
         if found is None:
             return text
         before = text[: found.start()].strip(" ,.;:-(")
-        after = text[found.end() :].strip(" ,.;:-)")
+        # A ";" ends what the preference names: "X, probably lymphocytic; Y less likely"
+        # favours no Y.
+        after = text[found.end() :].split(";", 1)[0].strip(" ,.:-)")
         if before and words.over_start.match(after):
             return before  # "X, favoured over Y"
         if before and words.latter_former.fullmatch(after):
