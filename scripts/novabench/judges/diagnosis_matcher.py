@@ -155,6 +155,7 @@ class _Words:
     regraded_group: str
     organism_group: str
     lead_in: frozenset[str]
+    reference_cause: re.Pattern[str]
 
     @classmethod
     def from_tables(cls, w: dict[str, Any]) -> _Words:
@@ -215,6 +216,9 @@ class _Words:
             regraded_group=w["regraded_group"],
             organism_group=w["organism_group"],
             lead_in=frozenset(w["lead_in_words"]),
+            reference_cause=re.compile(
+                rf"\s+{_alternation(w['reference_cause_connectors'])}\s+", re.IGNORECASE
+            ),
         )
 
 
@@ -449,6 +453,7 @@ TABLES_SCHEMA: dict[str, Any] = {
                         "syndrome_heads",
                         "genes_without_digit",
                         "lead_in_words",
+                        "reference_cause_connectors",
                     )
                 },
                 **{
@@ -504,6 +509,7 @@ RULE_IDS: dict[str, bool] = {
     "undecided.unknown-kind": False,
     "undecided.alternative": False,
     "undecided.no-disease-named": False,
+    "undecided.reference-cause": False,
 }
 # The rules whose verdict is "undecided": the judge says what it cannot know (the
 # embedding fallback, when switched on, may still decide these pairs).
@@ -1363,14 +1369,18 @@ class DiagnosisMatcher:
             and not any(set(r.tokens) <= words for words in decided_words)
             for r, at, names in zip(references, verdicts, naming, strict=True)
         )
+        sequel = self._names_reference_cause(predictions[0], reference)
         for at in verdicts:
-            if fired[at].matched is False and not open_alternative:
+            if fired[at].matched is False and not open_alternative and not sequel:
                 return decided(at, False)
         # Any name of the reference matches: one no match while another name of it is
         # undecided leaves the pair undecided.
         if open_alternative and any(fired[at].matched is False for at in verdicts):
             undecided = "undecided.alternative"
             fired.append(RuleFiring(undecided, None, predictions[0].text, references[0].text))
+        elif sequel:
+            undecided = "undecided.reference-cause"
+            fired.append(RuleFiring(undecided, None, predictions[0].text, sequel))
         else:
             open_rules = (fired[at].rule for at in verdicts if fired[at].matched is None)
             undecided = next(open_rules, "undecided")
@@ -1394,6 +1404,17 @@ class DiagnosisMatcher:
             return None
         cause = self._analyse(parts[1])
         return next(((cause.text, r.text) for r in references if self._decide(cause, r)[0]), None)
+
+    def _names_reference_cause(self, p: _Analysis, reference: str) -> str | None:
+        """ "Carbon monoxide poisoning" for "delayed leukoencephalopathy after carbon
+        monoxide poisoning" names what the reference gives as the cause of its disease:
+        whether the model saw the disease or only its cause cannot be told. The cause's
+        normalized text, or None."""
+        parts = self._words.reference_cause.split(_strip_parentheses(reference), maxsplit=1)
+        if len(parts) < 2 or not self._names_disease(parts[1]):
+            return None
+        cause = self._analyse(parts[1])
+        return cause.text if self._decide(p, cause)[0] else None
 
     def _reference_readings(self, reference: str) -> list[_Analysis]:
         """The reference's alternatives, analysed. A bracketed alternative name keeps the
