@@ -345,7 +345,7 @@ def test_the_rules_of_the_tables_are_the_matchers(tmp_path: Path) -> None:
     path = _edited_tables(tmp_path, lambda t: t["rules"].pop())
     assert _refusal(path) == (
         f"the diagnosis synonym tables {path} lack the matcher's rule "
-        "'undecided.no-disease-named'; fix: add it under rules with what it says and one or "
+        "'undecided.reference-cause'; fix: add it under rules with what it says and one or "
         "two examples"
     )
 
