@@ -968,14 +968,18 @@ class DiagnosisMatcher:
         return out
 
     def _without_lead_in(self, tokens: list[str]) -> list[str]:
-        """A report's opening before a hedge dropped ("The appearance is typical of X",
-        "Imaging features suggest X"): those words say how sure the reader is, and left in
-        they read as an unknown kind of X."""
-        lead_in = self._words.lead_in
-        start = next((i for i, t in enumerate(tokens) if t not in lead_in), len(tokens))
-        if 0 < start < len(tokens) and self._hedges.longest(tokens, start)[0]:
-            return tokens[start:]
-        return tokens
+        """A report's opening of hedges and the words around them dropped ("The
+        appearance is typical of X", "The most likely diagnosis is X"): those words say
+        how sure the reader is, and left in they read as an unknown kind of X."""
+        start, hedged = 0, False
+        while start < len(tokens):
+            length, _ = self._hedges.longest(tokens, start)
+            if not length and tokens[start] not in self._words.lead_in:
+                break
+            start += max(length, 1)
+            hedged = hedged or bool(length)
+        # Without a hedge the words may be the name itself.
+        return tokens[start:] if hedged and start < len(tokens) else tokens
 
     def _expand(self, tokens: list[str]) -> list[str]:
         """Abbreviations and names that carry a qualifier, written out ("RRMS" ->
