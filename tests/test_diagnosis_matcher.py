@@ -1228,6 +1228,12 @@ def test_a_semicolon_ends_the_name_a_preference_favours(matcher):
         ("Agenesis of the corpus callosum", "Corpus callosum hypoplasia", "no_match"),
         ("Cochlear nerve aplasia", "Cochlear nerve aplasia, left", "match"),
         ("Retrofenestral otosclerosis", "Fenestral otosclerosis", "no_match"),
+        # the antibody an NMOSD was tested for
+        ("Seronegative neuromyelitis optica", "NMOSD, AQP4-IgG positive", "no_match"),
+        ("Aquaporin-4 positive neuromyelitis optica", "MOGAD", "no_match"),
+        ("AQP4-IgG positive NMOSD", "Neuromyelitis optica spectrum disorder", "match"),
+        # "DDx" lists what the prediction does not commit to
+        ("Pilocytic astrocytoma, DDx haemangioblastoma", "Hemangioblastoma", "no_match"),
     ],
 )  # fmt: skip
 def test_axes_compartments_development_and_otosclerotic_foci(
