@@ -1232,6 +1232,19 @@ def test_a_semicolon_ends_the_name_a_preference_favours(matcher):
         ("Seronegative neuromyelitis optica", "NMOSD, AQP4-IgG positive", "no_match"),
         ("Aquaporin-4 positive neuromyelitis optica", "MOGAD", "no_match"),
         ("AQP4-IgG positive NMOSD", "Neuromyelitis optica spectrum disorder", "match"),
+        # a species name: the genus it belongs to, or a species of its own disease
+        ("Toxoplasma gondii encephalitis", "CNS toxoplasmosis", "match"),
+        ("Granulomatous amoebic encephalitis, Balamuthia mandrillaris",
+         "Balamuthia granulomatous amebic encephalitis", "match"),
+        ("Hydatid cyst of the brain", "Cerebral alveolar echinococcosis", "no_match"),
+        ("Echinococcosis", "Alveolar echinococcosis", "match"),
+        # a bracket's organism narrows the class the main text names, on either side
+        ("Granulomatous amebic encephalitis (Acanthamoeba)",
+         "Balamuthia mandrillaris granulomatous amoebic encephalitis", "no_match"),
+        ("Bacterial meningitis (pneumococcal)", "Meningococcal meningitis", "no_match"),
+        ("Invasive aspergillosis of the sinuses", "Invasive fungal sinusitis (Mucor)",
+         "no_match"),
+        ("Bacterial meningitis (pneumococcal)", "Streptococcus pneumoniae meningitis", "match"),
         # "DDx" lists what the prediction does not commit to
         ("Pilocytic astrocytoma, DDx haemangioblastoma", "Hemangioblastoma", "no_match"),
     ],

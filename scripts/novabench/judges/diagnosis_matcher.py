@@ -1337,7 +1337,9 @@ class DiagnosisMatcher:
         ]
         # What the prediction's brackets state qualifies its main text too ("juvenile
         # NCL (CLN3)" is a type 3).
-        predictions[0] = _taking_bracket_qualifiers(predictions[0], predictions[1:])
+        predictions[0] = _taking_bracket_qualifiers(
+            predictions[0], predictions[1:], self._qualifier_table
+        )
         fired: list[RuleFiring] = []
         # Per reference reading, the index in ``fired`` of the verdict it got.
         verdicts: list[int] = []
@@ -1436,7 +1438,7 @@ class DiagnosisMatcher:
             for alt in _reference_alternatives(inner, self._words)
         }
         inner = [r for t, r in zip(texts[1:], readings[1:], strict=True) if t in bracketed]
-        main = _taking_bracket_qualifiers(readings[0], inner)
+        main = _taking_bracket_qualifiers(readings[0], inner, self._qualifier_table)
         return [main] + [
             replace(r, qualifiers={**main.qualifiers, **r.qualifiers}) if t in bracketed else r
             for t, r in zip(texts[1:], readings[1:], strict=True)
@@ -1564,10 +1566,14 @@ def _slug(group: str) -> str:
     return group.replace(" ", "-")
 
 
-def _taking_bracket_qualifiers(main: _Analysis, inner: Sequence[_Analysis]) -> _Analysis:
-    """``main`` with the qualifiers its bracketed parts state and it does not."""
+def _taking_bracket_qualifiers(
+    main: _Analysis, inner: Sequence[_Analysis], table: qualifiers.QualifierTable
+) -> _Analysis:
+    """``main`` with the qualifiers its bracketed parts state and it does not, or state
+    more narrowly ("amoebic encephalitis (Acanthamoeba)" names the organism)."""
+    stated = qualifiers.with_inherent(main.qualifiers, [i.qualifiers for i in inner])
     return replace(
-        main, qualifiers=qualifiers.with_inherent(main.qualifiers, [i.qualifiers for i in inner])
+        main, qualifiers=qualifiers.with_narrower(stated, [i.qualifiers for i in inner], table)
     )
 
 
