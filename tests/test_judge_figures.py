@@ -203,7 +203,13 @@ def test_record_writes_the_measured_judges_and_keeps_the_others(tmp_path, capsys
     assert pooled["decided_accuracy"]["ci95"] == pytest.approx(validation.wilson(4, 5))
 
 
-def test_pooled_figures_sum_counts_and_weigh_means_by_pairs():
+def test_pooled_figures_sum_counts_and_weigh_means_by_pairs(monkeypatch):
+    # A held-out set beside the fifth's held-out half (the sixth set is tuned on now).
+    seventh = validation.ValidationSet(
+        "diagnosis-7", "diagnosis", "diagnoses-7.jsonl", validation.DIAGNOSIS_FIELDS, "Seventh"
+    )
+    monkeypatch.setitem(validation.SETS_BY_KEY, "diagnosis-7", seventh)
+
     def held(k, n, mad, n_f1):
         prop = {"k": k, "n": n, "rate": k / n, "ci95": None}
         return {
@@ -222,9 +228,9 @@ def test_pooled_figures_sum_counts_and_weigh_means_by_pairs():
 
     results = {
         "diagnosis-5": {"heldout": held(3, 4, 2.0, 4)},
-        "diagnosis-6": {"heldout": held(5, 6, 4.0, 6)},
+        "diagnosis-7": {"heldout": held(5, 6, 4.0, 6)},
     }
-    files = {"diagnosis-5": {"sha256": "a"}, "diagnosis-6": {"sha256": "b"}}
+    files = {"diagnosis-5": {"sha256": "a"}, "diagnosis-7": {"sha256": "b"}}
     pooled = validation.heldout_figures("diagnosis", results, files)["pooled"]
     assert (pooled["decided_accuracy"]["k"], pooled["decided_accuracy"]["n"]) == (8, 10)
     assert pooled["decided_accuracy"]["ci95"] == pytest.approx(validation.wilson(8, 10))
@@ -239,3 +245,5 @@ def test_pooled_figures_sum_counts_and_weigh_means_by_pairs():
     # A tuned-on half is no measurement: nothing to record.
     tuned = {"diagnosis-2": {"heldout": held(3, 4, 2.0, 4)}}
     assert validation.heldout_figures("diagnosis", tuned, {"diagnosis-2": {"sha256": "c"}}) is None
+    tuned = {"diagnosis-6": {"heldout": held(3, 4, 2.0, 4)}}
+    assert validation.heldout_figures("diagnosis", tuned, {"diagnosis-6": {"sha256": "d"}}) is None

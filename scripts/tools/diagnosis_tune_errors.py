@@ -3,8 +3,8 @@
     python scripts/tools/diagnosis_tune_errors.py [--set diagnoses-2] [--embedding]
         [--counts-only] [--phenomenon NAME]
 
-The first four sets (``diagnoses`` ... ``diagnoses-4``) were each measured once and then
-used whole for tuning: every pair of theirs may be listed. Of a set in ``SEALED`` (the
+The first four sets (``diagnoses`` ... ``diagnoses-4``) and the sixth were each measured
+once and then used whole for tuning: every pair of theirs may be listed. Of a set in ``SEALED`` (the
 fifth) only the tuning half is read; its held-out half is dropped unread, counts
 included. It is measured once, after tuning, by ``novabench judge-report``.
 """
@@ -23,7 +23,14 @@ from novabench import paths  # noqa: E402
 from novabench.judges.diagnosis_matcher import DiagnosisMatcher  # noqa: E402
 
 FOLDER = paths.VALIDATION
-TUNING_SETS = ("diagnoses", "diagnoses-2", "diagnoses-3", "diagnoses-4", "diagnoses-5")
+TUNING_SETS = (
+    "diagnoses",
+    "diagnoses-2",
+    "diagnoses-3",
+    "diagnoses-4",
+    "diagnoses-5",
+    "diagnoses-6",
+)
 # Sets whose held-out half is never read here.
 SEALED = {"diagnoses-5"}
 

