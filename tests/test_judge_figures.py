@@ -203,12 +203,8 @@ def test_record_writes_the_measured_judges_and_keeps_the_others(tmp_path, capsys
     assert pooled["decided_accuracy"]["ci95"] == pytest.approx(validation.wilson(4, 5))
 
 
-def test_pooled_figures_sum_counts_and_weigh_means_by_pairs(monkeypatch):
+def test_pooled_figures_sum_counts_and_weigh_means_by_pairs():
     # A held-out set beside the fifth's held-out half (the sixth set is tuned on now).
-    seventh = validation.ValidationSet(
-        "diagnosis-7", "diagnosis", "diagnoses-7.jsonl", validation.DIAGNOSIS_FIELDS, "Seventh"
-    )
-    monkeypatch.setitem(validation.SETS_BY_KEY, "diagnosis-7", seventh)
 
     def held(k, n, mad, n_f1):
         prop = {"k": k, "n": n, "rate": k / n, "ci95": None}

@@ -21,6 +21,7 @@ SETS = {
     "diagnoses-4": (r"dx4-[ab]-\d{3}",),
     "diagnoses-5": (r"dx5-[ab]-\d{3}",),
     "diagnoses-6": (r"dx6-\d{3}",),
+    "diagnoses-7": (r"dx7-\d{3}",),
 }
 every_set = pytest.mark.parametrize("name", sorted(SETS))
 # Sets split by alternation after their first measurement; the fourth is all held out.
@@ -146,14 +147,15 @@ def test_readme_counts_per_phenomenon_equal_the_file(name):
     assert stated == {tag: _counts(tag_pairs) for tag, tag_pairs in by_tag.items()}
 
 
-@pytest.mark.parametrize("name", ["diagnoses-4", "diagnoses-6"])
+@pytest.mark.parametrize("name", ["diagnoses-4", "diagnoses-6", "diagnoses-7"])
 def test_the_sets_measured_whole_are_all_held_out(name):
     assert {p["split"] for p in _pairs(name)} == {"heldout"}
 
 
-def test_half_of_the_sixth_sets_pairs_are_near_misses():
-    # Every no match but the unrelated controls is a near miss (README-diagnoses-6.md).
-    pairs = _pairs("diagnoses-6")
+@pytest.mark.parametrize("name", ["diagnoses-6", "diagnoses-7"])
+def test_half_of_the_pairs_of_the_last_sets_are_near_misses(name):
+    # Every no match but the unrelated controls is a near miss (their READMEs).
+    pairs = _pairs(name)
     near = [p for p in pairs if not p["match"] and p["phenomenon"] != "unrelated"]
     assert len(near) >= len(pairs) / 2
 
