@@ -290,7 +290,7 @@ def test_captions_the_first_judge_could_not_read_go_to_the_second(tmp_path, shar
 # --- configuration --------------------------------------------------------------------------
 
 CONFIG = """
-dataset: {source: local, local_path: unused, tag: tiny}
+dataset: {source: sample, tag: tiny}
 tasks:
   captioning: {enabled: false}
   localization: {enabled: false}

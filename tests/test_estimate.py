@@ -173,7 +173,7 @@ models:
 
 def test_a_managed_vllm_model_adds_its_server_start_and_gpu_time(workdir):
     config = """
-dataset: {source: local, local_path: unused, tag: tiny}
+dataset: {source: sample, tag: tiny}
 models:
   q:
     adapter: vllm
@@ -297,7 +297,7 @@ def test_a_dry_run_reads_the_working_directory_and_is_silent_with_nothing_to_sen
 
 JUDGE_PROMPT = ROOT / "scripts" / "novabench" / "resources" / "prompts" / "judge-diagnosis-v1.txt"
 JUDGED = """
-dataset: {source: local, local_path: unused, tag: tiny}
+dataset: {source: sample, tag: tiny}
 tasks:
   localization: {enabled: false}
   captioning: {enabled: false}
@@ -388,7 +388,7 @@ def test_before_predictions_a_judge_counts_every_image_and_a_cascade_an_upper_bo
     placeholder = placeholder.replace("{candidates}", "x" * PLACEHOLDER_CHARS)
     per_request = math.ceil(len(placeholder.replace("{{", "{").replace("}}", "}")) / 4)
     for judge, counted in (("llm-judge", "every image"), ("c", "upper bound")):
-        config = judged_config(judge).replace("source: local, local_path: unused", "source: hf")
+        config = judged_config(judge).replace("source: sample", "source: hf")
         estimate = estimate_run(plan_for(tmp_path, config), tmp_path)
         jobs = by_model(estimate)
         assert sorted(jobs) == ["gold", "retrieval"]  # the score jobs of the plan

@@ -395,8 +395,12 @@ def test_the_default_validation_folder_is_the_repository_one():
 
 
 def test_cli_judge_report_without_the_validation_folder_is_one_line(tmp_path, capsys, monkeypatch):
-    # As an installed package runs: no checkout, so no validation/ beside it.
+    # As an installed package runs outside a checkout: no validation/ beside it.
+    from novabench import cli
+
     monkeypatch.setattr(paths, "VALIDATION", tmp_path / "validation")
+    monkeypatch.setattr(cli, "WORKFLOW", None)
+    monkeypatch.chdir(tmp_path)
     config = tmp_path / "config.yaml"
     config.write_text(json.dumps({"judges": OFFLINE_JUDGES}))
     assert main(["judge-report", "--config", str(config), "--out-dir", str(tmp_path)]) == 2

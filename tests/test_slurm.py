@@ -300,7 +300,9 @@ SLOW_JOB = textwrap.dedent(
 def test_after_kill_9_unlock_then_the_profiles_rerun_the_jobs_that_were_running(tmp_path):
     snakefile, workdir = tmp_path / "Snakefile", tmp_path / "run"
     snakefile.write_text(SLOW_JOB)
-    command = snakemake_command(workdir, "--cores", "1", snakefile=snakefile)
+    # Runs without a profile name none: profiles/default (rerun-incomplete) would apply.
+    bare = ("--workflow-profile", "none")
+    command = snakemake_command(workdir, "--cores", "1", *bare, snakefile=snakefile)
     killed = subprocess.Popen(command[4:], cwd=ROOT, env=clean_env(), stdin=subprocess.DEVNULL)
     deadline = time.monotonic() + 60
     while not list((workdir / ".snakemake" / "incomplete").glob("*")):
@@ -314,12 +316,12 @@ def test_after_kill_9_unlock_then_the_profiles_rerun_the_jobs_that_were_running(
     first = (workdir / "done.txt").read_text()
 
     # Snakemake cannot tell the lock of a killed run from one still running: --unlock once.
-    locked = snakemake(workdir, "--cores", "1", snakefile=snakefile)
+    locked = snakemake(workdir, "--cores", "1", *bare, snakefile=snakefile)
     assert locked.returncode != 0
     assert "IncompleteFilesException" in tail(locked) or "LockException" in tail(locked)
     assert snakemake(workdir, "--unlock", "--cores", "1", snakefile=snakefile).returncode == 0
     # Without a profile the marked output still stops the run ...
-    plain = snakemake(workdir, "--cores", "1", snakefile=snakefile)
+    plain = snakemake(workdir, "--cores", "1", *bare, snakefile=snakefile)
     assert plain.returncode != 0 and "IncompleteFilesException" in tail(plain)
     # ... with either profile the job is planned again (the SLURM one in a dry run) and run.
     planned = snakemake(
