@@ -142,8 +142,9 @@ def test_a_failed_request_is_counted_and_stays_undecided(tmp_path):
             RankedVerdict("no_match", "no_match", "matcher"),
             RankedVerdict("match", "match", "llm-judge"),
         ]
-        # The 500 and the garbage: no verdict, never "no match".
-        failed = RankedVerdict("undecided", "undecided", "llm-judge", failed=True)
+        # The 500 and the garbage: no verdict of the second judge, never "no match"; what
+        # the matcher decided (top-1 here) stands, the rest stays undecided.
+        failed = RankedVerdict("no_match", "undecided", "matcher", failed=True)
         assert verdicts[3:] == [failed, failed]
         assert judge.match_ranked_many(UNDECIDED[1:]) == [(False, False), (False, False)]
         usage = judge.usage()
@@ -389,3 +390,16 @@ def test_labels_are_counted_the_first_judges_way_and_other_judges_stay_as_config
     assert configs["matcher"] == plan.config["judges"]["matcher"]
     assert configs["c"]["settings"]["second"]["kind"] == "llm"
     assert plan.judge_kinds(judge) == ("cascade", "diagnosis-matcher", "llm")
+
+
+def test_the_command_builds_a_configured_cascade_as_the_pipeline_does(tmp_path):
+    # `novabench score --configfile config/paper-cascade.yaml` judges with both stages.
+    from novabench.cli import configured_judge, pipeline_config
+    from novabench.judges.base import make_judge
+
+    files = [ROOT / "config" / "paper.yaml", ROOT / "config" / "paper-cascade.yaml"]
+    judge_cfg = configured_judge("diagnosis", pipeline_config(ROOT, files))
+    assert judge_cfg["settings"]["first"]["kind"] == "diagnosis-matcher"
+    assert judge_cfg["settings"]["second"]["name"] == "gpt-4o-judge"
+    judge = make_judge(judge_cfg, "diagnosis", cache_dir=tmp_path)
+    assert judge.judge_ranked(["Glioblastoma"], "glioblastoma").judge == "matcher"

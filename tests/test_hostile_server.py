@@ -315,6 +315,26 @@ def test_a_claimed_entry_is_not_claimed_by_another_process_until_its_holder_dies
     assert [p.name for p in (tmp_path / "cache").iterdir()] == [".claims"]
 
 
+def test_a_file_system_without_locks_runs_without_claims_and_says_so_once(
+    tmp_path, monkeypatch, caplog
+):
+    import errno
+    import fcntl
+
+    def no_locks(*args):
+        raise OSError(errno.ENOLCK, "No locks available")
+
+    monkeypatch.setattr(fcntl, "lockf", no_locks)
+    cache = ResponseCache(tmp_path / "nolock")
+    with caplog.at_level(logging.WARNING, logger="novabench.cache"):
+        assert cache.claim("a" * 64) and cache.claim("b" * 64)
+        cache.release("a" * 64)
+    warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert len(warnings) == 1
+    assert "cannot take locks (No locks available)" in warnings[0]
+    assert "a file system with POSIX locks" in warnings[0]
+
+
 RUNNER = """
 import json, sys
 from pathlib import Path

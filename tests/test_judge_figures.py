@@ -243,3 +243,14 @@ def test_pooled_figures_sum_counts_and_weigh_means_by_pairs():
     assert validation.heldout_figures("diagnosis", tuned, {"diagnosis-2": {"sha256": "c"}}) is None
     tuned = {"diagnosis-6": {"heldout": held(3, 4, 2.0, 4)}}
     assert validation.heldout_figures("diagnosis", tuned, {"diagnosis-6": {"sha256": "d"}}) is None
+
+
+def test_a_cascades_stages_are_looked_up_without_their_run_counts():
+    # A cascade nests its stages' identities: what an LLM stage was served so far, and its
+    # failure allowance, change no verdict at any depth.
+    def cascade(answers):
+        llm = {"name": "llm", "code": "c", "served": {"answers": answers}, "max_failure_rate": 0}
+        return {"name": "cascade", "first": {"name": "m", "code": "a"}, "second": llm}
+
+    assert figures.verdict_identity(cascade(40)) == figures.verdict_identity(cascade(7))
+    assert "served" not in figures.verdict_identity(cascade(40))["second"]

@@ -73,3 +73,21 @@ def test_a_judge_that_gives_no_share_gives_no_summary():
     assert summary["Unread_share"] is None and summary["pairs_read_fully"] is None
     assert summary["pairs_with_unread_share"] == 0
     assert not math.isnan(summary["pairs_with_unread_share"])
+
+
+def test_images_without_an_answer_are_not_counted_as_read_fully(judge, nltk_data):
+    from novabench.tasks.captioning.metrics import score_captioning
+
+    def record(name, prediction):
+        return {"filename": name, "reference": "Axial FLAIR zorblax.", "prediction": prediction}
+
+    records = [
+        {**record("a.png", "Axial FLAIR."), "status": "ok"},
+        {**record("b.png", "Coronal T2 flibber."), "status": "ok"},
+        {**record("c.png", None), "status": "error"},  # scored as an empty caption
+    ]
+    summary, _ = score_captioning(records, judge, nltk_data)
+    # The two answered pairs only: unread shares 1/3 + 0 and 1/3 + 1/3 over four captions.
+    assert summary["pairs_with_unread_share"] == 2
+    assert summary["Unread_share"] == pytest.approx(100 * (1 / 3) * 3 / 4)
+    assert summary["pairs_read_fully"] == 0

@@ -422,3 +422,20 @@ def test_a_pid_file_never_stops_a_process_that_took_the_servers_number_later(tmp
     finally:
         other.kill()
         other.wait()
+
+
+def test_a_hand_started_server_elsewhere_shares_the_managed_routes_cache_keys(tmp_path):
+    # A hand-started server on another node, cached under the catalog's address: the keys
+    # are the managed entry's, so either route answers from what the other asked.
+    from novabench.models.openai_compatible import Adapter as Client
+    from novabench.models.openai_compatible import ChatRequest
+    from novabench.models.vllm import Adapter as Managed
+
+    model = "Qwen/Qwen2.5-VL-7B-Instruct"
+    catalog = {"base_url": "http://localhost:8000/v1", "model": model, "api_key_env": None}
+    moved = {**catalog, "base_url": "http://gpu-node:8000/v1"}
+    request = ChatRequest("a.png", "p", None, b"\x89PNG")
+    managed = Managed("m", {**catalog, "serve": {}}, cache_dir=tmp_path)
+    key = managed.request_identity(request)
+    assert Client("h", {**moved, "cache_url": catalog["base_url"]}).request_identity(request) == key
+    assert Client("h", moved).request_identity(request) != key

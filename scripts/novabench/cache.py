@@ -160,11 +160,17 @@ class ResponseCache:
             fcntl.lockf(self._claims_fd(), fcntl.LOCK_EX | fcntl.LOCK_NB, 1, _offset(key))
         except (BlockingIOError, PermissionError):  # EAGAIN or EACCES: held elsewhere
             return False
+        except OSError as exc:
+            # A file system without POSIX locks (NFS mounted nolock, Lustre without flock):
+            # the job runs as before claims existed, so two runs at once may send a request
+            # twice; said once per process, never a crash.
+            _no_claims_warning(self.root, str(exc.strerror or exc))
         return True
 
     def release(self, key: str) -> None:
         """End this process's claim on ``key`` (no-op if it holds none)."""
-        fcntl.lockf(self._claims_fd(), fcntl.LOCK_UN, 1, _offset(key))
+        with contextlib.suppress(OSError):  # no locks on this file system: nothing held
+            fcntl.lockf(self._claims_fd(), fcntl.LOCK_UN, 1, _offset(key))
 
     def _claims_fd(self) -> int:
         # POSIX locks belong to the process and closing *any* descriptor of the file drops
@@ -297,3 +303,14 @@ def _fsync(path: Path, directory: bool = False) -> None:
         os.fsync(fd)
     finally:
         os.close(fd)
+
+
+@functools.cache
+def _no_claims_warning(root: Path, reason: str) -> None:
+    """One warning per cache folder and process when its file system cannot lock."""
+    log.warning(
+        "the cache folder %s cannot take locks (%s): two runs at once may send a request "
+        "twice; fix: keep results/ on a local disk or a file system with POSIX locks",
+        root,
+        reason,
+    )

@@ -291,7 +291,10 @@ def configured_judge(task: str, config: dict[str, Any]) -> dict[str, Any] | None
             f"the config names no judge of {task} under judges: (tasks.{task}.judge is {name!r})",
             f"set tasks.{task}.judge to an entry of judges:",
         )
-    return {"name": name, **judges[name]}
+    from novabench.judges.base import expand_judge
+
+    # A cascade's stages written out, as the pipeline builds it.
+    return expand_judge(judges, name)
 
 
 def offline_judge_kinds(task: str) -> list[str]:

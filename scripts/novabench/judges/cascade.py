@@ -145,7 +145,11 @@ class CascadeDiagnosisJudge(_Cascade):
         if undecided:  # one batch: an LLM judge sends it concurrently, each prompt once
             answers = judge_ranked(self.second, [pairs[i] for i in undecided], self.second_name)
             for i, answer in zip(undecided, answers, strict=True):
-                verdicts[i] = replace(answer, judge=self.second_name)
+                if answer.failed:
+                    # What the first stage decided stands; the rest stays undecided, failed.
+                    verdicts[i] = replace(verdicts[i], failed=True)
+                else:
+                    verdicts[i] = replace(answer, judge=self.second_name)
         for verdict in verdicts:
             if verdict.decided:
                 self.decided_by[verdict.judge] += 1
@@ -207,7 +211,10 @@ class CascadeCaptionJudge(_Cascade):
         if escalated:
             answers = judge_caption_pairs(self.second, [pairs[i] for i in escalated])
             for i, answer in zip(escalated, answers, strict=True):
-                verdicts[i], decided[i] = answer, self.second_name
+                # A failed second request leaves the first stage's keywords (counted as a
+                # failure by the second judge, never as its verdict).
+                if answer is not None or verdicts[i] is None:
+                    verdicts[i], decided[i] = answer, self.second_name
         for verdict, stage in zip(verdicts, decided, strict=True):
             if verdict is None:
                 self.undecided += 1

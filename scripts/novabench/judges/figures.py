@@ -48,9 +48,15 @@ NOT_VALIDATED = "judge not validated"
 
 
 def verdict_identity(identity: Mapping[str, Any]) -> dict[str, Any]:
-    """The part of a judge's identity that decides its verdicts, as JSON would read it."""
-    kept = {k: v for k, v in identity.items() if k not in NOT_VERDICT_FIELDS}
-    return json.loads(json.dumps(kept, sort_keys=True))
+    """The part of a judge's identity that decides its verdicts, as JSON would read it; at
+    every depth, since a cascade nests its stages' identities."""
+
+    def kept(value: Any) -> Any:
+        if isinstance(value, Mapping):
+            return {k: kept(v) for k, v in value.items() if k not in NOT_VERDICT_FIELDS}
+        return value
+
+    return json.loads(json.dumps(kept(identity), sort_keys=True))
 
 
 def read_record(path: Path = RECORD) -> list[dict[str, Any]]:

@@ -99,6 +99,9 @@ DEFAULTS: dict[str, Any] = {
     "price_per_million_input": None,
     "price_per_million_output": None,
     "provider": None,
+    # The address answers are cached under (default: base_url): set it to the address of
+    # record to keep one cache when the server moves (another node, a job's own server).
+    "cache_url": None,
 }
 # Settings that change what the model answers; everything else is operational.
 GENERATION_KEYS = ("temperature", "max_tokens", "seed", "extra_body")
@@ -130,6 +133,7 @@ SETTINGS_SCHEMA: dict[str, Any] = {
         "price_per_million_input": {"type": ["number", "null"], "minimum": 0},
         "price_per_million_output": {"type": ["number", "null"], "minimum": 0},
         "provider": {"type": ["string", "null"], "pattern": "^[A-Za-z0-9_]+$"},
+        "cache_url": {"type": ["string", "null"], "pattern": "^https?://[^/]+"},
     },
 }
 
@@ -146,6 +150,8 @@ def resolve_settings(name: str, settings: dict[str, Any]) -> dict[str, Any]:
         ) from None
     resolved = {**DEFAULTS, **settings}
     resolved["base_url"] = resolved["base_url"].rstrip("/")
+    if resolved["cache_url"]:
+        resolved["cache_url"] = resolved["cache_url"].rstrip("/")
     return resolved
 
 
@@ -280,10 +286,10 @@ class Adapter(BaseAdapter):
     def identity(self) -> dict[str, Any]:
         """What determines the answers; not the key's variable, limits or prices."""
         keep = ("base_url", "model", "system_prompt", *GENERATION_KEYS)
-        return {
-            "adapter": "openai_compatible",
-            "settings": {k: self.config[k] for k in keep},
-        }
+        settings = {k: self.config[k] for k in keep}
+        # The address of record: a server that moves answers the same.
+        settings["base_url"] = self.config["cache_url"] or self.config["base_url"]
+        return {"adapter": "openai_compatible", "settings": settings}
 
     def cost(self, usage: dict[str, int]) -> float | None:
         """US dollars for this token usage, when both prices are configured."""
@@ -352,7 +358,7 @@ class Adapter(BaseAdapter):
         """The cache key's content: everything that determines the answer, no secrets."""
         return {
             "model": self.config["model"],
-            "base_url": self.config["base_url"],
+            "base_url": self.config["cache_url"] or self.config["base_url"],
             "generation": {k: self.config[k] for k in GENERATION_KEYS},
             "system_prompt": request.system_prompt,
             "prompt": request.prompt,

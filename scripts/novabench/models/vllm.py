@@ -79,7 +79,7 @@ class Adapter(ClientAdapter):
         super().__init__(name, client_settings(settings), cache_dir=cache_dir)
         # Kept by settings (the identity), not the client's filled-in copy.
         self.settings = dict(settings)
-        self.record_url = self.config["base_url"]
+        self.record_url = self.config["cache_url"] or self.config["base_url"]
         # Pid files of running servers, beside the response cache under results/.
         self.pid_dir = None if cache_dir is None else Path(cache_dir).parent / "servers"
 
@@ -117,7 +117,8 @@ class Adapter(ClientAdapter):
         problem = remote_code_problem(self.name, self.serve)
         if problem is not None:
             raise problem
-        vllm_server.find_executable(self.name, self.serve["executable"])
+        # The executable is looked for when a server is to start: a job whose answers are
+        # all cached runs without vLLM installed.
 
     def identity(self) -> dict[str, Any]:
         """The client's identity and what of ``serve`` changes the answers."""

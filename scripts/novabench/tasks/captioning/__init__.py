@@ -64,7 +64,7 @@ class Captioning(Task):
         Metric("BERT_F1", "BERT F1", tolerance=1e-3),
         Metric("Binary_F1", "Binary F1"),
         # How much of the compared text the judge read: no model is better for it.
-        Metric("Unread_share", "Unread", better=None, headline=True, interval=False),
+        Metric("Unread_share", "Unread", better=None, headline=True, interval=False, figure=False),
     )
     reference_columns = ("caption",)
     required_references = ("caption",)

@@ -486,7 +486,10 @@ def score_captioning(
     n_failures = len(scored) - len(verdicts)
     summary["judge_failures"] = n_failures
     summary["judge_failure_rate"] = 100.0 * n_failures / len(scored)
-    summary.update(unread_summary(verdicts.values()))
+    # Only the pairs with an answer: an empty caption scored in place of a failure has no
+    # word to read and would count as read fully.
+    answered = [v for i, v in verdicts.items() if scored[i]["status"] == "ok" and hyps[i].strip()]
+    summary.update(unread_summary(answered))
     summary.update(status_summary((r["status"] for r in rows), STATUSES, RATE_STATUSES))
     summary["on_error"] = on_error
     summary.update(_implementations(nltk_data_dir))
