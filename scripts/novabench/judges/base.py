@@ -111,6 +111,12 @@ class RankedVerdict:
     def decided(self) -> bool:
         return "undecided" not in (self.top1, self.top5)
 
+    @property
+    def scored(self) -> tuple[bool, bool]:
+        """(Top-1 correct, Top-5 correct) as the scores count them: only a match is
+        correct, undecided counts as no match (its share is reported beside)."""
+        return self.top1 == "match", self.top5 == "match"
+
 
 def ranked_verdict(candidates: Sequence[Verdict], judge: str = "") -> RankedVerdict:
     """The ranked list's verdict from each candidate's (top five, best first): Top-5 is a

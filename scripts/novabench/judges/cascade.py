@@ -93,6 +93,10 @@ class _Cascade:
             **extra,
         }
 
+    def escalated(self, pairs: Sequence[Any]) -> list[int]:
+        """Indices of the pairs the first judge leaves to the second."""
+        return self.escalated_pairs(self.first_verdicts(pairs))
+
     def usage(self) -> dict[str, Any]:
         """The second judge's requests (``requests``, ``cached``, ``sent``, ``failed``,
         tokens, ``cost_usd`` as an LLM judge counts them), and per stage the items it
@@ -133,14 +137,15 @@ class CascadeDiagnosisJudge(_Cascade):
             for verdict in judge_ranked(self.first, pairs, self.first_name)
         ]
 
-    def escalated(self, pairs: Sequence[tuple[Sequence[str], str]]) -> list[int]:
-        """Indices of the pairs the first judge leaves undecided (the second's)."""
-        return [i for i, verdict in enumerate(self.first_verdicts(pairs)) if not verdict.decided]
+    @staticmethod
+    def escalated_pairs(verdicts: Sequence[RankedVerdict]) -> list[int]:
+        """Indices of the verdicts left undecided (Top-1 or Top-5): the second's."""
+        return [i for i, verdict in enumerate(verdicts) if not verdict.decided]
 
     def judge_ranked_many(self, pairs: Sequence[tuple[Sequence[str], str]]) -> list[RankedVerdict]:
         pairs = list(pairs)
         verdicts = self.first_verdicts(pairs)
-        undecided = [i for i, verdict in enumerate(verdicts) if not verdict.decided]
+        undecided = self.escalated_pairs(verdicts)
         self.n_escalated += len(undecided)
         if undecided:  # one batch: an LLM judge sends it concurrently, each prompt once
             answers = judge_ranked(self.second, [pairs[i] for i in undecided], self.second_name)
@@ -165,7 +170,7 @@ class CascadeDiagnosisJudge(_Cascade):
     ) -> list[tuple[bool, bool]]:
         """Two-valued (Top-1, Top-5) for scorers that read booleans: only a match is
         True; what stayed undecided is counted in ``usage()``."""
-        return [(v.top1 == "match", v.top5 == "match") for v in self.judge_ranked_many(pairs)]
+        return [verdict.scored for verdict in self.judge_ranked_many(pairs)]
 
     def match_ranked(self, ranked: Sequence[str], reference: str) -> tuple[bool, bool]:
         return self.match_ranked_many([(ranked, reference)])[0]
@@ -197,10 +202,6 @@ class CascadeCaptionJudge(_Cascade):
 
     def first_verdicts(self, pairs: Sequence[tuple[str, str]]) -> list[PairVerdict]:
         return judge_caption_pairs(self.first, pairs)
-
-    def escalated(self, pairs: Sequence[tuple[str, str]]) -> list[int]:
-        """Indices of the pairs that go to the second judge."""
-        return self.escalated_pairs(self.first_verdicts(pairs))
 
     def judge_pairs(self, pairs: Sequence[tuple[str, str]]) -> list[PairVerdict]:
         pairs = list(pairs)

@@ -1551,11 +1551,7 @@ class DiagnosisMatcher:
 
     def match_ranked(self, ranked: Sequence[str], reference: str) -> tuple[bool, bool]:
         """(Top-1 correct, Top-5 correct) for a ranked differential, best first."""
-        top = list(ranked)[:5]
-        if not top:
-            return False, False
-        top1 = self.match(top[0], reference)
-        return top1, top1 or any(self.match(item, reference) for item in top[1:])
+        return self.judge_ranked(ranked, reference).scored
 
 
 _PARENTHESIS = re.compile(r"[(\[]([^()\[\]]*)[)\]]")

@@ -582,7 +582,7 @@ class LLMDiagnosisJudge(_LLMJudge):
         self, pairs: Sequence[tuple[Sequence[str], str]]
     ) -> list[tuple[bool, bool]]:
         """(Top-1, Top-5) correctness of each (ranked candidates, reference) pair."""
-        return [(rank == 1, rank is not None and 1 <= rank <= 5) for rank in self._ranks(pairs)]
+        return [verdict.scored for verdict in self.judge_ranked_many(pairs)]
 
     def _ranks(self, pairs: Sequence[tuple[Sequence[str], str]]) -> list[int | None]:
         """Per pair, the rank of the first candidate that names the reference (0: none

@@ -167,7 +167,8 @@ class Diagnosis(Task):
             return {"top1_correct": False, "top5_correct": False}
         # The scored values, as the scorer counts them: undecided is no match.
         verdict = judge_ranked(judge, [(ranked, str(reference.final_diagnosis))])[0]
-        return {"top1_correct": verdict.top1 == "match", "top5_correct": verdict.top5 == "match"}
+        top1, top5 = verdict.scored
+        return {"top1_correct": top1, "top5_correct": top5}
 
 
 def diagnosis_labeler(judge: Mapping[str, Any] | None):

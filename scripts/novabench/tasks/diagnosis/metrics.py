@@ -161,6 +161,7 @@ def _per_image_table(
 ) -> pd.DataFrame:
     rows = []
     for record, ranked, verdict in zip(entries, ranked_lists, verdicts, strict=True):
+        top1, top5 = verdict.scored if verdict is not None else (False, False)
         rows.append(
             {
                 "filename": record["filename"],
@@ -169,8 +170,8 @@ def _per_image_table(
                 "top1_prediction": ranked[0] if ranked else "",
                 "predictions": " | ".join(ranked),
                 # The scored values: an undecided verdict counts as no match.
-                "top1_correct": verdict is not None and verdict.top1 == "match",
-                "top5_correct": verdict is not None and verdict.top5 == "match",
+                "top1_correct": top1,
+                "top5_correct": top5,
                 "top1_verdict": verdict.top1 if verdict else "",
                 "top5_verdict": verdict.top5 if verdict else "",
                 "decided_by": verdict.judge if verdict else "",
