@@ -448,6 +448,8 @@ def _judge_jobs(plan: Plan, frame: Any, size: int, workdir: Path) -> list[JudgeE
     out = []
     # Per LLM judge, the prompts counted so far: it asks each once (one cache for all jobs).
     counted: dict[str, set[str]] = {}
+    # What each model's answers give a task's judge: read once for every judge and stage.
+    judged: dict[tuple[str, str], list | None] = {}
     for task, judge_cfg, purpose in _judges_to_run(plan):
         if not _asks_a_service(judge_cfg):
             continue
@@ -458,7 +460,9 @@ def _judge_jobs(plan: Plan, frame: Any, size: int, workdir: Path) -> list[JudgeE
                 results, task, judge_cfg["name"], getattr(stage, "protocol", "")
             )
             for model in [m for t, m in plan.jobs() if t == task]:
-                pairs = _judged_pairs(plan, task, model, frame, results)
+                if (task, model) not in judged:
+                    judged[task, model] = _judged_pairs(plan, task, model, frame, results)
+                pairs = judged[task, model]
                 names = (judge_cfg["name"], task, stage_name, model)
                 seen = counted.setdefault(stage_name, set())
                 job = _judge_job(names, stage, select, pairs, size, answer_tokens, seen)
