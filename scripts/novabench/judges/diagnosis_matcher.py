@@ -20,14 +20,17 @@ This judge decides that without a network, in this order:
    the *core* part counts: what precedes the first connector such as "with", "due to",
    "from" ("glioblastoma with hemorrhage" is a glioblastoma). Two concepts match when
    they are equal or one is broader than the other in the table's is-a relations
-   (specificity); siblings ("low-grade glioma" vs "glioblastoma") and unrelated
-   concepts ("meningioma" vs "glioblastoma") do not, and a predicted group name
-   ("leukodystrophy") matches no member. A known name preceded by words the tables do
-   not know ("epithelioid glioma") is an unknown specialization: whether it is a kind
-   of that concept or the descriptive name of another disease cannot be told, so the
-   pair is undecided unless both sides name the same unknown kind. Qualifiers stated on
-   both sides (site, side, type, grade, stage, molecular group, primary tumour,
-   organism) must agree first; a stated conflict is decided whatever the names.
+   (specificity), a broader prediction only when it is the reference's name with words
+   left out ("meningioma" for "transitional meningioma"; "high-grade glioma" for
+   "glioblastoma" may be a class heading, and is undecided); siblings ("low-grade
+   glioma" vs "glioblastoma") and unrelated concepts ("meningioma" vs "glioblastoma")
+   do not, and a predicted group name ("leukodystrophy") matches no member. A known
+   name preceded by words the tables do not know ("epithelioid glioma") is an unknown
+   specialization: whether it is a kind of that concept or the descriptive name of
+   another disease cannot be told, so the pair is undecided unless both sides name the
+   same unknown kind. Qualifiers stated on both sides (site, side, type, grade, stage,
+   molecular group, primary tumour, organism) must agree first; a stated conflict is
+   decided whatever the names.
 3. **Word containment.** Without a decision from the concepts, the word sets of the
    core parts (location, laterality, acuity and grade words removed) match when one
    contains the other, the smaller one holds a disease-specific word and the larger
@@ -37,7 +40,8 @@ This judge decides that without a network, in this order:
    ``undecided.*``, UNDECIDED_RULES): no rule decided (``undecided``: a name the tables
    do not hold on either side), an unknown specialization (``undecided.unknown-kind``),
    one name of the reference decided no match while another of its names stays open
-   (``undecided.alternative``), neither side naming a disease
+   (``undecided.alternative``), a broader predicted name with words of its own
+   (``undecided.broader-heading``), neither side naming a disease
    (``undecided.no-disease-named``), a prediction that names only what the reference
    gives as its disease's cause (``undecided.reference-cause``: "carbon monoxide
    poisoning" for "leukoencephalopathy after carbon monoxide poisoning"). Scores count an
@@ -513,6 +517,7 @@ RULE_IDS: dict[str, bool] = {
     "undecided.alternative": False,
     "undecided.no-disease-named": False,
     "undecided.reference-cause": False,
+    "undecided.broader-heading": False,
 }
 # The rules whose verdict is "undecided": the judge says what it cannot know (the
 # embedding fallback, when switched on, may still decide these pairs).
@@ -1184,7 +1189,7 @@ class DiagnosisMatcher:
         other side names)."""
         if not p.core_concepts or not r.core_concepts:
             return None
-        unknown_kind = False
+        unknown_kind = broader_heading = False
         organism = self._names_organism(p)
         for pc, p_partial in p.core_concepts:
             for rc, r_partial in r.core_concepts:
@@ -1192,13 +1197,36 @@ class DiagnosisMatcher:
                     if self._related(pc, rc, organism):
                         if pc == rc:
                             return True, "concept.same"
-                        narrower = rc in self._ancestors[pc]
-                        return True, "concept.narrower" if narrower else "concept.broader"
+                        if rc in self._ancestors[pc]:
+                            return True, "concept.narrower"
+                        if self._drops_words(p, r, pc, rc):
+                            return True, "concept.broader"
+                        broader_heading = True
                 elif p_partial and r_partial and pc == rc and p.core_words == r.core_words:
                     return True, "concept.same-unknown-kind"
                 else:  # an unknown specialization of a concept on one side or both
                     unknown_kind = True
+        if broader_heading:
+            return None, "undecided.broader-heading"
         return (None, "undecided.unknown-kind") if unknown_kind else (False, "concept.different")
+
+    def _drops_words(self, p: _Analysis, r: _Analysis, pc: str, rc: str) -> bool:
+        """The broader prediction is the reference's name with words left out ("meningioma"
+        for "transitional meningioma", "Chiari malformation" for "Chiari II
+        malformation"): a less specific name of the same disease. A broader name with
+        words of its own ("low-grade glioma" for "pilocytic astrocytoma", "glioma" for
+        "oligodendroglioma") may be a class heading over distinct diseases, which the
+        is-a relations cannot tell from a less specific name (held out: the rule that made
+        most false matches on the tuning sets)."""
+        words = p.core_words - p.qualifier_words
+        if words and words <= r.core_words:
+            return True
+        reference_names = [set(a.split()) for a in self._concepts[rc].aliases]
+        return any(
+            set(alias.split()) <= name
+            for alias in self._concepts[pc].aliases
+            for name in reference_names
+        )
 
     def _contains(
         self, small: frozenset[str], big: frozenset[str], big_qualifiers: frozenset[str]
