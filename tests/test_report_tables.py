@@ -23,6 +23,7 @@ from novabench.report.inputs import load_entries
 from novabench.report.statistics import task_statistics
 from novabench.report.tables import (
     latex_escape,
+    latex_text,
     load_paper_reference,
     task_table,
     write_all_tables,
@@ -620,6 +621,21 @@ def test_latex_tables_parse_strictly(results):
         strict_parse(tex)
     assert latex_escape("a_b & 50% #1 {x} ~^\\") == (
         "a\\_b \\& 50\\% \\#1 \\{x\\} \\textasciitilde{}\\textasciicircum{}\\textbackslash{}"
+    )
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["a_b & 50% #1 {x} ~^", "C:\\models\\x_1", "a backslash before a percent: \\%", "$5 & $6"],
+)
+def test_latex_text_undoes_latex_escape_exactly(text):
+    # The Markdown tables and the leaderboard read notes written for LaTeX.
+    assert latex_text(latex_escape(text)) == text
+
+
+def test_latex_text_reads_the_captions_math():
+    assert latex_text("Hit@$\\tau$: share with IoU at least $\\tau$, 50\\%.") == (
+        "Hit@τ: share with IoU at least τ, 50%."
     )
 
 

@@ -33,7 +33,7 @@ from novabench.errors import NovaError
 from novabench.io import atomic_write_text
 from novabench.report.failures import MARK, Limits
 from novabench.report.inputs import GROUP_MODEL, GROUP_TITLES, GROUPS, Entry, read_scores
-from novabench.report.tables import _cell_parts, judge_line, task_table
+from novabench.report.tables import _cell_parts, judge_line, latex_text, task_table
 from novabench.spreadsheet import read_csv
 from novabench.tasks import Metric, get_task, task_names
 
@@ -223,15 +223,10 @@ def caption_text(board: Board) -> str:
         f"{MARK} excluded). {MARK}: fewer images answered than reporting.min_answered, or "
         "more without an answer than reporting.max_error_rate (hover the mark for which)."
     )
-    parts.append(plain_text(get_task(board.task).caption))
+    parts.append(latex_text(get_task(board.task).caption))
     if context.get("note"):
-        parts.append(plain_text(context["note"]))
+        parts.append(latex_text(context["note"]))
     return " ".join(parts)
-
-
-def plain_text(latex: str) -> str:
-    """The few LaTeX bits of task captions as plain text (as the Markdown tables do)."""
-    return latex.replace("\\%", "%").replace("$\\tau$", "τ").replace("$", "")
 
 
 def section_html(board: Board, page_dir: Path) -> str:

@@ -16,6 +16,7 @@ as much code around the Styler; the output needs only ``booktabs`` and ``graphic
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -52,6 +53,23 @@ def latex_escape(text: str) -> str:
         "^": r"\textasciicircum{}",
     }
     return "".join(replacements.get(char, char) for char in str(text))
+
+
+# latex_escape's replacements, and the math of the task captions (Hit@$\tau$), undone.
+_LATEX_TEXT = {
+    r"\textbackslash{}": "\\",
+    r"\textasciitilde{}": "~",
+    r"\textasciicircum{}": "^",
+    r"$\tau$": "τ",
+    **{"\\" + char: char for char in "&%$#_{}"},
+}
+_LATEX_TEXT_PATTERN = re.compile("|".join(re.escape(k) for k in _LATEX_TEXT))
+
+
+def latex_text(latex: str) -> str:
+    """A caption or note written for LaTeX as plain text (Markdown tables, the
+    leaderboard): one pass, so an escaped backslash never unescapes what follows it."""
+    return _LATEX_TEXT_PATTERN.sub(lambda m: _LATEX_TEXT[m.group(0)], latex)
 
 
 def _number(value: float, decimals: int) -> str:
@@ -356,11 +374,8 @@ def write_task_tables(
     latex = latex_table(task, table, caption, f"tab:nova-{task}", columns, legend)
     paths["tex"].write_text(latex)
     write_csv(csv_table(table, columns), paths["csv"], index=False)
-    md_note = note.replace("$\\tau$", "τ")
-    for escaped in ("\\%", "\\_", "\\&", "\\#", "\\$"):  # latex_escape, undone
-        md_note = md_note.replace(escaped, escaped[1:])
     title = f"{spec.title} on {label}"
-    paths["md"].write_text(markdown_table(table, columns, title, md_note, legend))
+    paths["md"].write_text(markdown_table(table, columns, title, latex_text(note), legend))
     return paths
 
 
