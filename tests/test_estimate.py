@@ -557,3 +557,10 @@ def test_judge_agreement_is_counted_and_a_request_twice_only_once(workdir, match
     assert rows[("llm-judge", "gold")] == (3, 3)
     text = format_estimate(estimate_run(plan_for(workdir, config), workdir))
     assert "llm-judge (diagnosis): judge agreement re-judges the predictions" in text
+
+
+def test_dollars_at_list_prices_need_both_prices():
+    # 2,000 prompt tokens at $2.50 and 500 answer tokens at $10.00 per million.
+    assert tokens.dollars(2000, 500, 2.5, 10.0) == pytest.approx(0.005 + 0.005)
+    assert tokens.dollars(2000, 500, None, 10.0) is None
+    assert tokens.dollars(2000, 500, 2.5, None) is None

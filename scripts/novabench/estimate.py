@@ -45,7 +45,7 @@ from novabench.errors import NovaError
 from novabench.judges import judge_kind
 from novabench.judges.base import judge_kind_names
 from novabench.tasks import TASK_NAMES, get_task
-from novabench.tokens import image_tokens, text_tokens
+from novabench.tokens import dollars, image_tokens, text_tokens
 
 NOVA_IMAGES, NOVA_CASES = 906, 281  # the published release (Bercea et al. 2025)
 DEFAULT_LATENCY_S = 5.0  # seconds per API request, when the model's info gives none
@@ -287,7 +287,7 @@ def _api_job(
     if price is None:
         estimate.notes.append(f"no dollars: {why}")
     else:
-        estimate.usd = (estimate.input_tokens * price[0] + estimate.output_tokens * price[1]) / 1e6
+        estimate.usd = dollars(estimate.input_tokens, estimate.output_tokens, *price)
     latency = info.get("latency_s")
     if latency is None:
         latency = DEFAULT_LATENCY_S
@@ -418,11 +418,10 @@ def _judge_job(
         tokens_in = sum(text_tokens(p + system) for p in unsent)
         counted = "exact"
     tokens_out = round(answer_tokens * to_send)
-    price_in = stage.adapter.config["price_per_million_input"]
-    price_out = stage.adapter.config["price_per_million_output"]
-    usd = None
-    if price_in is not None and price_out is not None:
-        usd = (tokens_in * price_in + tokens_out * price_out) / 1e6
+    config = stage.adapter.config
+    usd = dollars(
+        tokens_in, tokens_out, config["price_per_million_input"], config["price_per_million_output"]
+    )
     return JudgeEstimate(
         judge, task, stage_name, model, requests, to_send, tokens_in, tokens_out, usd, counted
     )

@@ -17,6 +17,16 @@ from novabench.answer_formats import smart_resize
 CHARS_PER_TOKEN = 4.0
 
 
+def dollars(
+    input_tokens: float, output_tokens: float, price_in: float | None, price_out: float | None
+) -> float | None:
+    """US dollars at list prices per million input and output tokens (what a request cost,
+    what a run will cost); None unless both prices are known."""
+    if price_in is None or price_out is None:
+        return None
+    return (input_tokens * price_in + output_tokens * price_out) / 1e6
+
+
 def text_tokens(text: str) -> int:
     return math.ceil(len(text) / CHARS_PER_TOKEN)
 

@@ -65,6 +65,7 @@ from novabench.models.base import Response, Sample
 from novabench.pacing import AdaptiveWindow, Pacer
 from novabench.progress import Progress
 from novabench.redaction import Redactor, configured_keys
+from novabench.tokens import dollars
 
 log = logging.getLogger(__name__)
 
@@ -293,14 +294,13 @@ class Adapter(BaseAdapter):
 
     def cost(self, usage: dict[str, int]) -> float | None:
         """US dollars for this token usage, when both prices are configured."""
-        price_in = self.config["price_per_million_input"]
-        price_out = self.config["price_per_million_output"]
-        if price_in is None or price_out is None:
-            return None
-        dollars = (
-            usage.get("prompt_tokens", 0) * price_in + usage.get("completion_tokens", 0) * price_out
-        ) / 1e6
-        return round(dollars, 6)
+        usd = dollars(
+            usage.get("prompt_tokens", 0),
+            usage.get("completion_tokens", 0),
+            self.config["price_per_million_input"],
+            self.config["price_per_million_output"],
+        )
+        return None if usd is None else round(usd, 6)
 
     # -- answering ----------------------------------------------------------------------
 
