@@ -57,6 +57,8 @@ def test_md_cell_escapes_what_ends_a_cell():
     assert md_cell("a|b\\") == "a\\|b\\\\"
     assert md_cell("x\ny") == "x y"
     assert md_text("<b>&") == "&lt;b&gt;&amp;"
+    # A backslash from a note (a Windows path) must not escape the character after it.
+    assert md_text("C:\\models\\x_1") == "C:\\\\models\\\\x_1"
 
 
 def test_a_dataset_label_and_judge_name_in_the_tables_render_inert():

@@ -18,14 +18,15 @@ from typing import Any
 
 
 def md_text(text: Any) -> str:
-    """``text`` as one line of Markdown that renders as that text and nothing else."""
-    one_line = " ".join(str(text).split())
+    """``text`` as one line of Markdown that renders as that text and nothing else (a
+    backslash escaped, so that it never escapes what follows it)."""
+    one_line = " ".join(str(text).split()).replace("\\", "\\\\")
     return html.escape(one_line, quote=False).replace("](", "]\\(")
 
 
 def md_cell(text: Any) -> str:
-    """``text`` for a table cell: :func:`md_text`, with backslashes and ``|`` escaped."""
-    return md_text(str(text).replace("\\", "\\\\").replace("|", "\\|"))
+    """``text`` for a table cell: :func:`md_text`, with ``|`` escaped too."""
+    return md_text(text).replace("|", "\\|")
 
 
 def md_row(cells: Iterable[Any]) -> str:
