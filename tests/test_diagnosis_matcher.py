@@ -597,6 +597,21 @@ def test_separate_entities_do_not_match(matcher, predicted, reference):
         ("Low-grade glioma", "Pilocytic astrocytoma", "undecided"),
         ("chemotherapy-induced leukoencephalopathy", "Methotrexate leukoencephalopathy",
          "undecided"),
+        # ... also where the reference's name shares the heading's last word, or another
+        # name of the reference's concept holds the heading's words
+        ("Low-grade glioma", "Angiocentric glioma", "undecided"),
+        ("High-grade glioma", "Diffuse midline glioma", "undecided"),
+        ("High-grade glioma", "Brainstem glioma", "undecided"),
+        ("CNS tuberculosis", "Tuberculous meningitis", "undecided"),
+        ("B-cell lymphoma", "Intravascular lymphoma", "undecided"),
+        ("Stroke", "Paradoxical embolism", "undecided"),
+        # a qualifier word is compared as one, not read as the heading's own word
+        ("suprasellar pilocytic astrocytoma", "Pilomyxoid astrocytoma of the hypothalamus",
+         "undecided"),
+        ("Meningioma, WHO grade I", "Microcystic meningioma", "match"),
+        ("Glioma", "Angiocentric glioma", "match"),
+        # a written-out name of the predicted concept
+        ("RCVS", "Postpartum reversible cerebral vasoconstriction syndrome", "match"),
         # the narrower direction is specificity whatever the words
         ("Glioblastoma", "High-grade glioma", "match"),
     ],

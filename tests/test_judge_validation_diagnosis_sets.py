@@ -100,8 +100,9 @@ def test_size_and_balance_of_labels(name):
     pairs = _pairs(name)
     assert len(pairs) >= 200
     share = sum(p["match"] for p in pairs) / len(pairs)
-    # Near balance; the eighth set's author weighted near-misses (55%), so 43.8% match.
-    assert 0.40 <= share <= 0.60, f"{share:.1%} of pairs match"
+    # The eighth set's author weighted near-misses (55%): 43.8% match.
+    low = 0.43 if name == "diagnoses-8" else 0.45
+    assert low <= share <= 0.55, f"{share:.1%} of pairs match"
 
 
 @every_set

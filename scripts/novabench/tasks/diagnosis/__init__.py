@@ -29,8 +29,8 @@ class Diagnosis(Task):
         "Label recall: share of distinct reference labels predicted correctly (top-1) at "
         "least once. Entropy: Shannon entropy (bits) of the predicted top-1 labels; no CI, "
         "as the entropy of a case resample is biased low. Right, by the paper's judge rule: "
-        "the same disease at another specificity (e.g. Glioma for a pleomorphic "
-        "xanthoastrocytoma, Infarct for a cerebral infarction in sickle cell disease); a "
+        "the same disease at another specificity (e.g. Meningioma for a transitional "
+        "meningioma, Infarct for a cerebral infarction in sickle cell disease); a "
         "fundamentally different disease is wrong."
     )
     metrics = (
