@@ -632,7 +632,7 @@ class _Analysis:
     clause_qualifiers: qualifiers.Qualifiers = field(default_factory=dict)
     # The words that name each core concept, as written ("low grade glioma" of "left
     # low-grade glioma"): a broader name is compared by its own words.
-    concept_words: tuple[tuple[str, frozenset[str]], ...] = ()
+    concept_words: dict[str, frozenset[str]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -1042,8 +1042,8 @@ class DiagnosisMatcher:
         written: dict[str, frozenset[str]] = {}
         for start, end, cid in core:
             written[cid] = written.get(cid, frozenset()) | frozenset(tokens[start:end])
-        partial = not concepts or any(partial for _, partial in concepts)
-        if partial and (bare := self._name_without_qualifiers(core_tokens, stating)):
+        unnamed = not concepts or any(partial for _, partial in concepts)
+        if unnamed and (bare := self._name_without_qualifiers(core_tokens, stating)):
             concepts = bare
             written[bare[0][0]] = frozenset(t for t in core_tokens if t not in stating)
         words = frozenset(t for t in core_tokens if t not in self._generic_modifiers)
@@ -1065,7 +1065,7 @@ class DiagnosisMatcher:
             clause_qualifiers=qualifiers.extract(tokens[qualifier_end:], self._qualifier_table)
             if core_end > 0
             else {},
-            concept_words=tuple(written.items()),
+            concept_words=written,
         )
 
     def _name_without_qualifiers(
@@ -1234,7 +1234,7 @@ class DiagnosisMatcher:
         reference's concept could hold a heading's words ("stroke" in "paradoxical
         embolic stroke" for "paradoxical embolism")."""
         modifiers = self._generic_modifiers
-        named = dict(p.concept_words).get(pc, frozenset()) - modifiers
+        named = p.concept_words.get(pc, frozenset()) - modifiers
         names = [named, *(frozenset(a.split()) - modifiers for a in self._concepts[pc].aliases)]
         return any(words and words <= r.core_words for words in names)
 

@@ -38,31 +38,27 @@ def latex_label(metric: Metric) -> str:
     return latex_escape(metric.label) + arrow
 
 
+_LATEX_ESCAPES = {
+    "\\": r"\textbackslash{}",
+    "&": r"\&",
+    "%": r"\%",
+    "$": r"\$",
+    "#": r"\#",
+    "_": r"\_",
+    "{": r"\{",
+    "}": r"\}",
+    "~": r"\textasciitilde{}",
+    "^": r"\textasciicircum{}",
+}
+
+
 def latex_escape(text: str) -> str:
     """Escape LaTeX's special characters in plain text."""
-    replacements = {
-        "\\": r"\textbackslash{}",
-        "&": r"\&",
-        "%": r"\%",
-        "$": r"\$",
-        "#": r"\#",
-        "_": r"\_",
-        "{": r"\{",
-        "}": r"\}",
-        "~": r"\textasciitilde{}",
-        "^": r"\textasciicircum{}",
-    }
-    return "".join(replacements.get(char, char) for char in str(text))
+    return "".join(_LATEX_ESCAPES.get(char, char) for char in str(text))
 
 
-# latex_escape's replacements, and the math of the task captions (Hit@$\tau$), undone.
-_LATEX_TEXT = {
-    r"\textbackslash{}": "\\",
-    r"\textasciitilde{}": "~",
-    r"\textasciicircum{}": "^",
-    r"$\tau$": "τ",
-    **{"\\" + char: char for char in "&%$#_{}"},
-}
+# latex_escape undone, and the math of the task captions (Hit@$\tau$).
+_LATEX_TEXT = {escaped: char for char, escaped in _LATEX_ESCAPES.items()} | {r"$\tau$": "τ"}
 _LATEX_TEXT_PATTERN = re.compile("|".join(re.escape(k) for k in _LATEX_TEXT))
 
 
