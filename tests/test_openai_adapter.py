@@ -512,12 +512,12 @@ def test_only_statuses_that_waiting_may_cure_are_retried(tmp_path, status, sent)
 
 
 def test_a_bug_reading_the_answer_fails_the_job_instead_of_being_retried(monkeypatch):
-    import novabench.models.openai_compatible as adapter_module
+    import novabench.models.chat_client as client_module
 
     def broken(completion, latency_s):
         raise RuntimeError("bug in the adapter")
 
-    monkeypatch.setattr(adapter_module, "_response", broken)
+    monkeypatch.setattr(client_module, "_response", broken)
     sample = Sample("case0001_001.png", "case0001", "diagnosis", "History: ...", None, 1, 1)
     with FakeOpenAI(lambda seen: Reply()) as server:
         client = Adapter("api", model(server, max_attempts=3)["settings"])
@@ -738,7 +738,7 @@ def test_a_throttled_job_slows_down_answers_everything_and_says_how_often(tmp_pa
     ) as server:
         client = Adapter("api", model(server, concurrency=16, max_attempts=10)["settings"])
         prompts = [f"prompt {i}" for i in range(60)]
-        with caplog.at_level(logging.WARNING, logger="novabench.models.openai_compatible"):
+        with caplog.at_level(logging.WARNING, logger="novabench.models.chat_client"):
             answers = client.complete_many(prompts)
         stats = server.bucket.stats()
     assert [a.raw for a in answers] == [f"echo {p}" for p in prompts]
@@ -814,7 +814,7 @@ def test_environment_check_names_the_missing_variable_and_the_unreachable_url(mo
 def test_retry_after_forms_and_backoff_bounds():
     from email.utils import formatdate
 
-    from novabench.models.openai_compatible import _retry_after
+    from novabench.models.chat_client import _retry_after
 
     assert _retry_after({"retry-after": "7"}) == 7.0
     assert _retry_after({"retry-after-ms": "250", "retry-after": "7"}) == 0.25
@@ -822,10 +822,10 @@ def test_retry_after_forms_and_backoff_bounds():
     assert _retry_after({"retry-after": "soon"}) is None and _retry_after({}) is None
     adapter = Adapter("m", {"base_url": "http://x/v1", "model": "m", "api_key_env": None})
     for attempt in (1, 2, 3, 8):
-        waits = [adapter._backoff(attempt, None) for _ in range(200)]
+        waits = [adapter.client._backoff(attempt, None) for _ in range(200)]
         bound = min(60, 2 ** (attempt - 1))
         assert min(waits) >= 0 and bound / 2 < max(waits) <= bound  # jittered, capped
-    assert all(4 <= adapter._backoff(1, 4.0) <= 4.4 for _ in range(50))
+    assert all(4 <= adapter.client._backoff(1, 4.0) <= 4.4 for _ in range(50))
 
 
 def test_provider_resources_default_to_the_endpoint_host():

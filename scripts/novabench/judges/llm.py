@@ -20,9 +20,10 @@ mapped onto the benchmark's modality words (``t1``, ``t2``, ``flair``, ``dwi``,
 ``axial``...), negated findings as ``neg:<finding>`` like the keyword judge. The mapping is
 one function of a string, so what the LLM made equal stays equal.
 
-Requests go through the ``openai_compatible`` adapter's ``complete_many`` (concurrent,
-retried, and cached under ``<cache_dir>/judges/<judge name>/`` like any prediction), so
-re-scoring sends no request twice and needs no network once every answer is cached.
+Requests go through the chat client's ``complete_many`` (:mod:`novabench.models.chat_client`:
+concurrent, retried, and cached under ``<cache_dir>/judges/<judge name>/`` like any
+prediction), so re-scoring sends no request twice and needs no network once every answer is
+cached.
 Identical requests within one batch are sent once. The model that answered (the
 response's ``model`` and ``system_fingerprint``) is recorded with the judge's identity.
 
@@ -47,7 +48,7 @@ from typing import Any, ClassVar, TypeVar
 
 from novabench import paths
 from novabench.answer_json import json_spans, load_lenient
-from novabench.cache import request_key
+from novabench.cache import ResponseCache
 from novabench.code_fingerprint import code_fingerprint
 from novabench.errors import ConfigError, NovaError, settings_error
 from novabench.io import resolve_path
@@ -60,7 +61,7 @@ from novabench.judges.base import (
     Verdict,
     register_judge_kind,
 )
-from novabench.models import openai_compatible
+from novabench.models import chat_client
 from novabench.provenance import sha256_text
 
 log = logging.getLogger(__name__)
@@ -105,7 +106,7 @@ SETTINGS_SCHEMA: dict[str, Any] = {
     "additionalProperties": False,
     "required": ["backend"],
     "properties": {
-        "backend": openai_compatible.SETTINGS_SCHEMA,
+        "backend": chat_client.SETTINGS_SCHEMA,
         "protocol": {"enum": list(PROTOCOLS)},
         "prompts": {
             "type": "object",
@@ -150,7 +151,7 @@ def check_settings(
     except jsonschema.ValidationError as exc:
         raise settings_error(exc, where, "see the llm judge in config/README.md") from None
     resolve = resolve or _default_resolve
-    backend = openai_compatible.resolve_settings(name, {**BACKEND_DEFAULTS, **settings["backend"]})
+    backend = chat_client.resolve_settings(name, {**BACKEND_DEFAULTS, **settings["backend"]})
     protocol = settings.get("protocol", DEFAULT_PROTOCOL)
     prompts = {
         task: settings.get("prompts", {}).get(task)
@@ -201,11 +202,11 @@ def prompt_paths(
 
 def api_resource(settings: dict[str, Any]) -> str:
     """The Snakemake resource ``api_<provider>`` that the judge's requests count against."""
-    return openai_compatible.api_resource(settings.get("backend", {}))
+    return chat_client.api_resource(settings.get("backend", {}))
 
 
 def _endpoint_problem(name: str, backend: dict[str, Any]) -> NovaError | None:
-    return openai_compatible.endpoint_problem(
+    return chat_client.endpoint_problem(
         f"judges.{name}",
         backend,
         key_fix="before scoring, or choose another judge under tasks.<task>.judge",
@@ -240,20 +241,23 @@ class _LLMJudge:
         self.template = read_prompt(name, self.task, self.prompt_path, resolved["protocol"])
         self.max_failure_rate = resolved["max_failure_rate"]
         # A judge's cache sits apart from the models' (a judge may share a model's name).
-        judges_cache = None if cache_dir is None else Path(cache_dir) / "judges"
-        self.adapter = openai_compatible.Adapter(
-            name, resolved["backend_settings"], cache_dir=judges_cache
-        )
+        cache = None if cache_dir is None else ResponseCache(Path(cache_dir) / "judges" / name)
+        self.client = chat_client.ChatClient(name, resolved["backend"], cache)
         self.counts: Counter[str] = Counter()
         # (served model, system fingerprint) of every answer read, cached ones included.
         self.served: Counter[tuple[str | None, str | None]] = Counter()
+
+    @property
+    def adapter(self) -> chat_client.ChatClient:
+        """The chat client, under the name callers used when it was a model adapter."""
+        return self.client
 
     # -- record ------------------------------------------------------------------------------
 
     def identity(self) -> dict[str, Any]:
         """Everything that determines the verdicts (no key): backend, settings, protocol,
         prompt, and the model that answered as the server named it (once it has)."""
-        backend = self.adapter.identity()["settings"]
+        backend = self.client.settings_of_record()
         return {
             "name": f"llm/{backend['model']}",
             # This module's requests and reading of answers, and its prompts.
@@ -299,7 +303,7 @@ class _LLMJudge:
                 "completion_tokens",
             )
         }
-        counts["cost_usd"] = self.adapter.cost(
+        counts["cost_usd"] = self.client.cost(
             {k: counts[k] for k in ("prompt_tokens", "completion_tokens")}
         )
         return counts
@@ -307,30 +311,29 @@ class _LLMJudge:
     # -- requests ----------------------------------------------------------------------------
 
     def _cache_key(self, prompt: str) -> str:
-        request = openai_compatible.ChatRequest(
-            "judge", prompt, self.adapter.config["system_prompt"], None
-        )
-        return request_key(self.adapter.request_identity(request))
+        return self.client.cache_key(self._request(prompt))
+
+    def _request(self, prompt: str) -> chat_client.ChatRequest:
+        return chat_client.ChatRequest("judge", prompt, self.client.config["system_prompt"], None)
 
     def cached(self, prompt: str) -> bool:
         """Whether this prompt's answer is in the cache (the estimate counts the rest)."""
-        cache = self.adapter.cache
+        cache = self.client.cache
         return cache is not None and self._cache_key(prompt) in cache
 
     def _check_can_send(self, prompts: Sequence[str]) -> None:
         """Only requests without a cached answer need the key and the endpoint."""
-        cache = self.adapter.cache
+        cache = self.client.cache
         if cache is not None and all(self._cache_key(p) in cache for p in prompts):
             return
-        backend = self.adapter.config
+        backend = self.client.config
         problem = _endpoint_problem(self.name, backend)
         if problem is not None:
             raise problem
 
     def _forget(self, prompt: str) -> None:
         """Drop a cached answer (an unreadable one), so that the next run asks again."""
-        if self.adapter.cache is not None:
-            self.adapter.cache.path(self._cache_key(prompt)).unlink(missing_ok=True)
+        self.client.forget(self._request(prompt))
 
     def _ask(self, prompts: Sequence[str], read: Callable[[str, str], T]) -> list[T | None]:
         """Every prompt's verdict, ``read(prompt, answer)`` (None where the judge could not
@@ -339,7 +342,7 @@ class _LLMJudge:
         if not unique:
             return []
         self._check_can_send(unique)
-        responses = self.adapter.complete_many(unique, progress=f"judge {self.name} ({self.task})")
+        responses = self.client.complete_many(unique, progress=f"judge {self.name} ({self.task})")
         verdicts: dict[str, T | None] = {}
         failed: list[str] = []
         unreadable: list[tuple[str, str]] = []  # (prompt, why)
