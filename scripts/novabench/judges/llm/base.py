@@ -1,0 +1,213 @@
+"""What every LLM judge shares: its prompt, its chat client, and batches of requests
+with failure accounting."""
+
+from __future__ import annotations
+
+import logging
+from collections import Counter
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any, ClassVar, TypeVar
+
+from novabench.cache import ResponseCache
+from novabench.code_fingerprint import code_fingerprint
+from novabench.errors import NovaError
+from novabench.judges.llm.answers import UnreadableAnswer
+from novabench.judges.llm.settings import check_settings, endpoint_problem, read_prompt
+from novabench.models import chat_client
+from novabench.provenance import sha256_text
+
+log = logging.getLogger(__name__)
+
+# The package: its code (requests, reading of answers, prompts) is the judges' identity.
+PACKAGE = __name__.rpartition(".")[0]
+T = TypeVar("T")
+
+
+class LLMJudge:
+    """Shared machinery: prompt, backend, batch requests with failure accounting."""
+
+    task: ClassVar[str]
+    protocol: ClassVar[str]  # how it asks (a key of PROMPT_SPECS)
+
+    def __init__(
+        self,
+        name: str,
+        settings: dict[str, Any],
+        *,
+        cache_dir: Path | None = None,
+        resolve: Callable[[str], str] | None = None,
+    ):
+        self.name = name
+        if self.task == "captioning":  # the class decides the protocol, hence the prompt
+            settings = {**settings, "protocol": self.protocol}
+        resolved = check_settings(name, settings, resolve)
+        self.prompt_path = resolved["prompts"][self.task]
+        self.template = read_prompt(name, self.task, self.prompt_path, resolved["protocol"])
+        self.max_failure_rate = resolved["max_failure_rate"]
+        # A judge's cache sits apart from the models' (a judge may share a model's name).
+        cache = None if cache_dir is None else ResponseCache(Path(cache_dir) / "judges" / name)
+        self.client = chat_client.ChatClient(name, resolved["backend"], cache)
+        self.counts: Counter[str] = Counter()
+        # (served model, system fingerprint) of every answer read, cached ones included.
+        self.served: Counter[tuple[str | None, str | None]] = Counter()
+
+    @property
+    def adapter(self) -> chat_client.ChatClient:
+        """The chat client, under the name callers used when it was a model adapter."""
+        return self.client
+
+    # -- record ------------------------------------------------------------------------------
+
+    def identity(self) -> dict[str, Any]:
+        """Everything that determines the verdicts (no key): backend, settings, protocol,
+        prompt, and the model that answered as the server named it (once it has)."""
+        backend = self.client.settings_of_record()
+        return {
+            "name": f"llm/{backend['model']}",
+            # The package's requests and reading of answers, and its prompts.
+            "code": code_fingerprint(PACKAGE),
+            "kind": "llm",
+            "judge": self.name,
+            "task": self.task,
+            "protocol": self.protocol,
+            "backend": {"adapter": "openai_compatible", **backend},
+            "served": self.served_identity(),
+            "prompt": self.prompt_path.name,
+            "prompt_id": self.prompt_path.stem,
+            "prompt_sha256": sha256_text(self.template),
+            "max_failure_rate": self.max_failure_rate,
+        }
+
+    def served_identity(self) -> dict[str, Any]:
+        """The served model names and system fingerprints of the answers so far, sorted;
+        ``unknown`` counts answers without a model name (cache entries of older versions)."""
+        models = {m for m, _ in self.served if m}
+        fingerprints = {f for _, f in self.served if f}
+        unknown = sum(n for (m, _), n in self.served.items() if not m)
+        return {
+            "model": sorted(models),
+            "system_fingerprint": sorted(fingerprints),
+            "answers": sum(self.served.values()),
+            "unknown": unknown,
+        }
+
+    def usage(self) -> dict[str, Any]:
+        """Requests so far: asked (distinct), cached, sent, failed, unreadable, tokens, cost;
+        ``label_conflicts``: paired answers whose stated agreement contradicts their labels."""
+        counts = {
+            key: int(self.counts[key])
+            for key in (
+                "requests",
+                "cached",
+                "sent",
+                "failed",
+                "unreadable",
+                "label_conflicts",
+                "prompt_tokens",
+                "completion_tokens",
+            )
+        }
+        counts["cost_usd"] = self.client.cost(
+            {k: counts[k] for k in ("prompt_tokens", "completion_tokens")}
+        )
+        return counts
+
+    # -- requests ----------------------------------------------------------------------------
+
+    def _cache_key(self, prompt: str) -> str:
+        return self.client.cache_key(self._request(prompt))
+
+    def _request(self, prompt: str) -> chat_client.ChatRequest:
+        return chat_client.ChatRequest("judge", prompt, self.client.config["system_prompt"], None)
+
+    def cached(self, prompt: str) -> bool:
+        """Whether this prompt's answer is in the cache (the estimate counts the rest)."""
+        cache = self.client.cache
+        return cache is not None and self._cache_key(prompt) in cache
+
+    def _check_can_send(self, prompts: Sequence[str]) -> None:
+        """Only requests without a cached answer need the key and the endpoint."""
+        cache = self.client.cache
+        if cache is not None and all(self._cache_key(p) in cache for p in prompts):
+            return
+        backend = self.client.config
+        problem = endpoint_problem(self.name, backend)
+        if problem is not None:
+            raise problem
+
+    def _forget(self, prompt: str) -> None:
+        """Drop a cached answer (an unreadable one), so that the next run asks again."""
+        self.client.forget(self._request(prompt))
+
+    def _ask(self, prompts: Sequence[str], read: Callable[[str, str], T]) -> list[T | None]:
+        """Every prompt's verdict, ``read(prompt, answer)`` (None where the judge could not
+        give one, within the allowed failure rate); identical prompts are sent once."""
+        unique = list(dict.fromkeys(prompts))
+        if not unique:
+            return []
+        self._check_can_send(unique)
+        responses = self.client.complete_many(unique, progress=f"judge {self.name} ({self.task})")
+        verdicts: dict[str, T | None] = {}
+        failed: list[str] = []
+        unreadable: list[tuple[str, str]] = []  # (prompt, why)
+        for prompt, response in zip(unique, responses, strict=True):
+            self.counts["requests"] += 1
+            self.counts["cached" if response.cached else "sent"] += 1
+            if not response.cached:
+                for key in ("prompt_tokens", "completion_tokens"):
+                    self.counts[key] += (response.usage or {}).get(key, 0)
+            verdicts[prompt] = None
+            if response.error is not None or response.raw is None:
+                failed.append(response.error or "no answer")
+                continue
+            self.served[(response.served_model, response.system_fingerprint)] += 1
+            try:
+                verdicts[prompt] = read(prompt, response.raw)
+            except UnreadableAnswer as exc:
+                snippet = " ".join(response.raw.split())[:120]
+                unreadable.append((prompt, f"{exc}: {snippet!r}"))
+        self.counts["failed"] += len(failed)
+        self.counts["unreadable"] += len(unreadable)
+        bad = len(failed) + len(unreadable)
+        log.info(
+            "judge %s (%s): %d distinct requests, %d from the cache, %d failed, %d unreadable",
+            self.name,
+            self.task,
+            len(unique),
+            sum(r.cached for r in responses),
+            len(failed),
+            len(unreadable),
+        )
+        if bad and 100.0 * bad / len(unique) > self.max_failure_rate:
+            for prompt, _ in unreadable:
+                self._forget(prompt)
+            raise NovaError(self._failure_message(len(unique), failed, unreadable), self._fix())
+        for reason in failed:
+            log.warning("judge %s: a request failed (%s); scored as no verdict", self.name, reason)
+        for _, reason in unreadable:
+            log.warning("judge %s: unreadable answer (%s); scored as no verdict", self.name, reason)
+        return [verdicts[p] for p in prompts]
+
+    def _failure_message(
+        self, total: int, failed: list[str], unreadable: list[tuple[str, str]]
+    ) -> str:
+        parts = []
+        if failed:
+            parts.append(f"{len(failed)} of {total} requests failed (first: {failed[0]})")
+        if unreadable:
+            parts.append(
+                f"{len(unreadable)} of {total} answers could not be read "
+                f"(first: {unreadable[0][1]})"
+            )
+        return (
+            f"judges.{self.name} ({self.task}): {' and '.join(parts)}, more than "
+            f"max_failure_rate {self.max_failure_rate:g}% allows; no scores were written"
+        )
+
+    def _fix(self) -> str:
+        return (
+            "re-run scoring: answers that arrived are cached and only the rest is asked "
+            "again; if the endpoint fails, check it and the key; if answers stay unreadable, "
+            f"revise the judge prompt or raise judges.{self.name}.settings.max_failure_rate"
+        )
