@@ -225,6 +225,20 @@ def run(args: argparse.Namespace) -> str:
         shutil.rmtree(folder, ignore_errors=True)
 
 
+# The columns of the table, one row per batch size.
+COLUMNS = [
+    "batch",
+    "images/s",
+    "generated tokens/s",
+    "decode tokens/s",
+    "bandwidth bound tokens/s",
+    "of bound",
+    "peak GPU GiB",
+    "prompt tokens",
+    "wall s",
+]
+
+
 def measure(args: argparse.Namespace, device: str, images: list, model: Any, folder: Path) -> str:
     import torch
 
@@ -232,49 +246,12 @@ def measure(args: argparse.Namespace, device: str, images: list, model: Any, fol
     hbm, hbm_text = bandwidth(device, args.hbm_tb_s)
     rows = []
     for batch in args.batch_sizes:
-        # A first batch loads the processor and warms the kernels, outside the timing.
-        timed(adapter_for(model, folder, device, batch, 2), images[:batch], device)
-        if device == "cuda":
-            torch.cuda.reset_peak_memory_stats()
-        full, responses = timed(
-            adapter_for(model, folder, device, batch, args.new_tokens), images, device
-        )
-        peak = torch.cuda.max_memory_allocated() / 2**30 if device == "cuda" else None
-        prefill, _ = timed(adapter_for(model, folder, device, batch, 1), images, device)
-        generated = sum(r.usage["completion_tokens"] for r in responses)
-        prompt = sum(r.usage["prompt_tokens"] for r in responses) / len(responses)
-        steps = (args.new_tokens - 1) * len(images)
-        decode_rate = steps / (full - prefill) if full > prefill else float("nan")
-        bound = None if hbm is None else batch * hbm / weights
-        rows.append(
-            [
-                str(batch),
-                f"{len(images) / full:.2f}",
-                f"{generated / full:.1f}",
-                f"{decode_rate:.1f}",
-                "-" if bound is None else f"{bound:.0f}",
-                "-" if bound is None else f"{decode_rate / bound:.0%}",
-                "-" if peak is None else f"{peak:.1f}",
-                f"{prompt:.0f}",
-                f"{full:.1f}",
-            ]
-        )
+        rows.append(measure_batch(args, device, images, model, folder, batch, weights, hbm))
         print(" | ".join(rows[-1]), flush=True)
     if args.smoke:
         name = "tiny Qwen2.5-VL config (smoke, CPU, float32)"
     else:
         name = f"Qwen2.5-VL-7B from its config, random weights, bfloat16, {gpu_name()}"
-    header = [
-        "batch",
-        "images/s",
-        "generated tokens/s",
-        "decode tokens/s",
-        "bandwidth bound tokens/s",
-        "of bound",
-        "peak GPU GiB",
-        "prompt tokens",
-        "wall s",
-    ]
     lines = [
         f"# hf_local on {device}: {name}",
         "",
@@ -282,11 +259,51 @@ def measure(args: argparse.Namespace, device: str, images: list, model: Any, fol
         f"decode reads {weights / 2**30:.2f} GiB of weights per step; HBM {hbm_text}; "
         f"torch {torch.__version__}.",
         "",
-        "| " + " | ".join(header) + " |",
-        "| " + " | ".join("---:" for _ in header) + " |",
+        "| " + " | ".join(COLUMNS) + " |",
+        "| " + " | ".join("---:" for _ in COLUMNS) + " |",
         *("| " + " | ".join(row) + " |" for row in rows),
     ]
     return "\n".join(lines) + "\n"
+
+
+def measure_batch(
+    args: argparse.Namespace,
+    device: str,
+    images: list,
+    model: Any,
+    folder: Path,
+    batch: int,
+    weights: int,
+    hbm: float | None,
+) -> list[str]:
+    """One batch size's row of the table (COLUMNS)."""
+    import torch
+
+    # A first batch loads the processor and warms the kernels, outside the timing.
+    timed(adapter_for(model, folder, device, batch, 2), images[:batch], device)
+    if device == "cuda":
+        torch.cuda.reset_peak_memory_stats()
+    full, responses = timed(
+        adapter_for(model, folder, device, batch, args.new_tokens), images, device
+    )
+    peak = torch.cuda.max_memory_allocated() / 2**30 if device == "cuda" else None
+    prefill, _ = timed(adapter_for(model, folder, device, batch, 1), images, device)
+    generated = sum(r.usage["completion_tokens"] for r in responses)
+    prompt = sum(r.usage["prompt_tokens"] for r in responses) / len(responses)
+    steps = (args.new_tokens - 1) * len(images)
+    decode_rate = steps / (full - prefill) if full > prefill else float("nan")
+    bound = None if hbm is None else batch * hbm / weights
+    return [
+        str(batch),
+        f"{len(images) / full:.2f}",
+        f"{generated / full:.1f}",
+        f"{decode_rate:.1f}",
+        "-" if bound is None else f"{bound:.0f}",
+        "-" if bound is None else f"{decode_rate / bound:.0%}",
+        "-" if peak is None else f"{peak:.1f}",
+        f"{prompt:.0f}",
+        f"{full:.1f}",
+    ]
 
 
 def tiny_tests() -> int:
