@@ -67,12 +67,13 @@ with (cause and clause connectors, preference words, the roles of qualifier grou
 are the tables' ``rule_words`` and ``roles``; TABLES_SCHEMA checks the tables when they are
 loaded.
 
-The stages live in modules of this package, each imported here (so that the judge's code
-fingerprint covers them all): ``schema`` (the tables' shape and checks), ``words`` (the
-rule words), ``text`` (normalization), ``concepts`` and ``tables`` (loading), ``analysis``
-(a text's names, core part and qualifiers), ``readings`` (alternatives and what a
-prediction commits to), ``decision`` (the rules), ``explanation`` (``explain()``),
-``embedding`` (the fallback's model) and ``verdicts`` (rule ids and decisions).
+The stages are modules of this package: ``schema`` (the tables' shape and checks),
+``words`` (the rule words), ``text`` (normalization), ``concepts`` and ``tables``
+(loading), ``analysis`` (a text's names, core part and qualifiers), ``readings``
+(alternatives and what a prediction commits to), ``decision`` (the rules), ``explanation``
+(``explain()``), ``embedding`` (the fallback's model) and ``verdicts`` (rule ids and
+decisions). This module's imports reach every one of them, so the judge's code
+fingerprint (``identity()``) covers them all; a test checks it.
 """
 
 from __future__ import annotations
@@ -253,7 +254,7 @@ class DiagnosisMatcher:
 
 @register_judge_kind
 class DiagnosisMatcherKind(JudgeKind):
-    """``kind: diagnosis-matcher``: this module's offline diagnosis judge."""
+    """``kind: diagnosis-matcher``: this package's offline diagnosis judge."""
 
     name = "diagnosis-matcher"
     tasks = ("diagnosis",)

@@ -26,6 +26,9 @@ from novabench.text import PhraseIndex
 
 @dataclass
 class Concept:
+    """One known diagnosis: its display name, normalized names, broader concepts (is-a)
+    and the qualifiers its name states (``inherent``)."""
+
     name: str
     aliases: set[str] = field(default_factory=set)
     broader: set[str] = field(default_factory=set)
