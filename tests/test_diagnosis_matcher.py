@@ -245,6 +245,19 @@ def test_identity_hashes_the_tables(matcher: DiagnosisMatcher) -> None:
     )
 
 
+def test_the_identity_fingerprints_every_stage_and_table_of_the_matcher() -> None:
+    # The matcher is a package of stages; its identity fingerprints the import graph from
+    # the package root, so the root must reach every stage module and the tables.
+    import novabench.judges.diagnosis_matcher as root
+    from novabench.code_fingerprint import code_graph
+
+    covered = set(code_graph().files([root.__name__]))
+    stages = set(Path(root.__file__).parent.glob("*.py"))
+    assert len(stages) > 1 and stages <= covered
+    tables = {DEFAULT_SYNONYMS, DEFAULT_ONTOLOGY, DEFAULT_VOCABULARY}
+    assert {p.resolve() for p in tables} <= {p.resolve() for p in covered}
+
+
 def test_the_tables_name_each_key_once() -> None:
     # YAML keeps the last of two equal keys silently: a second entry would drop the
     # first one's synonyms.
