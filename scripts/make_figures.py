@@ -26,7 +26,6 @@ def main(smk):
         models=smk.params.models,
         reporting=smk.params.reporting,
         table=_optional(smk.output, "table") or _optional(smk.input, "table"),
-        judge=getattr(smk.params, "judge", None),
         axis=getattr(smk.params, "axis", None),
         note=figure_note(read_manifest(_optional(smk.input, "dataset_manifest"))),
     )

@@ -15,7 +15,6 @@ def main(smk):
         models=smk.params.models,
         reporting=smk.params.reporting,
         out=Path(smk.output.statistics),
-        judge=smk.params.judge,
         breakdown_out=Path(smk.output.breakdown),
         cases_out=Path(smk.output.cases),
     )

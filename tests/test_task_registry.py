@@ -67,7 +67,7 @@ class AnomalyPresence(Task):
         per_image = pd.DataFrame(rows)
         return {"Accuracy": 100.0 * per_image["correct"].mean()}, per_image
 
-    def replicates(self, entry, dataset, weights, judge=None):
+    def replicates(self, entry, dataset, weights):
         correct = entry.per_image["correct"].to_numpy(dtype=float)
         return {"Accuracy": weighted_mean(weights, correct, 100.0)}
 

@@ -166,12 +166,14 @@ JOB_CODE = {
     "task_figure": ("make_figures", "figures"),
     "tables": ("make_tables", "report"),
     "leaderboard": ("make_leaderboard", "report"),
-    "agreement": ("make_agreement", "score"),
+    # Judge agreement compares verdict files: the task's definition (its labels) only.
+    "agreement": ("make_agreement", "report"),
     "manifest": ("make_manifest", None),
     "judge_report": ("judge_report", None),
 }
-# Jobs that run the task's judge.
-JUDGED_JOBS = ("score", "agreement", "statistics", "task_figure")
+# Jobs that run the task's judge. Statistics, figures and judge agreement read the labels
+# the judge wrote (score and verdict files) and build none.
+JUDGED_JOBS = ("score",)
 
 
 @dataclass
@@ -301,13 +303,12 @@ class Plan:
         """The modules a job runs: its entry script, then the plug-ins it loads by name
         (its task's stage, the model's adapter, the task's judge), which the import graph
         cannot see. ``tasks``: the tasks of a job that reads several (tables, leaderboard,
-        agreement); ``judge_kinds``: further judges it runs (judge agreement)."""
+        agreement); ``judge_kinds``: further judges it runs (the judge report)."""
         entry, stage = JOB_CODE[job]
         roots = [entry]
         for name in (task,) if task else tasks:
             if stage:
                 roots += get_task(name).code_modules(stage)
-            # Statistics and figures count labels with the judge's canonical names.
             judge = self.judge(name) if job in JUDGED_JOBS else None
             if judge is not None:  # a cascade runs its stages' modules too
                 roots += [type(judge_kind(k)).__module__ for k in judge_kind_names(judge)]

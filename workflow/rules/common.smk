@@ -318,10 +318,10 @@ TASK_FIGURES = {
 }
 
 
-# Tasks whose predictions further judges re-judge (reporting.agreement_judges), and
-# per task its own judge first, then those.
+# Tasks whose predictions further judges judge too (reporting.agreement_judges), and per
+# task the names of its own judge first, then those: the judges whose verdicts are compared.
 AGREEMENT_JUDGES = {
-    task: [PLAN.judge(task)] + [PLAN.judge_config(name) for name in names]
+    task: [PLAN.judge(task)["name"], *names]
     for task, names in config["reporting"]["agreement_judges"].items()
     if names and task in REPORT_TASKS
 }
@@ -429,14 +429,15 @@ def report_tables():
 
 
 def agreement_inputs(wildcards):
+    """Every judge's verdicts (AGREEMENT_JUDGES) on each model of its task, which the
+    `read` rule writes, and the dataset manifest (the table's title names the data)."""
     return {
-        "dataset": DATASET,
-        # The table's title names the dataset.
         "dataset_manifest": MANIFEST,
-        "predictions": [
-            results(f"predictions/{task}/{model}.jsonl")
-            for task in AGREEMENT_JUDGES
+        "verdicts": [
+            results(f"verdicts/{task}/{judge}/{model}.jsonl")
+            for task, judges in AGREEMENT_JUDGES.items()
             for model in task_models(task)
+            for judge in judges
         ],
     }
 

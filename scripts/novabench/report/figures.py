@@ -469,7 +469,6 @@ class FigureContext:
     models: Mapping[str, Any] | None = None
     reporting: Mapping[str, Any] = field(default_factory=dict)
     table: Path | None = None
-    judge: Mapping[str, Any] | None = None
     axis: str | None = None  # the breakdown figure's axis (report.breakdowns.AXES)
 
     def frame(self, with_images: bool = False) -> pd.DataFrame:

@@ -118,7 +118,8 @@ class Task:
     uses_image: ClassVar[bool] = True  # False: a text-only task (no image sent)
     needs_box_format: ClassVar[bool] = False  # answers are boxes in a declared convention
     needs_judge: ClassVar[bool] = False  # scored through a judge (tasks.<name>.judge)
-    # Per-image label columns of the judge that judge agreement compares (none: no agreement).
+    # The judge's per-image labels that judge agreement compares (the ``labels`` of the
+    # verdict files; none: no agreement).
     agreement_labels: ClassVar[tuple[str, ...]] = ()
     # Task-specific figure families beyond the metric bars (results/<tag>/figures/<task>_<family>):
     # "breakdown" is drawn by the report, any other by draw_figure.
@@ -223,13 +224,10 @@ class Task:
     # --- report ------------------------------------------------------------------------
 
     def replicates(
-        self,
-        entry: ScoredEntry,
-        dataset: pd.DataFrame,
-        weights: np.ndarray,
-        judge: Mapping[str, Any] | None = None,
+        self, entry: ScoredEntry, dataset: pd.DataFrame, weights: np.ndarray
     ) -> dict[str, np.ndarray]:
-        """Every metric of ``entry`` under each weight vector over images (the bootstrap)."""
+        """Every metric of ``entry`` under each weight vector over images (the bootstrap),
+        from what the scoring stage wrote: no judge is built."""
         raise NotImplementedError
 
     def breakdown_values(self, per_image: pd.DataFrame) -> tuple[str, np.ndarray] | None:
@@ -240,10 +238,6 @@ class Task:
     def table_note(self, estimates: Mapping[str, Mapping[str, float]]) -> str | None:
         """An extra sentence for the table caption, from the entries' score-file values."""
         return None
-
-    def judge_labels(self, judge: Any, reference: Any, record: Mapping[str, Any]) -> dict:
-        """The judge's per-image labels (``agreement_labels``) of one answer."""
-        raise NotImplementedError
 
     def judged_pairs(self, frame: pd.DataFrame, answers: Answers) -> list[tuple[Any, Any]]:
         """What scoring gives the task's judge for these answers, in the judge's pair form

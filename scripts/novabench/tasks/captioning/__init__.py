@@ -10,7 +10,6 @@ from typing import Any, ClassVar
 import numpy as np
 import pandas as pd
 
-from novabench.errors import NovaError
 from novabench.tasks.base import AnswerContext, Answers, Metric, Parsed, ScoringContext, Task
 
 # BERT F1's encoder and settings (tasks.captioning.bertscore; see .bertscore):
@@ -115,7 +114,7 @@ class Captioning(Task):
             rows, context.judge, context.nltk_data, bert_f1=bert
         )
 
-    def replicates(self, entry, dataset, weights, judge=None) -> dict[str, np.ndarray]:
+    def replicates(self, entry, dataset, weights) -> dict[str, np.ndarray]:
         bootstrap = self.stage("bootstrap")
         stats = entry.extra.get("bleu")
         if stats is None and entry.predictions is not None:
@@ -136,20 +135,6 @@ class Captioning(Task):
             caption, status = answers.get(row.filename, "caption")
             pairs.append((row.caption, caption if status == "ok" and caption else ""))
         return pairs
-
-    def judge_labels(self, judge: Any, reference: Any, record: Mapping[str, Any]) -> dict:
-        from novabench.judges.base import judge_caption_pairs
-
-        caption = (record.get("parsed") or {}).get("caption") if record["status"] == "ok" else ""
-        # A paired judge reads the caption against its reference, as when scoring (the same
-        # request, so a cached answer).
-        verdict = judge_caption_pairs(judge, [(reference.caption, caption or "")])[0]
-        if verdict is None:  # only where the judge allows every request to fail
-            raise NovaError(
-                f"the caption judge gave no verdict on {reference.filename}",
-                "re-run (answers that arrived are cached) or check the judge's endpoint",
-            )
-        return {"abnormal": bool(verdict[1].abnormal)}
 
 
 TASK = Captioning()

@@ -135,7 +135,7 @@ class Localization(Task):
             return None
         return self.stage("metrics").score_rater(gold, boxes)
 
-    def replicates(self, entry, dataset, weights, judge=None) -> dict[str, np.ndarray]:
+    def replicates(self, entry, dataset, weights) -> dict[str, np.ndarray]:
         matches = entry.extra.get("matches")
         if matches is None:
             matches = entry.extra["matches"] = self.stage("metrics").coco_detection_matches(
