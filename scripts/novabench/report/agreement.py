@@ -52,12 +52,12 @@ def cohen_kappa(a: Sequence[Any], b: Sequence[Any]) -> float:
 
 def judge_labels(task: str, judge: Any, dataset: pd.DataFrame, predictions: Path) -> pd.DataFrame:
     """One judge's per-image labels of one prediction file, as the scorer would give them."""
-    from novabench.records import read_predictions
+    from novabench.answers import read_file
     from novabench.tasks import Answers, get_task
 
     spec = get_task(task)
     dataset = spec.scored_rows(dataset)[0]  # the images the scorer scored
-    records = Answers(read_predictions(predictions)).by_filename
+    records = read_file(task, predictions, dataset).by_filename
     rows = [
         spec.judge_labels(judge, row, records.get(row.filename, Answers.MISSING))
         for row in dataset.itertuples(index=False)

@@ -66,7 +66,8 @@ class Diagnosis(Task):
     upstream_task = "captioning"
     answer_tokens = 60  # a JSON object with five diagnoses
     stage_modules: ClassVar[Mapping[str, tuple[str, ...]]] = {
-        "predict": ("parser",),
+        "parse": ("parser",),
+        "read": ("verdicts",),
         "score": ("metrics",),
         "statistics": ("bootstrap",),
         "figures": ("figures",),
@@ -106,9 +107,8 @@ class Diagnosis(Task):
             return "parsed.ranked must be a list of diagnosis strings"
         return None
 
-    def score(
-        self, frame: pd.DataFrame, answers: Answers, context: ScoringContext
-    ) -> tuple[dict[str, Any], pd.DataFrame]:
+    def _records(self, frame: pd.DataFrame, answers: Answers) -> list[dict[str, Any]]:
+        """Each row's reference and ranking, as the verdict and metric code read them."""
         rows = []
         for row in frame.itertuples(index=False):
             ranked, status = answers.get(row.filename, "ranked", [])
@@ -121,8 +121,25 @@ class Diagnosis(Task):
                     "status": status,
                 }
             )
+        return rows
+
+    def judge_answers(self, frame: pd.DataFrame, answers: Answers, judge: Any) -> list[dict]:
+        verdicts = self.stage("verdicts")
+        judged = verdicts.judge_diagnoses(self._records(frame, answers), judge)
+        return [{"verdict": v, "labels": verdicts.scored_labels(v)} for v in judged]
+
+    def reading_notes(self, judge: Any) -> dict[str, Any]:
+        return {"label_normalization": self.stage("verdicts").label_normalization(judge)}
+
+    def score(
+        self, frame: pd.DataFrame, answers: Answers, context: ScoringContext
+    ) -> tuple[dict[str, Any], pd.DataFrame]:
         unit = context.options.get("unit", "image")
-        return self.stage("metrics").score_diagnosis(rows, context.judge, unit=unit)
+        verdicts = [context.verdicts.get(filename) for filename in frame["filename"]]
+        normalization = context.notes.get("label_normalization", "casefold")
+        return self.stage("metrics").aggregate_diagnosis(
+            self._records(frame, answers), verdicts, unit, context.judge, normalization
+        )
 
     def replicates(self, entry, dataset, weights, judge=None) -> dict[str, np.ndarray]:
         labels = entry.extra.get("labels")
@@ -157,18 +174,6 @@ class Diagnosis(Task):
             if top:
                 pairs.append((top, str(row.final_diagnosis)))
         return pairs
-
-    def judge_labels(self, judge: Any, reference: Any, record: Mapping[str, Any]) -> dict:
-        from novabench.judges.base import judge_ranked
-
-        parsed = record.get("parsed") or {}
-        ranked = list(parsed.get("ranked") or [])[:5] if record["status"] == "ok" else []
-        if not ranked:
-            return {"top1_correct": False, "top5_correct": False}
-        # The scored values, as the scorer counts them: undecided is no match.
-        verdict = judge_ranked(judge, [(ranked, str(reference.final_diagnosis))])[0]
-        top1, top5 = verdict.scored
-        return {"top1_correct": top1, "top5_correct": top5}
 
 
 def diagnosis_labeler(judge: Mapping[str, Any] | None):
