@@ -147,8 +147,8 @@ def test_plan_roots_add_the_model_adapter_task_and_judge():
         *plan.code_roots("predict", task="localization")[1:],
         "novabench.models.classical",
     ]
-    diagnosis = plan.code_roots("score", task="diagnosis", model="gold")
-    assert diagnosis[0] == "score" and "novabench.judges.diagnosis_matcher" in diagnosis
+    diagnosis = plan.code_roots("read", task="diagnosis", model="gold")
+    assert diagnosis[0] == "read" and "novabench.judges.diagnosis_matcher" in diagnosis
     assert plan.code("score", task="diagnosis") != plan.code("score", task="localization")
     assert len(plan.code("predict", task="localization", model="gold")) == 16
 

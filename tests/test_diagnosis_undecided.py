@@ -16,7 +16,6 @@ from novabench.report.leaderboard import write_leaderboard
 from novabench.report.statistics import task_statistics
 from novabench.report.tables import write_all_tables
 from novabench.tasks import get_task
-from novabench.tasks.diagnosis.labels import casefold_label
 from novabench.tasks.diagnosis.metrics import COLUMNS, score_diagnosis
 
 
@@ -149,9 +148,6 @@ def test_gold_answers_score_100_with_nothing_undecided(matcher) -> None:
 
 def _entry(tmp_path, name, group, records):
     summary, table = score_diagnosis(records, TernaryJudge())
-    # The labels the reading stage writes beside the scores (a judge without a labeller).
-    table["top1_label"] = [casefold_label(text) for text in table["top1_prediction"]]
-    table["reference_label"] = [casefold_label(text) for text in table["reference"]]
     # As the report reads them: from the files the scorer writes.
     table.to_csv(tmp_path / f"{name}.images.csv", index=False)
     payload = {"task": "diagnosis", "model": name, "metrics": summary, "judge": summary["judge"]}

@@ -159,7 +159,7 @@ def test_verdict_files_that_cannot_be_compared_say_so(tmp_path):
     with pytest.raises(NovaError, match=r"a.png lacks labels.*re-run the `read` rule"):
         verdict_labels(unlabelled, ("top1_correct", "top5_correct"))
     (root / "bad.jsonl").write_text("{not json\n")
-    with pytest.raises(NovaError, match="cannot read verdict file"):
+    with pytest.raises(NovaError, match=r"verdict file .*bad\.jsonl is corrupt"):
         verdict_labels(root / "bad.jsonl", ("top1_correct",))
 
 

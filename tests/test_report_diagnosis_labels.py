@@ -17,7 +17,6 @@ from novabench.report.inputs import Entry
 from novabench.report.statistics import task_statistics
 from novabench.tasks import get_task
 from novabench.tasks.diagnosis import figures as diagnosis_figures
-from novabench.tasks.diagnosis.labels import casefold_label, diagnosis_labeler
 
 # Five images in three cases. The raw texts differ from their labels ("GBM" and
 # "Glioblastoma multiforme" are one label), so counting the texts gives other numbers.
@@ -134,15 +133,6 @@ def test_the_labels_figure_draws_the_tables_labels(no_judge, monkeypatch, tmp_pa
     ]
 
 
-def test_the_labeller_the_reading_stage_calls(matcher):
-    assert diagnosis_labeler(None) is casefold_label
-    assert casefold_label("  Brain   ABSCESS ") == "brain abscess"
-    # A keyword judge has no labeller: text is folded.
-    assert diagnosis_labeler({"kind": "keyword-lexicon"})("GBM") == "gbm"
-    labeler = diagnosis_labeler({"kind": "diagnosis-matcher", "settings": {}})
-    assert labeler("GBM") == labeler("glioblastoma multiforme") == matcher.canonical_label("GBM")
-
-
 def test_no_report_job_fingerprints_a_judge():
     from pathlib import Path
 
@@ -155,7 +145,7 @@ def test_no_report_job_fingerprints_a_judge():
     for job in ("statistics", "task_figure", "figure"):
         roots = plan.code_roots(job, task="diagnosis")
         assert modules.isdisjoint(roots), job
-        assert "novabench.tasks.diagnosis.labels" not in roots, job
+        assert "novabench.tasks.diagnosis.verdicts" not in roots, job
     agreement = plan.code_roots("agreement", tasks=("diagnosis", "captioning"))
     assert modules.isdisjoint(agreement)
-    assert "novabench.judges.diagnosis_matcher" in plan.code_roots("score", task="diagnosis")
+    assert "novabench.judges.diagnosis_matcher" in plan.code_roots("read", task="diagnosis")

@@ -362,15 +362,15 @@ def _stages(judge_cfg: Mapping[str, Any], judge: Any) -> list[tuple[str, Any, An
 def _judged_pairs(plan: Plan, task: str, model: str, frame: Any, results: Path) -> list | None:
     """What scoring will give the task's judge for the model's answers; None before the
     dataset is built or the model predicted."""
-    from novabench.records import read_predictions
-    from novabench.tasks import Answers
+    from novabench.answers import read_file
 
     path = results / "predictions" / task / f"{model}.jsonl"
     if frame is None or not path.is_file():
         return None
     spec = get_task(task)
     scored, _ = spec.scored_rows(frame)
-    return spec.judged_pairs(scored, Answers(read_predictions(path)))
+    # Read as the reading stage reads them (statuses, refusals, the task's parser).
+    return spec.judged_pairs(scored, read_file(task, path, scored))
 
 
 def _judge_answer_tokens(results: Path, task: str, judge: str, protocol: str) -> tuple[float, str]:

@@ -149,6 +149,7 @@ wildcard_constraints:
     task="|".join(task_names()),
     model=rf"(?!rater-){_NOT_OTHER_RUNS}[A-Za-z0-9][A-Za-z0-9._-]*",
     rater=r"[A-Za-z0-9][A-Za-z0-9._-]*",
+    judge=r"[A-Za-z0-9][A-Za-z0-9._-]*",
     axis="|".join(BREAKDOWN_AXES),
 
 
@@ -207,10 +208,10 @@ def predict_resource(what):
 def api_resources(what):
     """`api_<provider>: 1` per job that sends to a chat-completions endpoint, so that e.g.
     `--resources api_openai=2` caps the jobs sending to one provider at the same time:
-    prediction jobs of its models (`what="models"`) and score jobs whose judge calls it
-    (`what="tasks"`).
+    prediction jobs of its models (`what="models"`) and reading jobs whose judge calls it
+    (`what="judges"`).
     """
-    wildcard = {"models": "model", "tasks": "task"}[what]
+    wildcard = {"models": "model", "tasks": "task", "judges": "judge"}[what]
     return {
         resource: lambda wildcards, names=frozenset(users[what]): int(
             getattr(wildcards, wildcard) in names
@@ -221,8 +222,23 @@ def api_resources(what):
 
 
 def judge_inputs(wildcards):
-    """Files behind the task's judge (an LLM judge's prompt): editing them re-scores."""
-    return PLAN.judge_inputs(wildcards.task)
+    """Files behind the judge a reading job runs (an LLM judge's prompt): editing them
+    re-reads."""
+    return PLAN.judge_inputs(wildcards.task, wildcards.judge)
+
+
+def reading_judge(wildcards):
+    """The written-out judge of a reading job (None: a task read without a judge)."""
+    return inert_param(PLAN.reading_judge(wildcards.task, wildcards.judge))
+
+
+def verdict_inputs(wildcards):
+    """The verdicts a score job counts: those of the task's own judge (or reader)."""
+    stem = f"verdicts/{wildcards.task}/{PLAN.verdict_judge(wildcards.task)}/{wildcards.model}"
+    return {
+        "verdicts": results(f"{stem}.jsonl"),
+        "verdict_summary": results(f"{stem}.summary.json"),
+    }
 
 
 # The judges' held-out figures by judge identity (validation/), relative to the working
@@ -350,7 +366,7 @@ def job_code(job, **keys):
 
     def fingerprint(wildcards):
         names = dict(wildcards.items())
-        job_keys = {k: names[k] for k in ("task", "model") if k in names}
+        job_keys = {k: names[k] for k in ("task", "model", "judge") if k in names}
         return PLAN.code(job, **job_keys, **keys)
 
     return fingerprint

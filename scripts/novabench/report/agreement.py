@@ -17,7 +17,6 @@ of the comparisons of that judge on that label.
 from __future__ import annotations
 
 import itertools
-import json
 import math
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -27,6 +26,7 @@ import numpy as np
 import pandas as pd
 
 from novabench.errors import NovaError
+from novabench.records import read_verdicts
 from novabench.report.markdown import md_row, md_text
 from novabench.spreadsheet import write_csv
 
@@ -59,15 +59,9 @@ def cohen_kappa(a: Sequence[Any], b: Sequence[Any]) -> float:
 def verdict_labels(path: Path, labels: Sequence[str]) -> pd.DataFrame:
     """The per-image ``labels`` of one verdict file: one row per image (index: filename),
     one nullable boolean column per label (NA: the judge gave that image no label)."""
-    path = Path(path)
     fix = f"delete {path} and re-run the `read` rule for it"
-    try:
-        with open(path, encoding="utf-8") as handle:
-            records = [json.loads(line) for line in handle if line.strip()]
-    except (OSError, json.JSONDecodeError) as exc:
-        raise NovaError(f"cannot read verdict file {path} ({exc})", fix) from exc
     rows = {}
-    for record in records:
+    for record in read_verdicts(Path(path)):
         values = record.get("labels") or {}
         if any(label not in values for label in labels):
             raise NovaError(f"{path}: {record.get('filename')} lacks labels {list(labels)}", fix)

@@ -27,7 +27,17 @@ GROUPS = (GROUP_MODEL, GROUP_CONTROL, GROUP_HUMAN)
 GROUP_TITLES = {GROUP_MODEL: "Models", GROUP_CONTROL: "Controls", GROUP_HUMAN: "Human reference"}
 # Adapters whose answers are controls rather than models under test (config/README.md).
 CONTROL_ADAPTERS = frozenset({"gold", "random"})
-DATASET_COLUMNS = ["filename", "case_id", "caption", "final_diagnosis", "gold_boxes", "rater_boxes"]
+# Width and height: reading a prediction file's boxes needs the image size.
+DATASET_COLUMNS = [
+    "filename",
+    "case_id",
+    "width",
+    "height",
+    "caption",
+    "final_diagnosis",
+    "gold_boxes",
+    "rater_boxes",
+]
 
 
 @dataclass

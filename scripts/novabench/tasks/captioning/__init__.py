@@ -32,9 +32,9 @@ def bertscore_settings(settings: Mapping[str, Any] | None) -> dict[str, Any]:
 def captions(frame: pd.DataFrame, predictions: Path) -> list[str]:
     """Each image's hypothesis as the scorer reads it: the caption if ``ok``, else "" (a
     parse error, refusal or failed request)."""
-    from novabench.records import read_predictions
+    from novabench.answers import read_file
 
-    answers = Answers(read_predictions(predictions))
+    answers = read_file("captioning", predictions, frame)
     out = []
     for filename in frame["filename"]:
         caption, status = answers.get(filename, "caption")
@@ -72,6 +72,7 @@ class Captioning(Task):
     figures = ("breakdown",)
     answer_tokens = 70  # one to three sentences
     stage_modules: ClassVar[Mapping[str, tuple[str, ...]]] = {
+        "read": ("verdicts",),
         "score": ("metrics", "bertscore"),
         "statistics": ("bootstrap",),
     }
@@ -93,9 +94,7 @@ class Captioning(Task):
             return "parsed.caption must be a string"
         return None
 
-    def score(
-        self, frame: pd.DataFrame, answers: Answers, context: ScoringContext
-    ) -> tuple[dict[str, Any], pd.DataFrame]:
+    def _records(self, frame: pd.DataFrame, answers: Answers) -> list[dict[str, Any]]:
         rows = []
         for row in frame.itertuples(index=False):
             caption, status = answers.get(row.filename, "caption")
@@ -107,11 +106,23 @@ class Captioning(Task):
                     "status": status,
                 }
             )
+        return rows
+
+    def judge_answers(self, frame: pd.DataFrame, answers: Answers, judge: Any) -> list[dict]:
+        verdicts = self.stage("verdicts")
+        # Every image is scored (on_error "empty"), so every image is judged.
+        judged = verdicts.judge_captions(self._records(frame, answers), judge)
+        return [{"verdict": v, "labels": verdicts.agreement_labels(v)} for v in judged]
+
+    def score(
+        self, frame: pd.DataFrame, answers: Answers, context: ScoringContext
+    ) -> tuple[dict[str, Any], pd.DataFrame]:
         bert = functools.partial(
             self.stage("bertscore").bert_f1, settings=context.options.get("bertscore")
         )
-        return self.stage("metrics").score_captioning(
-            rows, context.judge, context.nltk_data, bert_f1=bert
+        verdicts = [context.verdicts.get(filename) for filename in frame["filename"]]
+        return self.stage("metrics").aggregate_captioning(
+            self._records(frame, answers), verdicts, context.judge, context.nltk_data, bert_f1=bert
         )
 
     def replicates(self, entry, dataset, weights) -> dict[str, np.ndarray]:

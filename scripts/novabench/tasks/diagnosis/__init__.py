@@ -13,7 +13,7 @@ from novabench.errors import NovaError
 from novabench.tasks.base import AnswerContext, Answers, Metric, Parsed, ScoringContext, Task
 
 UNITS = ("image", "case")
-# The per-image score table's canonical labels (novabench.tasks.diagnosis.labels).
+# The per-image score table's canonical labels (written by the reading stage, .verdicts).
 LABEL_COLUMNS = ("top1_label", "reference_label")
 
 
@@ -68,12 +68,11 @@ class Diagnosis(Task):
     upstream_task = "captioning"
     answer_tokens = 60  # a JSON object with five diagnoses
     stage_modules: ClassVar[Mapping[str, tuple[str, ...]]] = {
-        "predict": ("parser",),
+        "parse": ("parser",),
+        "read": ("verdicts",),
         "score": ("metrics",),
         "statistics": ("bootstrap",),
         "figures": ("figures",),
-        # The judge's labeller, run where answers are read and judged.
-        "read": ("labels",),
     }
 
     def options(self, task_config: Mapping[str, Any]) -> dict[str, Any]:
@@ -110,9 +109,8 @@ class Diagnosis(Task):
             return "parsed.ranked must be a list of diagnosis strings"
         return None
 
-    def score(
-        self, frame: pd.DataFrame, answers: Answers, context: ScoringContext
-    ) -> tuple[dict[str, Any], pd.DataFrame]:
+    def _records(self, frame: pd.DataFrame, answers: Answers) -> list[dict[str, Any]]:
+        """Each row's reference and ranking, as the verdict and metric code read them."""
         rows = []
         for row in frame.itertuples(index=False):
             ranked, status = answers.get(row.filename, "ranked", [])
@@ -125,8 +123,25 @@ class Diagnosis(Task):
                     "status": status,
                 }
             )
+        return rows
+
+    def judge_answers(self, frame: pd.DataFrame, answers: Answers, judge: Any) -> list[dict]:
+        verdicts = self.stage("verdicts")
+        judged = verdicts.judge_diagnoses(self._records(frame, answers), judge)
+        return [{"verdict": v, "labels": verdicts.scored_labels(v)} for v in judged]
+
+    def reading_notes(self, judge: Any) -> dict[str, Any]:
+        return {"label_normalization": self.stage("verdicts").label_normalization(judge)}
+
+    def score(
+        self, frame: pd.DataFrame, answers: Answers, context: ScoringContext
+    ) -> tuple[dict[str, Any], pd.DataFrame]:
         unit = context.options.get("unit", "image")
-        return self.stage("metrics").score_diagnosis(rows, context.judge, unit=unit)
+        verdicts = [context.verdicts.get(filename) for filename in frame["filename"]]
+        normalization = context.notes.get("label_normalization", "casefold")
+        return self.stage("metrics").aggregate_diagnosis(
+            self._records(frame, answers), verdicts, unit, context.judge, normalization
+        )
 
     def replicates(self, entry, dataset, weights) -> dict[str, np.ndarray]:
         labels = entry.extra.get("labels")
@@ -164,7 +179,8 @@ class Diagnosis(Task):
 def table_labels(entry: Any) -> tuple[list[str | None], list[str]]:
     """Canonical top-1 labels (None without a prediction) and reference labels of a scored
     entry, as the scorer counted them: the per-image table's ``top1_label`` and
-    ``reference_label`` columns, written by the reading stage with the judge's labeller."""
+    ``reference_label`` columns, labelled by the reading stage with the judge's
+    ``canonical_label`` (or folded text); statistics and figures build no judge."""
     per_image = entry.per_image
     missing = [c for c in LABEL_COLUMNS if c not in per_image]
     if missing or per_image["reference_label"].isna().any():

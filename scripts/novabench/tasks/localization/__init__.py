@@ -29,8 +29,8 @@ def entry_boxes(
 ) -> dict[str, list[dict[str, Any]]]:
     """Boxes per image of a model (from its prediction file) or a rater (``rater-<slug>``,
     from the dataset), exactly as the scorer reads them."""
+    from novabench.answers import read_file
     from novabench.dataset.schema import RATER_PREFIX, rater_slug
-    from novabench.records import read_predictions
 
     if name.startswith(RATER_PREFIX):
         slug = name.removeprefix(RATER_PREFIX)
@@ -44,7 +44,7 @@ def entry_boxes(
         }
     if predictions is None:
         raise NovaError(f"no prediction file for {name}", "run `predict` for this model")
-    answers = Answers(read_predictions(predictions))
+    answers = read_file("localization", predictions, frame)
     return {filename: list(answers.get(filename, "boxes", [])[0]) for filename in frame["filename"]}
 
 
@@ -75,11 +75,13 @@ class Localization(Task):
     needs_box_format = True
     figures = ("breakdown", "iou", "lesion_size", "examples")
     answer_tokens = 50  # a JSON list of one to three boxes
+    reader = "boxes"
+    # Statistics and figures read the boxes of the prediction files with the parser.
     stage_modules: ClassVar[Mapping[str, tuple[str, ...]]] = {
-        "predict": ("boxes",),
+        "parse": ("boxes",),
         "score": ("metrics",),
-        "statistics": ("bootstrap", "metrics"),
-        "figures": ("figures",),
+        "statistics": ("bootstrap", "metrics", "boxes"),
+        "figures": ("figures", "boxes"),
     }
 
     def gold_answer(self, reference: Mapping[str, Any]) -> str:
