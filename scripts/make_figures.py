@@ -22,7 +22,7 @@ def main(smk):
         statistics=_optional(smk.input, "statistics"),
         dataset=_optional(smk.input, "dataset"),
         scores=[Path(p) for p in getattr(smk.input, "scores", [])],
-        predictions={Path(p).stem: Path(p) for p in getattr(smk.input, "predictions", [])},
+        verdicts={Path(p).stem: Path(p) for p in getattr(smk.input, "verdicts", [])},
         models=smk.params.models,
         reporting=smk.params.reporting,
         table=_optional(smk.output, "table") or _optional(smk.input, "table"),

@@ -11,7 +11,7 @@ def main(smk):
         task=smk.wildcards.task,
         dataset_path=Path(smk.input.dataset),
         score_paths=[Path(p) for p in smk.input.scores],
-        predictions={Path(p).stem: Path(p) for p in smk.input.predictions},
+        verdicts={Path(p).stem: Path(p) for p in smk.input.verdicts},
         models=smk.params.models,
         reporting=smk.params.reporting,
         out=Path(smk.output.statistics),

@@ -127,7 +127,7 @@ DATASET_LABEL = _dataset_label()
 # rest are named in one line (novabench.report.scored).
 SCORED_ELSEWHERE = scored_elsewhere(
     Path(results("")),
-    [task for task in PLAN.tasks() if PLAN.task_enabled(task)],
+    {task: PLAN.verdict_judge(task) for task in PLAN.tasks() if PLAN.task_enabled(task)},
     PLAN.jobs(),
 )
 REPORT_ALL = config["reporting"]["models"] == "all"
@@ -385,14 +385,17 @@ def task_score_files(wildcards, task):
 
 
 def task_report_inputs(wildcards, task=None):
+    """A task's score files, per-image tables and the verdict files they counted (what
+    was read of each model's answers: captions, boxes); no prediction file."""
     task = task or wildcards.task
     scores = task_score_files(wildcards, task)
+    judge = PLAN.verdict_judge(task)
     return {
         "dataset": DATASET,
         "scores": scores,
         "per_image": [s.removesuffix(".json") + ".images.csv" for s in scores],
-        "predictions": [
-            results(f"predictions/{task}/{model}.jsonl") for model in task_models(task)
+        "verdicts": [
+            results(f"verdicts/{task}/{judge}/{model}.jsonl") for model in task_models(task)
         ],
     }
 

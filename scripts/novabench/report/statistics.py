@@ -104,7 +104,7 @@ def write_task_statistics(
     task: str,
     dataset_path: Path,
     score_paths: Sequence[Path],
-    predictions: Mapping[str, Path],
+    verdicts: Mapping[str, Path],
     models: Mapping[str, Any],
     reporting: Mapping[str, Any],
     out: Path,
@@ -115,9 +115,7 @@ def write_task_statistics(
     and (``breakdown_out``) the breakdowns on the same resamples, (``cases_out``) per case."""
     started = time.perf_counter()
     dataset = load_dataset(dataset_path, task=task)
-    entries = load_entries(
-        task, score_paths, dataset, models, reporting.get("controls"), predictions
-    )
+    entries = load_entries(task, score_paths, dataset, models, reporting.get("controls"), verdicts)
     names = [entry.name for entry in entries]
     groups = {entry.name: entry.group for entry in entries}
     boot = reporting["bootstrap"]

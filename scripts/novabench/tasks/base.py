@@ -90,7 +90,7 @@ class ScoredEntry(Protocol):
     name: str
     scores: dict[str, Any]  # the score file
     per_image: pd.DataFrame  # its per-image table, in dataset order
-    predictions: Path | None  # its prediction file (None for a rater)
+    verdicts: Path | None  # its verdict file, what was read of its answers (None: a rater)
     extra: dict[str, Any]  # per-entry inputs a task computes once and reuses
 
 

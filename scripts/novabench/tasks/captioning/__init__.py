@@ -29,12 +29,12 @@ def bertscore_settings(settings: Mapping[str, Any] | None) -> dict[str, Any]:
     return {**BERTSCORE_DEFAULTS, **(settings or {})}
 
 
-def captions(frame: pd.DataFrame, predictions: Path) -> list[str]:
-    """Each image's hypothesis as the scorer reads it: the caption if ``ok``, else "" (a
-    parse error, refusal or failed request)."""
-    from novabench.answers import read_file
+def captions(frame: pd.DataFrame, verdicts: Path) -> list[str]:
+    """Each image's hypothesis as the scorer counts it, from the reading stage's verdict
+    file: the caption if ``ok``, else "" (a parse error, refusal or failed request)."""
+    from novabench.records import read_verdicts
 
-    answers = read_file("captioning", predictions, frame)
+    answers = Answers(read_verdicts(verdicts))
     out = []
     for filename in frame["filename"]:
         caption, status = answers.get(filename, "caption")
@@ -128,8 +128,8 @@ class Captioning(Task):
     def replicates(self, entry, dataset, weights) -> dict[str, np.ndarray]:
         bootstrap = self.stage("bootstrap")
         stats = entry.extra.get("bleu")
-        if stats is None and entry.predictions is not None:
-            hypotheses = captions(dataset, entry.predictions)
+        if stats is None and entry.verdicts is not None:
+            hypotheses = captions(dataset, entry.verdicts)
             stats = entry.extra["bleu"] = bootstrap.bleu_statistics(
                 list(dataset["caption"]), hypotheses
             )

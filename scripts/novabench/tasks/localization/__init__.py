@@ -25,12 +25,12 @@ def gold_boxes(frame: pd.DataFrame) -> dict[str, list[list[float]]]:
 
 
 def entry_boxes(
-    frame: pd.DataFrame, name: str, predictions: Path | None
+    frame: pd.DataFrame, name: str, verdicts: Path | None
 ) -> dict[str, list[dict[str, Any]]]:
-    """Boxes per image of a model (from its prediction file) or a rater (``rater-<slug>``,
-    from the dataset), exactly as the scorer reads them."""
-    from novabench.answers import read_file
+    """Boxes per image of a model (as the reading stage read them: its verdict file) or a
+    rater (``rater-<slug>``, from the dataset), exactly as the scorer counts them."""
     from novabench.dataset.schema import RATER_PREFIX, rater_slug
+    from novabench.records import read_verdicts
 
     if name.startswith(RATER_PREFIX):
         slug = name.removeprefix(RATER_PREFIX)
@@ -42,9 +42,9 @@ def entry_boxes(
             ]
             for r in frame.itertuples(index=False)
         }
-    if predictions is None:
-        raise NovaError(f"no prediction file for {name}", "run `predict` for this model")
-    answers = read_file("localization", predictions, frame)
+    if verdicts is None:
+        raise NovaError(f"no verdict file for {name}", "run `read` for this model")
+    answers = Answers(read_verdicts(verdicts))
     return {filename: list(answers.get(filename, "boxes", [])[0]) for filename in frame["filename"]}
 
 
@@ -76,12 +76,12 @@ class Localization(Task):
     figures = ("breakdown", "iou", "lesion_size", "examples")
     answer_tokens = 50  # a JSON list of one to three boxes
     reader = "boxes"
-    # Statistics and figures read the boxes of the prediction files with the parser.
+    # Statistics and figures read the boxes the reading stage wrote: no parser.
     stage_modules: ClassVar[Mapping[str, tuple[str, ...]]] = {
         "parse": ("boxes",),
         "score": ("metrics",),
-        "statistics": ("bootstrap", "metrics", "boxes"),
-        "figures": ("figures", "boxes"),
+        "statistics": ("bootstrap", "metrics"),
+        "figures": ("figures",),
     }
 
     def gold_answer(self, reference: Mapping[str, Any]) -> str:
@@ -141,7 +141,7 @@ class Localization(Task):
         matches = entry.extra.get("matches")
         if matches is None:
             matches = entry.extra["matches"] = self.stage("metrics").coco_detection_matches(
-                gold_boxes(dataset), entry_boxes(dataset, entry.name, entry.predictions)
+                gold_boxes(dataset), entry_boxes(dataset, entry.name, entry.verdicts)
             )
         return self.stage("bootstrap").localization_replicates(entry.per_image, matches, weights)
 
