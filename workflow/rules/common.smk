@@ -127,7 +127,11 @@ DATASET_LABEL = _dataset_label()
 # rest are named in one line (novabench.report.scored).
 SCORED_ELSEWHERE = scored_elsewhere(
     Path(results("")),
-    {task: PLAN.verdict_judge(task) for task in PLAN.tasks() if PLAN.task_enabled(task)},
+    {
+        task: PLAN.verdict_judge(task)
+        for task in PLAN.tasks()
+        if PLAN.task_enabled(task)
+    },
     PLAN.jobs(),
 )
 REPORT_ALL = config["reporting"]["models"] == "all"
@@ -395,7 +399,8 @@ def task_report_inputs(wildcards, task=None):
         "scores": scores,
         "per_image": [s.removesuffix(".json") + ".images.csv" for s in scores],
         "verdicts": [
-            results(f"verdicts/{task}/{judge}/{model}.jsonl") for model in task_models(task)
+            results(f"verdicts/{task}/{judge}/{model}.jsonl")
+            for model in task_models(task)
         ],
     }
 
