@@ -20,6 +20,7 @@ import pytest
 
 from novabench.errors import ConfigError
 from novabench.predict import read_predictions, run_predictions
+from novabench.records import read_verdicts
 from novabench.report.bootstrap import weighted_mean
 from novabench.report.statistics import write_task_statistics
 from novabench.report.tables import write_all_tables
@@ -167,9 +168,12 @@ def test_a_task_registered_in_a_test_runs_end_to_end(anomaly_task, dataset, tmp_
             out_json=tmp_path / "scores" / "anomaly" / f"{name}.json",
             out_csv=tmp_path / "scores" / "anomaly" / f"{name}.images.csv",
         )
-    hand = {r["filename"]: r for r in read_predictions(tmp_path / "hand.jsonl")}
+    # The verdicts the score was counted from, written beside the score file.
+    verdicts = tmp_path / "scores" / "anomaly" / "hand.verdicts.jsonl"
+    hand = {r["filename"]: r for r in read_verdicts(verdicts)}
     assert hand[names[3]]["status"] == "parse_error"
-    assert hand[names[1]]["parsed"] == {"abnormal": truth[names[1]]}
+    assert hand[names[1]]["read"] == {"abnormal": truth[names[1]]}
+    assert {r["status"] for r in read_predictions(tmp_path / "hand.jsonl")} == {"ok"}
     assert scores["gold"]["Accuracy"] == 100.0
     assert scores["hand"]["Accuracy"] == pytest.approx(100 * 2 / len(names))
 

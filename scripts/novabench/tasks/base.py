@@ -269,6 +269,8 @@ class Task:
     def judge_labels(self, judge: Any, reference: Any, record: Mapping[str, Any]) -> dict:
         """The judge's per-image labels (``agreement_labels``) of one answer as read."""
         frame = pd.DataFrame([reference._asdict()])
+        if "case_id" not in frame.columns:  # an image without a case is its own case
+            frame["case_id"] = frame["filename"]
         answer = {**record, "filename": reference.filename}
         return self.judge_answers(frame, Answers([answer]), judge)[0]["labels"]
 
