@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Mapping
-from pathlib import Path
 from typing import Any, ClassVar
 
 import numpy as np
@@ -27,19 +26,6 @@ BERTSCORE_DEFAULTS: dict[str, Any] = {
 def bertscore_settings(settings: Mapping[str, Any] | None) -> dict[str, Any]:
     """``tasks.captioning.bertscore`` with the defaults filled in."""
     return {**BERTSCORE_DEFAULTS, **(settings or {})}
-
-
-def captions(frame: pd.DataFrame, predictions: Path) -> list[str]:
-    """Each image's hypothesis as the scorer reads it: the caption if ``ok``, else "" (a
-    parse error, refusal or failed request)."""
-    from novabench.answers import read_file
-
-    answers = read_file("captioning", predictions, frame)
-    out = []
-    for filename in frame["filename"]:
-        caption, status = answers.get(filename, "caption")
-        out.append(caption if status == "ok" and caption else "")
-    return out
 
 
 class Captioning(Task):
@@ -129,7 +115,7 @@ class Captioning(Task):
         bootstrap = self.stage("bootstrap")
         stats = entry.extra.get("bleu")
         if stats is None and entry.predictions is not None:
-            hypotheses = captions(dataset, entry.predictions)
+            hypotheses = bootstrap.captions(dataset, entry.predictions)
             stats = entry.extra["bleu"] = bootstrap.bleu_statistics(
                 list(dataset["caption"]), hypotheses
             )

@@ -4,13 +4,11 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from pathlib import Path
 from typing import Any, ClassVar
 
 import numpy as np
 import pandas as pd
 
-from novabench.errors import NovaError
 from novabench.tasks.base import AnswerContext, Answers, Metric, Parsed, ScoringContext, Task
 
 
@@ -22,30 +20,6 @@ def xywh(boxes: Any) -> list[list[float]]:
 def gold_boxes(frame: pd.DataFrame) -> dict[str, list[list[float]]]:
     """Gold boxes per image of the dataset, as ``[x, y, width, height]`` lists."""
     return {r.filename: xywh(r.gold_boxes) for r in frame.itertuples(index=False)}
-
-
-def entry_boxes(
-    frame: pd.DataFrame, name: str, predictions: Path | None
-) -> dict[str, list[dict[str, Any]]]:
-    """Boxes per image of a model (from its prediction file) or a rater (``rater-<slug>``,
-    from the dataset), exactly as the scorer reads them."""
-    from novabench.answers import read_file
-    from novabench.dataset.schema import RATER_PREFIX, rater_slug
-
-    if name.startswith(RATER_PREFIX):
-        slug = name.removeprefix(RATER_PREFIX)
-        return {
-            r.filename: [
-                {k: b[k] for k in ("x", "y", "width", "height")}
-                for b in r.rater_boxes
-                if rater_slug(b["rater"]) == slug
-            ]
-            for r in frame.itertuples(index=False)
-        }
-    if predictions is None:
-        raise NovaError(f"no prediction file for {name}", "run `predict` for this model")
-    answers = read_file("localization", predictions, frame)
-    return {filename: list(answers.get(filename, "boxes", [])[0]) for filename in frame["filename"]}
 
 
 class Localization(Task):
@@ -141,7 +115,8 @@ class Localization(Task):
         matches = entry.extra.get("matches")
         if matches is None:
             matches = entry.extra["matches"] = self.stage("metrics").coco_detection_matches(
-                gold_boxes(dataset), entry_boxes(dataset, entry.name, entry.predictions)
+                gold_boxes(dataset),
+                self.stage("boxes").entry_boxes(dataset, entry.name, entry.predictions),
             )
         return self.stage("bootstrap").localization_replicates(entry.per_image, matches, weights)
 

@@ -65,7 +65,10 @@ import math
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
+
+import pandas as pd
 
 from novabench.answer_formats import BOX_FORMATS, smart_resize
 from novabench.errors import ConfigError, NovaError
@@ -347,3 +350,28 @@ def from_dict(data: Mapping[str, Any]) -> ParsedBoxes:
     if status not in STATUSES:
         raise NovaError(f"box record has unknown status {status!r}", fix=fix)
     return ParsedBoxes(status, boxes, dropped, error)
+
+
+def entry_boxes(
+    frame: pd.DataFrame, name: str, predictions: Path | None
+) -> dict[str, list[dict[str, Any]]]:
+    """Boxes per image of a model (from its prediction file) or a rater (``rater-<slug>``,
+    from the dataset), exactly as the scorer reads them."""
+    from novabench.answers import read_file
+    from novabench.dataset.schema import RATER_PREFIX, rater_slug
+    from novabench.errors import NovaError
+
+    if name.startswith(RATER_PREFIX):
+        slug = name.removeprefix(RATER_PREFIX)
+        return {
+            r.filename: [
+                {k: b[k] for k in ("x", "y", "width", "height")}
+                for b in r.rater_boxes
+                if rater_slug(b["rater"]) == slug
+            ]
+            for r in frame.itertuples(index=False)
+        }
+    if predictions is None:
+        raise NovaError(f"no prediction file for {name}", "run `predict` for this model")
+    answers = read_file("localization", predictions, frame)
+    return {filename: list(answers.get(filename, "boxes", [])[0]) for filename in frame["filename"]}

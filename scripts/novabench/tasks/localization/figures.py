@@ -30,7 +30,8 @@ from novabench.report.figures import (
     save,
 )
 from novabench.report.inputs import GROUP_CONTROL, GROUP_MODEL, GROUP_TITLES
-from novabench.tasks.localization import entry_boxes, gold_boxes
+from novabench.tasks.localization import gold_boxes
+from novabench.tasks.localization.boxes import entry_boxes
 from novabench.tasks.localization.metrics import iou_matrix
 
 
