@@ -19,7 +19,7 @@ import pandas as pd
 import pytest
 
 from novabench.errors import ConfigError
-from novabench.predict import run_predictions
+from novabench.predict import read_predictions, run_predictions
 from novabench.records import read_verdicts
 from novabench.report.bootstrap import weighted_mean
 from novabench.report.statistics import write_task_statistics
@@ -173,6 +173,7 @@ def test_a_task_registered_in_a_test_runs_end_to_end(anomaly_task, dataset, tmp_
     hand = {r["filename"]: r for r in read_verdicts(verdicts["hand"])}
     assert hand[names[3]]["status"] == "parse_error"
     assert hand[names[1]]["read"] == {"abnormal": truth[names[1]]}
+    assert {r["status"] for r in read_predictions(tmp_path / "hand.jsonl")} == {"ok"}
     assert scores["gold"]["Accuracy"] == 100.0
     assert scores["hand"]["Accuracy"] == pytest.approx(100 * 2 / len(names))
 

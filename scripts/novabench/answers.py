@@ -50,6 +50,8 @@ def read_answer(
         return {**key, "status": status, "error": error, "read": None}
     if why := refusal_reason(raw):
         return {**key, "status": "refusal", "error": why, "read": None}
+    if size is None and task.needs_box_format:  # boxes are read against the image's size
+        raise ValueError(f"no width and height given for {record['filename']}")
     width, height = size or (0, 0)
     frame = record.get("frame_size")
     context = AnswerContext(
@@ -76,7 +78,4 @@ def read_file(task: str, predictions: Path, frame: pd.DataFrame) -> Answers:
     """A prediction file's answers as read, by filename (``frame``: the dataset, for the
     image sizes that reading boxes needs)."""
     spec = get_task(task)
-    sizes = answer_sizes(frame)
-    if spec.needs_box_format and not sizes:
-        raise ValueError(f"reading {task} answers needs the dataset's width and height columns")
-    return Answers(read_answers(spec, read_predictions(predictions), sizes))
+    return Answers(read_answers(spec, read_predictions(predictions), answer_sizes(frame)))

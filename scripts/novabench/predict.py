@@ -148,6 +148,21 @@ def summarize(records: Sequence[dict[str, Any]], wall_s: float) -> dict[str, Any
     }
 
 
+def request_fields(
+    prompt_id: str | None, prompt_sha: str | None, adapter: Adapter, box_format: str | None
+) -> dict[str, Any]:
+    """Every record's ``request``: the prompt, the model and the box convention."""
+    return {
+        "prompt_id": prompt_id,
+        "prompt_sha256": prompt_sha,
+        "model_sha256": sha256_text(
+            canonical_json({**adapter.identity(), "box_format": box_format})
+        ),
+        # How the answers' boxes are written: the reading stage parses them with it.
+        "box_format": box_format,
+    }
+
+
 def run_predictions(
     *,
     dataset: Path,
@@ -183,15 +198,7 @@ def run_predictions(
     frame, excluded = spec.scored_rows(load_nova(dataset))
     upstream = upstream_answers(spec, upstream_predictions, frame) if upstream_predictions else None
     samples = build_samples(frame, spec, template, str(prompt_path), upstream)
-    request = {
-        "prompt_id": prompt_id,
-        "prompt_sha256": prompt_sha,
-        "model_sha256": sha256_text(
-            canonical_json({**adapter.identity(), "box_format": box_format})
-        ),
-        # How the answers' boxes are written: the reading stage parses them with it.
-        "box_format": box_format,
-    }
+    request = request_fields(prompt_id, prompt_sha, adapter, box_format)
     redacted: Counter = Counter()
     records = answer_all(spec, samples, adapter, model_name, request, redacted)
     summary = {

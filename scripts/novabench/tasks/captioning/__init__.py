@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Mapping
-from pathlib import Path
 from typing import Any, ClassVar
 
 import numpy as np
@@ -27,19 +26,6 @@ BERTSCORE_DEFAULTS: dict[str, Any] = {
 def bertscore_settings(settings: Mapping[str, Any] | None) -> dict[str, Any]:
     """``tasks.captioning.bertscore`` with the defaults filled in."""
     return {**BERTSCORE_DEFAULTS, **(settings or {})}
-
-
-def captions(frame: pd.DataFrame, verdicts: Path) -> list[str]:
-    """Each image's hypothesis as the scorer counts it, from the reading stage's verdict
-    file: the caption if ``ok``, else "" (a parse error, refusal or failed request)."""
-    from novabench.records import read_verdicts
-
-    answers = Answers(read_verdicts(verdicts))
-    out = []
-    for filename in frame["filename"]:
-        caption, status = answers.get(filename, "caption")
-        out.append(caption if status == "ok" and caption else "")
-    return out
 
 
 class Captioning(Task):
@@ -129,7 +115,7 @@ class Captioning(Task):
         bootstrap = self.stage("bootstrap")
         stats = entry.extra.get("bleu")
         if stats is None and entry.verdicts is not None:
-            hypotheses = captions(dataset, entry.verdicts)
+            hypotheses = bootstrap.captions(dataset, entry.verdicts)
             stats = entry.extra["bleu"] = bootstrap.bleu_statistics(
                 list(dataset["caption"]), hypotheses
             )

@@ -91,7 +91,8 @@ def _ranked_verdicts(
     judged = [
         (top, str(record["reference"])) for record, top in zip(entries, ranked, strict=True) if top
     ]
-    name = str((judge.identity() or {}).get("name", ""))
+    identity = judge.identity() if hasattr(judge, "identity") else {}
+    name = str((identity or {}).get("name", ""))
     verdicts = iter(judge_ranked(judge, judged, name))
     return [next(verdicts) if top else None for top in ranked]
 

@@ -4,13 +4,11 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from pathlib import Path
 from typing import Any, ClassVar
 
 import numpy as np
 import pandas as pd
 
-from novabench.errors import NovaError
 from novabench.tasks.base import AnswerContext, Answers, Metric, Parsed, ScoringContext, Task
 
 
