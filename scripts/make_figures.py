@@ -22,11 +22,10 @@ def main(smk):
         statistics=_optional(smk.input, "statistics"),
         dataset=_optional(smk.input, "dataset"),
         scores=[Path(p) for p in getattr(smk.input, "scores", [])],
-        predictions={Path(p).stem: Path(p) for p in getattr(smk.input, "predictions", [])},
+        verdicts={Path(p).stem: Path(p) for p in getattr(smk.input, "verdicts", [])},
         models=smk.params.models,
         reporting=smk.params.reporting,
         table=_optional(smk.output, "table") or _optional(smk.input, "table"),
-        judge=getattr(smk.params, "judge", None),
         axis=getattr(smk.params, "axis", None),
         note=figure_note(read_manifest(_optional(smk.input, "dataset_manifest"))),
     )

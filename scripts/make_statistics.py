@@ -11,11 +11,10 @@ def main(smk):
         task=smk.wildcards.task,
         dataset_path=Path(smk.input.dataset),
         score_paths=[Path(p) for p in smk.input.scores],
-        predictions={Path(p).stem: Path(p) for p in smk.input.predictions},
+        verdicts={Path(p).stem: Path(p) for p in smk.input.verdicts},
         models=smk.params.models,
         reporting=smk.params.reporting,
         out=Path(smk.output.statistics),
-        judge=smk.params.judge,
         breakdown_out=Path(smk.output.breakdown),
         cases_out=Path(smk.output.cases),
     )

@@ -36,9 +36,10 @@ def score_file(path: Path, verdicts: list[tuple[bool, bool]], n_failed: int = 0)
         rows.append([f"img{i:03d}.png", f"case{i // 3}", "glioma", ranked[0]])
         three = ["match" if v else "no_match" for v in (top1, top5)]
         rows[-1] += [" | ".join(ranked), top1, top5, *three, "exact", False, "ok"]
+        rows[-1] += [ranked[0], "glioma"]  # the top-1 and reference labels
     for j in range(n_failed):
         rows.append([f"fail{j:03d}.png", "casef", "glioma", "", "", False, False])
-        rows[-1] += ["", "", "", False, "parse_error"]
+        rows[-1] += ["", "", "", False, "parse_error", None, "glioma"]
     pd.DataFrame(rows, columns=SCORE_COLUMNS).to_csv(path, index=False)
     return path
 

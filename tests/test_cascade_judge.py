@@ -362,10 +362,11 @@ def test_a_captioning_cascade_needs_its_threshold(tmp_path):
 
 def test_the_plan_runs_both_stages_code_resource_and_checks(tmp_path, monkeypatch):
     plan = plan_for(tmp_path, CONFIG)
-    roots = plan.code_roots("score", task="diagnosis")
+    roots = plan.code_roots("read", task="diagnosis")
     for module in ("cascade", "diagnosis_matcher", "llm"):
         assert f"novabench.judges.{module}" in roots
     assert plan.api_resources()["api_judgehost"]["tasks"] == {"diagnosis"}
+    assert plan.api_resources()["api_judgehost"]["judges"] == {plan.judge("diagnosis")["name"]}
     # The second judge's key is checked before a real run, under its own name.
     monkeypatch.delenv("NOVABENCH_TEST_UNSET_KEY", raising=False)
     with pytest.raises(NovaError, match=r"judges.llm-judge: .*NOVABENCH_TEST_UNSET_KEY"):

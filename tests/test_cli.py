@@ -205,7 +205,12 @@ def test_raw_answers_are_kept_as_records_in_the_output_folder(nova, tmp_path, ca
     ]
     assert [r["filename"] for r in records] == NAMES
     assert {r["model"] for r in records} == {"my-vlm"}
-    statuses = {r["filename"]: r["status"] for r in records}
+    # The records keep the raw answers; the verdicts beside them say what was read.
+    assert {r["status"] for r in records} == {"ok", "missing"}
+    verdicts = [
+        json.loads(line) for line in (out_dir / "localization-my-vlm.verdicts.jsonl").open()
+    ]
+    statuses = {r["filename"]: r["status"] for r in verdicts}
     assert statuses == {
         "case0001_001.png": "ok",
         "case0001_002.png": "parse_error",

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from novabench.code_fingerprint import SCRIPTS, CodeGraph
+from novabench.errors import ConfigError
 
 FILES = {
     "entry.py": "from novabench import shared\nimport yaml\n",
@@ -147,10 +148,40 @@ def test_plan_roots_add_the_model_adapter_task_and_judge():
         *plan.code_roots("predict", task="localization")[1:],
         "novabench.models.classical",
     ]
-    diagnosis = plan.code_roots("score", task="diagnosis", model="gold")
-    assert diagnosis[0] == "score" and "novabench.judges.diagnosis_matcher" in diagnosis
+    # Only reading runs the judge: scoring counts its verdicts.
+    reading = plan.code_roots("read", task="diagnosis", model="gold")
+    assert reading[0] == "read" and "novabench.judges.diagnosis_matcher" in reading
+    assert "novabench.tasks.diagnosis.parser" in reading
+    scoring = plan.code_roots("score", task="diagnosis", model="gold")
+    assert scoring[0] == "score" and not any(m.startswith("novabench.judges") for m in scoring)
+    # Reading with a judge named by the `{judge}` wildcard runs that judge, of a kind
+    # that judges the task; a task without a judge is read as its reader.
+    assert plan.code_roots("read", task="diagnosis", judge="matcher") == reading
+    with pytest.raises(ConfigError, match="judges captioning, not diagnosis"):
+        plan.code_roots("read", task="diagnosis", judge="keywords")
+    assert plan.reading_judge("localization", "boxes") is None
     assert plan.code("score", task="diagnosis") != plan.code("score", task="localization")
     assert len(plan.code("predict", task="localization", model="gold")) == 16
+
+
+def test_a_prediction_that_reads_upstream_answers_runs_their_parser(tmp_path):
+    """Diagnosis from a captioning model's captions reads them with the captioning reader
+    inside the prediction job: that reader is in the job's code, and only in that job's."""
+    import yaml
+
+    from novabench.config import plan_from_files
+
+    config = SCRIPTS.parent / "config" / "config.yaml"
+    chained = tmp_path / "chained.yaml"
+    chained.write_text(yaml.safe_dump({"tasks": {"diagnosis": {"findings": "classical"}}}))
+    plain = plan_from_files(SCRIPTS.parent, [config])
+    plan = plan_from_files(SCRIPTS.parent, [config, chained])
+    roots = plan.code_roots("predict", task="diagnosis", model="gold")
+    assert {"novabench.answers", "novabench.tasks.captioning"} <= set(roots)
+    assert "novabench.answers" not in plain.code_roots("predict", task="diagnosis", model="gold")
+    assert plan.code("predict", task="diagnosis", model="gold") != plain.code(
+        "predict", task="diagnosis", model="gold"
+    )
 
 
 def test_a_judges_identity_is_its_code():
@@ -178,6 +209,11 @@ def test_a_tasks_stages_are_apart(task):
     on_disk = {p.stem for p in folder.glob("*.py")} - {"__init__"}
     assert declared == on_disk, "every module of the folder belongs to a stage"
     predict = graph.files(spec.code_modules("predict"))
-    assert not any(p.parent == folder and p.stem in ("metrics", "figures") for p in predict)
+    # Prediction writes raw answers: the parser and the judging are the reading stage's.
+    later = ("metrics", "figures", "parser", "boxes", "verdicts")
+    assert not any(p.parent == folder and p.stem in later for p in predict)
+    assert not {"novabench/answers.py", "novabench/refusals.py"} & {
+        str(p.relative_to(SCRIPTS)) for p in graph.files(["predict", *spec.code_modules("predict")])
+    }
     with pytest.raises(ValueError, match="stage_modules names no 'nothing'"):
         spec.stage("nothing")

@@ -106,7 +106,34 @@ def test_editing_the_matchers_synonyms_rescores_diagnosis_only(checkout):
     (synonyms,) = graph_root.rglob("diagnosis_synonyms.yaml")
     with edited(synonyms, "# edited\n"):
         jobs = planned(checkout)
-    assert {(r, w) for r, w in jobs if r in ("predict", "score", "score_rater")} == {
+    # The judge runs when answers are read; scoring counts the new verdicts.
+    assert {(r, w) for r, w in jobs if r in ("predict", "read", "score", "score_rater")} == {
+        ("read", "task=diagnosis, judge=matcher, model=gold"),
+        ("read", "task=diagnosis, judge=matcher, model=retrieval"),
+        ("score", "task=diagnosis, model=gold"),
+        ("score", "task=diagnosis, model=retrieval"),
+    }
+    assert planned(checkout) == set()
+
+
+def test_editing_the_diagnosis_parser_rereads_diagnosis_and_predicts_nothing(checkout):
+    with edited(module_file(checkout, "novabench.tasks.diagnosis.parser")):
+        jobs = planned(checkout)
+    assert "predict" not in rules(jobs)
+    assert {(r, w) for r, w in jobs if r in ("read", "score", "score_rater")} == {
+        ("read", "task=diagnosis, judge=matcher, model=gold"),
+        ("read", "task=diagnosis, judge=matcher, model=retrieval"),
+        ("score", "task=diagnosis, model=gold"),
+        ("score", "task=diagnosis, model=retrieval"),
+    }
+    assert rules(jobs) - REPORT_JOBS == {"read", "score"}
+    assert planned(checkout) == set()
+
+
+def test_editing_a_diagnosis_scorer_rescores_without_rereading(checkout):
+    with edited(module_file(checkout, "novabench.tasks.diagnosis.metrics")):
+        jobs = planned(checkout)
+    assert {(r, w) for r, w in jobs if r in ("predict", "read", "score")} == {
         ("score", "task=diagnosis, model=gold"),
         ("score", "task=diagnosis, model=retrieval"),
     }
@@ -116,7 +143,8 @@ def test_editing_the_matchers_synonyms_rescores_diagnosis_only(checkout):
 def test_editing_the_judge_figures_rescores_the_judged_tasks_only(checkout):
     with edited(checkout / "validation" / "judge_figures.json", "\n"):
         jobs = planned(checkout)
-    assert {(r, w) for r, w in jobs if r in ("predict", "score", "score_rater")} == {
+    # Looked up when scoring: the verdicts stand.
+    assert {(r, w) for r, w in jobs if r in ("predict", "read", "score", "score_rater")} == {
         ("score", "task=captioning, model=classical"),
         ("score", "task=captioning, model=gold"),
         ("score", "task=diagnosis, model=gold"),
@@ -191,6 +219,11 @@ def test_score_files_and_the_manifest_record_the_code(checkout):
     # The copy's files are byte-identical to this checkout's: the same fingerprint.
     assert score["code"] == plan.code("score", task="diagnosis")
     assert score["judge"]["code"] == code_fingerprint("novabench.judges.diagnosis_matcher")
+    verdicts = json.loads(
+        (results / "verdicts" / "diagnosis" / "matcher" / "gold.summary.json").read_text()
+    )
+    assert verdicts["code"] == plan.code("read", task="diagnosis", model="gold", judge="matcher")
+    assert verdicts["identity"] == score["judge"] and verdicts["judge"] == "matcher"
     summary_file = results / "predictions" / "localization" / "classical.summary.json"
     summary = json.loads(summary_file.read_text())
     assert summary["code"] == plan.code("predict", task="localization", model="classical")

@@ -476,25 +476,24 @@ class RecordingJudge:
 
 @pytest.mark.parametrize("task", ["captioning", "diagnosis"])
 def test_the_estimate_counts_what_scoring_asks_the_judge(workdir, nltk_data, task):
-    """Task.judged_pairs (the estimate's) against the pairs the task's scorer gives a judge."""
+    """Task.judged_pairs (the estimate's) against the pairs reading gives the task's judge."""
+    from novabench.answers import read_file
     from novabench.dataset.read import load_nova
-    from novabench.records import read_predictions
-    from novabench.tasks import Answers, ScoringContext, get_task
+    from novabench.tasks import Answers, get_task
 
     write_answers(workdir)
-    records = read_predictions(
-        workdir / "results" / "tiny" / "predictions" / "diagnosis" / "retrieval.jsonl"
-    )
+    frame = load_nova(workdir / "results" / "tiny" / "dataset" / "nova.parquet")
+    path = workdir / "results" / "tiny" / "predictions" / "diagnosis" / "retrieval.jsonl"
+    records = list(read_file("diagnosis", path, frame).by_filename.values())
     if task == "captioning":  # one caption missing, one that failed
         records = [
-            {**r, "parsed": {"caption": f"caption of {r['filename']}"}, "status": "ok"}
+            {**r, "read": {"caption": f"caption of {r['filename']}"}, "status": "ok"}
             for r in records[1:]
         ]
-        records[-1] = {**records[-1], "parsed": None, "status": "error"}
+        records[-1] = {**records[-1], "read": None, "status": "error"}
     spec, judge = get_task(task), RecordingJudge()
-    frame = load_nova(workdir / "results" / "tiny" / "dataset" / "nova.parquet")
     frame, _ = spec.scored_rows(frame)
-    spec.score(frame, Answers(records), ScoringContext(judge=judge, nltk_data=nltk_data))
+    spec.judge_answers(frame, Answers(records), judge)
     assert judge.asked and judge.asked == spec.judged_pairs(frame, Answers(records))
 
 

@@ -29,9 +29,10 @@ from snakemake.utils import validate  # noqa: E402
 
 from novabench.config import check_config  # noqa: E402
 from novabench.errors import ConfigError, NovaError  # noqa: E402
-from novabench.predict import read_predictions, run_predictions  # noqa: E402
+from novabench.predict import run_predictions  # noqa: E402
 from novabench.vlm_families import FAMILIES as KNOWN  # noqa: E402
 from novabench.vlm_families import family_of, family_problem  # noqa: E402
+from read_back import read_back  # noqa: E402
 from tiny_vlms import BOX, DEVICE, FAMILIES, build, script_generate  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -104,7 +105,7 @@ def predict(
         out=out,
         summary_out=out.with_suffix(".summary.json"),
     )
-    return summary, read_predictions(out)
+    return summary, read_back(out, dataset)
 
 
 @pytest.mark.parametrize("name", FAMILIES)
@@ -150,14 +151,14 @@ def test_known_answers_reach_the_parser_in_the_family_convention(
     assert "trust_remote_code" not in summary["identity"]["settings"]  # only when set
     for record in records:
         assert record["status"] == "ok", record
-        (box,) = record["parsed"]["boxes"]
+        (box,) = record["read"]["boxes"]
         assert (box["x"], box["y"], box["width"], box["height"]) == pytest.approx(BOX)
-    assert [r["parsed"]["caption"] for r in results["captioning"][1]] == [CAPTION] * 4
+    assert [r["read"]["caption"] for r in results["captioning"][1]] == [CAPTION] * 4
     # The images reached the model with the localization and captioning prompts.
     assert all("pixel_values" in call for call in seen[:2])
     if "diagnosis" in tasks:
         ranked = [DIAGNOSIS["most_likely_diagnosis"], *DIAGNOSIS["other_possible_diagnoses"]]
-        assert [r["parsed"]["ranked"] for r in results["diagnosis"][1]] == [ranked] * 4
+        assert [r["read"]["ranked"] for r in results["diagnosis"][1]] == [ranked] * 4
         # The diagnosis prompt carries no image.
         assert len(seen[-1]["prompts"]) == 4 and "pixel_values" not in seen[-1]
     assert all(r["status"] == "ok" for _, rows in results.values() for r in rows)
@@ -184,7 +185,7 @@ def test_a_declared_box_format_overrides_the_family_default(
         summary_out=tmp_path / "p.summary.json",
     )
     assert summary["box_format"] == "xyxy_1000"
-    box = read_predictions(out)[0]["parsed"]["boxes"][0]
+    box = read_back(out, dataset)[0]["read"]["boxes"][0]
     # 0-1000 of 480: x 120..240, y 60..180 (read as pixels it would be 250..500).
     assert (box["x"], box["y"], box["width"], box["height"]) == pytest.approx(BOX)
 

@@ -26,7 +26,8 @@ from novabench.models.hf_local import (  # noqa: E402
     job_gpus,
     resolve_settings,
 )
-from novabench.predict import read_predictions, run_predictions  # noqa: E402
+from novabench.predict import run_predictions  # noqa: E402
+from read_back import read_back  # noqa: E402
 from tiny_vlms import DEVICE, build_qwen, script_generate  # noqa: E402
 from upstream import png_bytes  # noqa: E402
 
@@ -147,10 +148,12 @@ def test_boxes_map_back_from_the_resized_frame_through_predict(
         out=tmp_path / "p.jsonl",
         summary_out=tmp_path / "p.summary.json",
     )
-    records = read_predictions(tmp_path / "p.jsonl")
+    records = read_back(tmp_path / "p.jsonl", dataset)
     assert summary["status_counts"]["ok"] == len(records) == 4
     for record in records:
-        (box,) = record["parsed"]["boxes"]
+        # Read in the pixels of the frame the model saw (recorded with the answer).
+        assert record["frame_size"]
+        (box,) = record["read"]["boxes"]
         assert (box["x"], box["y"], box["width"], box["height"]) == pytest.approx(
             (120.0, 60.0, 120.0, 120.0)
         )

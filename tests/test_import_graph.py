@@ -108,7 +108,8 @@ def test_only_the_registry_imports_a_task_folder():
 @pytest.mark.parametrize("task", TASK_NAMES)
 def test_a_task_imports_its_own_code_and_shared_code_only(task):
     stages = get_task(task).code_modules
-    modules = {m for stage in ("predict", "score", "statistics", "figures") for m in stages(stage)}
+    every = ("predict", "parse", "read", "score", "statistics", "figures")
+    modules = {m for stage in every for m in stages(stage)}
     reached = set(modules).union(*(closure(m) for m in modules))
     assert sorted(m for m in reached if task_of(m) not in (None, task)) == []
     assert f"{task_module(task)}.metrics" in reached

@@ -1027,7 +1027,7 @@ def test_the_configuration_names_the_package_default_prompts():
     assert named["captioning"] == str(JUDGE_PROMPTS / "judge-caption-paired-v1.txt")
 
 
-def test_score_jobs_of_an_llm_judge_claim_its_provider_and_read_its_prompt(tmp_path):
+def test_reading_jobs_of_an_llm_judge_claim_its_provider_and_read_its_prompt(tmp_path):
     snakemake = Path(sys.executable).with_name("snakemake")
     paper = ROOT / "config" / "paper.yaml"
     dry = subprocess.run(
@@ -1046,18 +1046,21 @@ def test_score_jobs_of_an_llm_judge_claim_its_provider_and_read_its_prompt(tmp_p
         timeout=120,
     )
     assert dry.returncode == 0, dry.stderr[-3000:]
-    jobs = {}  # score file -> its block of the dry-run listing
-    for block in (dry.stdout + dry.stderr).split("rule score:")[1:]:
-        output = re.search(r"output: (\S+?\.json)", block).group(1)
-        jobs[output] = block.split("\n[", 1)[0]
-    caption = jobs["results/nova/scores/captioning/gold.json"]
-    # the configuration's versioned prompts, so editing one re-scores
+    jobs = {}  # rule and its first output -> its block of the dry-run listing
+    for rule in ("read", "score"):
+        for block in (dry.stdout + dry.stderr).split(f"rule {rule}:")[1:]:
+            output = re.search(r"output: (\S+?\.jsonl?)[,\s]", block).group(1)
+            jobs[rule, output] = block.split("\n[", 1)[0]
+    verdicts = "results/nova/verdicts/{}/{}.jsonl"
+    caption = jobs["read", verdicts.format("captioning/gpt-4o-judge", "gold")]
+    # the configuration's versioned prompts, so editing one re-reads
     assert "api_openai=1" in caption
     assert str(JUDGE_PROMPTS / "judge-caption-paired-v1.txt") in caption
-    assert "api_openai=1" in jobs["results/nova/scores/diagnosis/retrieval.json"]
-    assert (
-        str(JUDGE_PROMPTS / "judge-diagnosis-v1.txt")
-        in jobs["results/nova/scores/diagnosis/retrieval.json"]
-    )
-    localization = jobs["results/nova/scores/localization/gold.json"]
+    diagnosis = jobs["read", verdicts.format("diagnosis/gpt-4o-judge", "retrieval")]
+    assert "api_openai=1" in diagnosis
+    assert str(JUDGE_PROMPTS / "judge-diagnosis-v1.txt") in diagnosis
+    localization = jobs["read", verdicts.format("localization/boxes", "gold")]
     assert "api_openai=0" in localization and "judge-" not in localization
+    # Scoring counts the verdicts: it sends nothing and reads no judge prompt.
+    score = jobs["score", "results/nova/scores/diagnosis/retrieval.json"]
+    assert "api_openai" not in score and "judge-" not in score

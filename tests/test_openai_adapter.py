@@ -30,10 +30,11 @@ from novabench.dataset.read import load_nova
 from novabench.errors import ConfigError, NovaError
 from novabench.models.base import Sample
 from novabench.models.openai_compatible import Adapter, api_resource
-from novabench.predict import build_samples, read_predictions, run_predictions
+from novabench.predict import build_samples, run_predictions
 from novabench.score import score_predictions
 from novabench.tasks import get_task
 from openai_server import Fail, FakeOpenAI, Garbage, Hang, Reply, Reset, usage_for
+from read_back import read_back
 from upstream import CASES, IMAGES, build_local_dataset, write_current
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -140,7 +141,8 @@ def predict(dataset: Path, out: Path, cfg: dict, task: str = "localization", nam
         summary_out=out / f"{task}-{name}.summary.json",
         cache_dir=out / "cache",
     )
-    records = read_predictions(out / f"{task}-{name}.jsonl")
+    # As the reading stage reads them: statuses, refusals in the text, the parser.
+    records = read_back(out / f"{task}-{name}.jsonl", dataset)
     return {r["filename"]: r for r in records}, summary
 
 
@@ -183,14 +185,13 @@ def test_reference_boxes_in_each_convention_score_100(small, tmp_path, conventio
         records, summary = predict(dataset, tmp_path, model(server, box_format))
     golds = gold_boxes()
     for filename, record in records.items():
-        boxes = [(b["x"], b["y"], b["width"], b["height"]) for b in record["parsed"]["boxes"]]
+        boxes = [(b["x"], b["y"], b["width"], b["height"]) for b in record["read"]["boxes"]]
         assert record["status"] == ("no_finding" if filename == NORMAL else "ok")
         flat = [v for box in boxes for v in box]
         assert flat == pytest.approx([v for box in golds[filename] for v in box], abs=1e-3), (
             filename
         )
-    counts = {"ok": 3, "no_finding": 1, "parse_error": 0, "refusal": 0, "error": 0}
-    assert summary["status_counts"] == {**counts, "missing": 0}
+    assert summary["status_counts"] == {"ok": 4, "refusal": 0, "error": 0, "missing": 0}
     scores = score_predictions(
         task="localization",
         dataset=dataset,
@@ -291,7 +292,9 @@ def test_a_refusal_in_the_text_is_never_scored_as_a_caption(small, tmp_path, nlt
     statuses = {name: record["status"] for name, record in records.items()}
     assert statuses == {declines: "refusal", caption: "ok", flagged: "refusal", fine: "ok"}
     assert records[declines]["error"].startswith("the model declined: ")
-    assert records[declines]["parsed"] is None and summary["status_counts"]["refusal"] == 2
+    assert records[declines]["read"] is None
+    # Only the API's flag is the prediction's: the text refusal is found when reading.
+    assert summary["status_counts"]["refusal"] == 1
     metrics = score_predictions(
         task="captioning",
         dataset=dataset,
@@ -350,14 +353,7 @@ def test_refusals_empty_answers_and_failures_are_counted_apart(small, tmp_path):
         and "after 3 attempt(s)" in records[failing]["error"]
     )
     assert records[fine]["status"] == "ok"
-    assert summary["status_counts"] == {
-        "ok": 1,
-        "no_finding": 0,
-        "parse_error": 0,
-        "refusal": 1,
-        "error": 2,
-        "missing": 0,
-    }
+    assert summary["status_counts"] == {"ok": 1, "refusal": 1, "error": 2, "missing": 0}
     assert summary["n_cached"] == 2
 
     # Once the server recovers (same address: the URL is part of the cache key), a re-run
@@ -656,7 +652,7 @@ def test_a_killed_job_resumes_without_resending_what_succeeded(many, tmp_path):
     # The same endpoint (the URL is part of the model's identity), with a fresh cache.
     with FakeOpenAI(slow, port=port(server)) as server:
         uninterrupted, _ = predict(dataset, tmp_path / "fresh", model(server, concurrency=6))
-    keep = ("filename", "raw", "parsed", "status", "error", "usage", "request")
+    keep = ("filename", "raw", "read", "status", "error", "usage", "request")
     assert [{k: r[k] for k in keep} for r in records.values()] == [
         {k: r[k] for k in keep} for r in uninterrupted.values()
     ]
@@ -880,7 +876,7 @@ def test_snakemake_runs_the_api_model_through_the_predict_rule(tmp_path, monkeyp
         ran = snakemake(work, target, "--configfile", str(config))
         assert ran.returncode == 0, ran.stderr[-3000:]
         assert len(server.requests) == 4
-    records = read_predictions(work / target)
+    records = read_back(work / target, work / "results/local-repo/dataset/nova.parquet")
     assert [r["status"] for r in records] == ["no_finding"] * 4
     assert len(list((work / "results/cache/api").glob("??/*.json"))) == 4
 

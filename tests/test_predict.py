@@ -8,8 +8,11 @@ from pathlib import Path
 
 import pytest
 
+from novabench.answers import read_file
+from novabench.dataset.read import load_nova
 from novabench.errors import ConfigError, NovaError
 from novabench.predict import read_predictions, run_predictions
+from novabench.records import STATUSES
 from novabench.score import score_predictions
 from upstream import IMAGES
 
@@ -18,6 +21,7 @@ PROMPTS = ROOT / "config" / "prompts"
 
 
 def predict(dataset, tmp_path, task, model_cfg, name="m", prompt=None):
+    """(the records as the reading stage reads them, the prediction summary, the file)."""
     out = tmp_path / f"{task}-{name}.jsonl"
     summary = run_predictions(
         dataset=dataset,
@@ -28,7 +32,13 @@ def predict(dataset, tmp_path, task, model_cfg, name="m", prompt=None):
         out=out,
         summary_out=tmp_path / f"{task}-{name}.summary.json",
     )
-    return read_predictions(out), summary, out
+    read = read_file(task, out, load_nova(dataset)).by_filename
+    return [{**r, **read[r["filename"]]} for r in read_predictions(out)], summary, out
+
+
+def read_counts(records):
+    """Statuses of records as read, every status named."""
+    return {s: sum(r["status"] == s for r in records) for s in STATUSES}
 
 
 def test_gold_localization_records_and_perfect_score(dataset, tmp_path):
@@ -40,10 +50,13 @@ def test_gold_localization_records_and_perfect_score(dataset, tmp_path):
     assert by_name["case0002_001.png"]["status"] == "no_finding"  # the normal image
     first = by_name["case0001_002.png"]
     assert first["status"] == "ok" and first["request"]["prompt_id"] == "localization-v1"
-    boxes = [(b["x"], b["y"], b["width"], b["height"]) for b in first["parsed"]["boxes"]]
+    boxes = [(b["x"], b["y"], b["width"], b["height"]) for b in first["read"]["boxes"]]
     assert boxes == [(200.0, 210.0, 30.0, 30.0), (10.0, 20.0, 5.0, 6.0)]
     counts = {"ok": 3, "no_finding": 1, "parse_error": 0, "refusal": 0, "error": 0}
-    assert summary["status_counts"] == {**counts, "missing": 0}
+    assert read_counts(records) == {**counts, "missing": 0}
+    # The prediction file says how the requests went, nothing read from the text.
+    assert summary["status_counts"] == {"ok": 4, "refusal": 0, "error": 0, "missing": 0}
+    assert "parsed" not in read_predictions(out)[0]
 
     scores = score_predictions(
         task="localization",
@@ -78,7 +91,9 @@ def test_garbage_answers_score_zero_with_their_parse_error_rate(dataset, tmp_pat
     }
     records, summary, out = predict(dataset, tmp_path, "localization", cfg, name="garbage")
     counts = {"ok": 0, "no_finding": 0, "parse_error": 2, "refusal": 1, "error": 0}
-    assert summary["status_counts"] == {**counts, "missing": 1}
+    assert read_counts(records) == {**counts, "missing": 1}
+    # A refusal in the text is the reading stage's to find: the request went fine.
+    assert summary["status_counts"] == {"ok": 3, "refusal": 0, "error": 0, "missing": 1}
     missing = next(r for r in records if r["filename"] == "case0003_001.png")
     assert missing["status"] == "missing" and "missing from" in missing["error"]
     scores = score_predictions(
@@ -139,7 +154,7 @@ def test_predictions_file_in_a_declared_convention_is_parsed(dataset, tmp_path):
         "settings": {"path": str(answers)},
     }
     records, _, _ = predict(dataset, tmp_path, "localization", cfg)
-    box = next(r for r in records if r["filename"] == "case0001_001.png")["parsed"]["boxes"][0]
+    box = next(r for r in records if r["filename"] == "case0001_001.png")["read"]["boxes"][0]
     assert (box["x"], box["y"], box["width"], box["height"]) == pytest.approx(
         (100, 120, 60, 40), abs=0.3
     )
@@ -169,7 +184,7 @@ def test_random_control_is_seeded_per_image(dataset, tmp_path):
     assert [r["raw"] for r in first] != [r["raw"] for r in other]
     for record in first:
         assert record["status"] == "ok"
-        for box in record["parsed"]["boxes"]:
+        for box in record["read"]["boxes"]:
             assert box["x"] >= 0 and box["x"] + box["width"] <= 480
 
 
@@ -210,13 +225,13 @@ def test_gold_captions_and_diagnoses_are_the_references(dataset, tmp_path):
     captions, _, _ = predict(
         dataset, tmp_path, "captioning", {"adapter": "gold", "tasks": ["captioning"]}
     )
-    assert {r["filename"]: r["parsed"]["caption"] for r in captions} == {
+    assert {r["filename"]: r["read"]["caption"] for r in captions} == {
         name: caption for name, _, caption, _ in IMAGES
     }
     diagnoses, _, _ = predict(
         dataset, tmp_path, "diagnosis", {"adapter": "gold", "tasks": ["diagnosis"]}
     )
-    ranked = {r["filename"]: r["parsed"]["ranked"] for r in diagnoses}
+    ranked = {r["filename"]: r["read"]["ranked"] for r in diagnoses}
     assert ranked["case0003_001.png"] == ["Acute ischemic infarct"]
     # the diagnosis prompt carries the history and the reference caption as findings
     assert all(r["status"] == "ok" for r in diagnoses)

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from novabench.answers import read_answer
 from novabench.models.base import Response, Sample
 from novabench.predict import _record
 from novabench.refusals import clauses, refusal_reason
@@ -85,10 +86,12 @@ def test_the_reason_quotes_the_declining_clause():
 
 
 def _status(task: str, raw: str, refusal: bool = False) -> tuple[str, str | None]:
+    """The status of one answer as the reading stage reads its prediction record."""
     sample = Sample("case0001_001.png", "case0001", task, "", None, 480, 480)
     box_format = "pixel_xyxy" if task == "localization" else None
-    record = _record(get_task(task), sample, Response(raw, refusal=refusal), "m", {}, box_format)
-    return record["status"], record["error"]
+    record = _record(sample, Response(raw, refusal=refusal), "m", {"box_format": box_format})
+    read = read_answer(get_task(task), record, (480, 480))
+    return read["status"], read["error"]
 
 
 @pytest.mark.parametrize(
@@ -105,6 +108,14 @@ def _status(task: str, raw: str, refusal: bool = False) -> tuple[str, str | None
 )  # fmt: skip
 def test_every_task_records_a_refusal_the_same_way(task, raw, status):
     assert _status(task, raw)[0] == status
+
+
+def test_a_prediction_record_leaves_text_refusals_to_reading():
+    sample = Sample("case0001_001.png", "case0001", "captioning", "", None, 480, 480)
+    text = "As an AI, I'm not able to interpret medical images."
+    record = _record(sample, Response(text), "m", {})
+    assert (record["status"], record["error"], record["raw"]) == ("ok", None, text)
+    assert "parsed" not in record
 
 
 def test_the_api_flag_wins_over_the_text():

@@ -1,16 +1,25 @@
-"""Judge agreement: Cohen's kappa by hand, the agreement table, and the config checks."""
+"""Judge agreement: Cohen's kappa by hand, the agreement of hand-written verdict files, and
+the config checks."""
 
 from __future__ import annotations
 
 import json
 import math
+from pathlib import Path
 
-import pandas as pd
 import pytest
 
 from novabench.config import check_reporting
-from novabench.errors import ConfigError
-from novabench.report.agreement import agreement_table, cohen_kappa, judge_labels
+from novabench.errors import ConfigError, NovaError
+from novabench.report.agreement import (
+    AGREEMENT_COLUMNS,
+    cohen_kappa,
+    group_verdict_files,
+    task_agreement,
+    verdict_labels,
+    write_agreement,
+)
+from novabench.spreadsheet import read_csv
 from upstream import IMAGES
 
 
@@ -27,55 +36,131 @@ def test_cohen_kappa_by_hand():
     assert cohen_kappa(list("aabbc"), list("abbcc")) == pytest.approx((3 / 5 - 8 / 25) / (17 / 25))
 
 
-class Lenient:
-    """Top-1 when the reference's first word appears in the first answer."""
-
-    def match_ranked(self, ranked, reference):
-        word = reference.split()[0].lower()
-        hits = [word in item.lower() for item in ranked]
-        return hits[0], any(hits)
-
-
-class Strict:
-    def match_ranked(self, ranked, reference):
-        hits = [item.lower() == reference.lower() for item in ranked]
-        return hits[0], any(hits)
+def write_verdicts(path: Path, labels: dict[str, dict[str, bool | None]]) -> Path:
+    """A verdict file as the reading stage writes it, holding the given labels per image."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    records = [
+        {"filename": name, "case_id": name[0], "status": "ok", "error": None, "read": None,
+         "verdict": None, "labels": values}
+        for name, values in labels.items()
+    ]  # fmt: skip
+    path.write_text("".join(json.dumps(record) + "\n" for record in records))
+    return path
 
 
-def test_agreement_table_from_two_judges(tmp_path):
-    dataset = pd.DataFrame(
-        {
-            "filename": ["a.png", "b.png", "c.png", "d.png"],
-            "final_diagnosis": ["Glioma low grade", "Abscess", "Glioma", "Cyst"],
-        }
-    )
-    answers = {
-        "a.png": ["Glioma"],  # lenient yes, strict no
-        "b.png": ["Abscess"],  # both yes
-        "c.png": ["Meningioma", "glioma"],  # top-5 only, both
-        "d.png": None,  # parse error: wrong for both
+def by_hand_kappa(a: list[bool], b: list[bool]) -> float:
+    """Cohen's kappa of two yes/no raters written out: (observed - chance) / (1 - chance)."""
+    n = len(a)
+    observed = sum(x == y for x, y in zip(a, b, strict=True)) / n
+    yes_a, yes_b = sum(a) / n, sum(b) / n
+    chance = yes_a * yes_b + (1 - yes_a) * (1 - yes_b)
+    return (observed - chance) / (1 - chance)
+
+
+# Two diagnosis judges on model m's answers; "strict" gave e.png no verdict (null labels).
+MATCHER = {
+    "a.png": {"top1_correct": True, "top5_correct": True},
+    "b.png": {"top1_correct": True, "top5_correct": True},
+    "c.png": {"top1_correct": False, "top5_correct": True},
+    "d.png": {"top1_correct": False, "top5_correct": False},
+    "e.png": {"top1_correct": True, "top5_correct": True},
+    "f.png": {"top1_correct": False, "top5_correct": False},
+}
+STRICT = {
+    "b.png": {"top1_correct": True, "top5_correct": True},  # another order than the matcher's
+    "a.png": {"top1_correct": False, "top5_correct": True},
+    "c.png": {"top1_correct": False, "top5_correct": False},
+    "d.png": {"top1_correct": False, "top5_correct": False},
+    "e.png": {"top1_correct": None, "top5_correct": None},
+    "f.png": {"top1_correct": False, "top5_correct": True},
+}
+
+
+def test_the_agreement_of_two_judges_verdict_files(tmp_path):
+    root = tmp_path / "verdicts" / "diagnosis"
+    paths = [
+        write_verdicts(root / "strict" / "m.jsonl", STRICT),
+        write_verdicts(root / "matcher" / "m.jsonl", MATCHER),
+    ]
+    verdicts = group_verdict_files(paths, {"diagnosis": ["matcher", "strict"]})
+    # The task's own judge first, whatever the order of the files.
+    assert list(verdicts["diagnosis"]["m"]) == ["matcher", "strict"]
+    table = write_agreement(
+        verdicts=verdicts, out_csv=tmp_path / "a.csv", out_md=tmp_path / "a.md"
+    ).set_index("label")
+    assert list(table.columns) == [c for c in AGREEMENT_COLUMNS if c != "label"]
+    labelled = ["a.png", "b.png", "c.png", "d.png", "f.png"]  # e.png: strict gave no label
+    for label in ("top1_correct", "top5_correct"):
+        a = [MATCHER[name][label] for name in labelled]
+        b = [STRICT[name][label] for name in labelled]
+        row = table.loc[label]
+        assert (row["judge_a"], row["judge_b"], row["n_images"]) == ("matcher", "strict", 5)
+        assert row["kappa"] == pytest.approx(by_hand_kappa(a, b))
+        assert row["agreement"] == pytest.approx(sum(x == y for x, y in zip(a, b, strict=True)) / 5)
+        assert (row["positive_a"], row["positive_b"]) == (sum(a), sum(b))
+    # top-1: matcher 1,1,0,0,0 against strict 0,1,0,0,0: observed 4/5, chance 2/25 + 12/25
+    assert table.loc["top1_correct", "kappa"] == pytest.approx((4 / 5 - 14 / 25) / (11 / 25))
+    assert "| diagnosis | m | top1_correct | matcher vs strict |" in (tmp_path / "a.md").read_text()
+    assert read_csv(tmp_path / "a.csv")["n_images"].tolist() == [5, 5]
+
+
+def test_three_judges_give_every_pair_and_each_model_its_own_rows(tmp_path):
+    root = tmp_path / "verdicts" / "captioning"
+    abnormal = {
+        "keywords": [True, True, False, False],
+        "llm": [True, False, False, False],
+        "other": [True, True, True, False],
     }
-    path = tmp_path / "m.jsonl"
-    with open(path, "w") as handle:
-        for name, ranked in answers.items():
-            record = {"filename": name, "status": "ok" if ranked else "parse_error",
-                      "parsed": {"ranked": ranked} if ranked else None}  # fmt: skip
-            handle.write(json.dumps(record) + "\n")
-    labels = {
-        "m": {
-            "strict": judge_labels("diagnosis", Strict(), dataset, path),
-            "lenient": judge_labels("diagnosis", Lenient(), dataset, path),
-        }
-    }
-    assert labels["m"]["strict"]["top1_correct"].tolist() == [False, True, False, False]
-    assert labels["m"]["lenient"]["top1_correct"].tolist() == [True, True, False, False]
-    table = agreement_table("diagnosis", labels).set_index("label")
-    top1 = table.loc["top1_correct"]
-    assert (top1["judge_a"], top1["judge_b"]) == ("strict", "lenient")
-    assert top1["agreement"] == 0.75
-    # observed 3/4; chance (1/4)(2/4) + (3/4)(2/4) = 1/2 -> kappa 1/2
-    assert top1["kappa"] == pytest.approx(0.5)
-    assert table.loc["top5_correct", "kappa"] == pytest.approx(0.5)  # a.png differs again
+    paths = [
+        write_verdicts(
+            root / judge / f"{model}.jsonl",
+            {f"{i}.png": {"abnormal": value} for i, value in enumerate(values)},
+        )
+        for model in ("m1", "m2")
+        for judge, values in abnormal.items()
+    ]
+    verdicts = group_verdict_files(paths, {"captioning": ["keywords", "llm", "other"]})
+    table = write_agreement(verdicts=verdicts, out_csv=tmp_path / "a.csv", out_md=tmp_path / "a.md")
+    pairs = list(zip(table["model"], table["judge_a"], table["judge_b"], strict=True))
+    assert pairs == [
+        (m, a, b) for m in ("m1", "m2") for a, b in [("keywords", "llm"), ("keywords", "other"),
+                                                     ("llm", "other")]
+    ]  # fmt: skip
+    first = table.iloc[0]
+    assert first["kappa"] == pytest.approx(by_hand_kappa(abnormal["keywords"], abnormal["llm"]))
+    assert first["agreement"] == 0.75 and first["n_images"] == 4
+
+
+def test_agreement_reads_verdicts_and_builds_no_judge(tmp_path, monkeypatch):
+    import novabench.judges
+
+    def no_judge(*args, **kwargs):
+        raise AssertionError("judge agreement built a judge")
+
+    monkeypatch.setattr(novabench.judges, "make_judge", no_judge)
+    monkeypatch.setattr(novabench.judges, "judge_kind", no_judge)
+    root = tmp_path / "verdicts" / "diagnosis"
+    paths = [write_verdicts(root / j / "m.jsonl", MATCHER) for j in ("matcher", "copy")]
+    verdicts = group_verdict_files(paths, {"diagnosis": ["matcher", "copy"]})
+    table = write_agreement(verdicts=verdicts, out_csv=tmp_path / "a.csv", out_md=tmp_path / "a.md")
+    assert table["kappa"].tolist() == [1.0, 1.0] and table["agreement"].tolist() == [1.0, 1.0]
+
+
+def test_verdict_files_that_cannot_be_compared_say_so(tmp_path):
+    root = tmp_path / "verdicts" / "diagnosis"
+    matcher = write_verdicts(root / "matcher" / "m.jsonl", MATCHER)
+    fewer = write_verdicts(root / "strict" / "m.jsonl", dict(list(STRICT.items())[:3]))
+    with pytest.raises(NovaError, match="no verdicts of judge strict on diagnosis/m"):
+        group_verdict_files([matcher], {"diagnosis": ["matcher", "strict"]})
+    verdicts = group_verdict_files([matcher, fewer], {"diagnosis": ["matcher", "strict"]})
+    with pytest.raises(NovaError, match="hold different images"):
+        task_agreement("diagnosis", verdicts["diagnosis"])
+    unlabelled = write_verdicts(root / "x" / "m.jsonl", {"a.png": {"top1_correct": True}})
+    with pytest.raises(NovaError, match=r"a.png lacks labels.*re-run the `read` rule"):
+        verdict_labels(unlabelled, ("top1_correct", "top5_correct"))
+    (root / "bad.jsonl").write_text("{not json\n")
+    with pytest.raises(NovaError, match=r"verdict file .*bad\.jsonl is corrupt"):
+        verdict_labels(root / "bad.jsonl", ("top1_correct",))
 
 
 def config(**reporting):
@@ -107,31 +192,14 @@ def test_reporting_config_checks():
         check_reporting(config(agreement_judges={"diagnosis": ["matcher"]}))
 
 
-def test_the_agreement_table_names_its_dataset(dataset, tmp_path):
-    from pathlib import Path
-
-    from novabench.predict import run_predictions
-    from novabench.report.agreement import write_agreement
-
-    root = Path(__file__).resolve().parents[1]
-    predictions = tmp_path / "gold.jsonl"
-    run_predictions(
-        dataset=dataset,
-        task="captioning",
-        model_name="gold",
-        model_cfg={"adapter": "gold", "tasks": ["captioning"]},
-        prompt_path=root / "config" / "prompts" / "captioning-v1.txt",
-        out=predictions,
-        summary_out=tmp_path / "gold.summary.json",
-    )
-    judges = [{"name": name, "kind": "keyword-lexicon"} for name in ("lexicon", "lexicon-2")]
+def test_the_agreement_table_names_its_dataset(tmp_path):
+    root = tmp_path / "verdicts" / "captioning"
+    labels = {f"{i}.png": {"abnormal": i % 2 == 0} for i in range(len(IMAGES))}
+    paths = [write_verdicts(root / j / "gold.jsonl", labels) for j in ("lexicon", "lexicon-2")]
     table = write_agreement(
-        dataset_path=dataset,
-        predictions={"captioning": [predictions]},
-        judges={"captioning": judges},
+        verdicts=group_verdict_files(paths, {"captioning": ["lexicon", "lexicon-2"]}),
         out_csv=tmp_path / "agreement.csv",
         out_md=tmp_path / "agreement.md",
-        cache_dir=None,
         dataset_label="synthetic sample (not NOVA)",
     )
     md = (tmp_path / "agreement.md").read_text()

@@ -8,6 +8,7 @@ resample (not just the same CI).
 from __future__ import annotations
 
 import io
+from types import SimpleNamespace
 
 import numpy as np
 import pandas as pd
@@ -26,7 +27,7 @@ from novabench.tasks.captioning.bootstrap import (
     captioning_replicates,
 )
 from novabench.tasks.captioning.metrics import bleu4, score_captioning
-from novabench.tasks.diagnosis import diagnosis_labels
+from novabench.tasks.diagnosis import table_labels
 from novabench.tasks.diagnosis.bootstrap import diagnosis_replicates
 from novabench.tasks.diagnosis.metrics import score_diagnosis
 from novabench.tasks.localization.bootstrap import localization_replicates
@@ -292,8 +293,8 @@ def test_diagnosis_bootstrap_equals_scorer_on_each_resample(unit):
     judge = ExactJudge()
     records = diagnosis_records(seed=4, n_cases=10)
     summary, per_image = score_diagnosis(records, judge, unit=unit)
-    per_image = csv_round_trip(per_image)
-    labels = diagnosis_labels(per_image, judge.canonical_label)
+    per_image = csv_round_trip(per_image)  # with the labels the reading stage gave
+    labels = table_labels(SimpleNamespace(name="m", per_image=per_image))
     point = diagnosis_replicates(per_image, unit_weights(len(records)), *labels, unit=unit)
     for key, values in point.items():
         assert values[0] == pytest.approx(summary[key], abs=1e-12), key

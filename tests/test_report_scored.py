@@ -27,17 +27,19 @@ def test_score_files_of_unplanned_models_are_found_with_what_they_lack(tmp_path)
         "scores/localization/rater-r1.json",  # the dataset's raters
         "scores/localization/old.json",
         "scores/localization/old.images.csv",
-        "predictions/localization/old.jsonl",
-        "scores/diagnosis/half.json",  # its per-image CSV and predictions are gone
+        "verdicts/localization/boxes/old.jsonl",
+        "scores/diagnosis/half.json",  # its per-image CSV and verdicts are gone
+        "verdicts/diagnosis/other-judge/half.jsonl",  # another judge's: not the scored ones
         "scores/captioning/other.json",  # a task this config does not run
     )
-    found = scored_elsewhere(tmp_path, ["localization", "diagnosis"], [("localization", "gold")])
+    tasks = {"localization": "boxes", "diagnosis": "matcher"}
+    found = scored_elsewhere(tmp_path, tasks, [("localization", "gold")])
     assert found == [
         Scored("localization", "old", ()),
         Scored(
             "diagnosis",
             "half",
-            ("scores/diagnosis/half.images.csv", "predictions/diagnosis/half.jsonl"),
+            ("scores/diagnosis/half.images.csv", "verdicts/diagnosis/matcher/half.jsonl"),
         ),
     ]
     assert shown_elsewhere(found, include=False) == []
@@ -50,10 +52,10 @@ def test_score_files_of_unplanned_models_are_found_with_what_they_lack(tmp_path)
     assert left_out_line(found, include=True) == (
         "Not shown: 1 score file(s) under this results folder, they lack files the report "
         "reads: scores/diagnosis/half.json (lacks scores/diagnosis/half.images.csv and "
-        "predictions/diagnosis/half.jsonl)."
+        "verdicts/diagnosis/matcher/half.jsonl)."
     )
     assert left_out_line(found[:1], include=True) is None
-    assert scored_elsewhere(tmp_path / "nothing", ["localization"], []) == []
+    assert scored_elsewhere(tmp_path / "nothing", {"localization": "boxes"}, []) == []
 
 
 def test_an_unplanned_model_is_grouped_by_its_recorded_adapter(tmp_path):

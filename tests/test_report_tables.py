@@ -90,28 +90,28 @@ def write_manifest(folder: Path, manifest: dict) -> Path:
 
 
 def score_models(root: Path, frame: pd.DataFrame, answers: dict, missing=()) -> tuple:
-    """Prediction and score files written by the real scorer for ``answers`` (model ->
-    image -> boxes), and one rater's; images in ``missing`` have no answer (status
-    missing), as ``predict`` writes them for a predictions file that lacks them."""
+    """Verdict and score files written by the real scorer for ``answers`` (model -> image
+    -> boxes), and one rater's; images in ``missing`` have no answer (status missing), as
+    the reading stage writes them for a predictions file that lacks them."""
     gold = {
         r.filename: [[b[k] for k in ("x", "y", "width", "height")] for b in r.gold_boxes]
         for r in frame.itertuples()
     }
-    score_paths, predictions = [], {}
+    score_paths, verdicts = [], {}
     for name, boxes in answers.items():
         statuses = {
             f: "missing" if (name, f) in missing else ("ok" if b else "no_finding")
             for f, b in boxes.items()
         }
-        pred_path = root / "predictions" / f"{name}.jsonl"
-        pred_path.parent.mkdir(parents=True, exist_ok=True)
-        with open(pred_path, "w") as handle:
+        verdict_path = root / "verdicts" / "localization" / "boxes" / f"{name}.jsonl"
+        verdict_path.parent.mkdir(parents=True, exist_ok=True)
+        with open(verdict_path, "w") as handle:
             for filename in sorted(boxes):
                 status = statuses[filename]
-                parsed = None if status == "missing" else {"boxes": boxes[filename]}
-                record = {"filename": filename, "status": status, "parsed": parsed}
+                read = None if status == "missing" else {"boxes": boxes[filename]}
+                record = {"filename": filename, "status": status, "read": read, "verdict": None}
                 handle.write(json.dumps(record) + "\n")
-        predictions[name] = pred_path
+        verdicts[name] = verdict_path
         shown = {f: [] if statuses[f] == "missing" else b for f, b in boxes.items()}
         metrics, per_image = score_localization(gold, shown, statuses)
         path = root / "scores" / "localization" / f"{name}.json"
@@ -131,11 +131,11 @@ def score_models(root: Path, frame: pd.DataFrame, answers: dict, missing=()) -> 
         path.with_name("rater-r1.images.csv"),
     )
     score_paths.append(path)
-    return score_paths, predictions
+    return score_paths, verdicts
 
 
-def bootstrap_statistics(root: Path, frame, score_paths, predictions, models) -> tuple:
-    entries = load_entries("localization", score_paths, frame, models, None, predictions)
+def bootstrap_statistics(root: Path, frame, score_paths, verdicts, models) -> tuple:
+    entries = load_entries("localization", score_paths, frame, models, None, verdicts)
     stats = task_statistics(
         "localization",
         entries,
@@ -156,8 +156,8 @@ def results(tmp_path_factory):
     """Score files written by the real scorer, statistics by the real bootstrap, tables."""
     root = tmp_path_factory.mktemp("results")
     frame, answers = synthetic_dataset()
-    score_paths, predictions = score_models(root, frame, answers)
-    stats, stats_path = bootstrap_statistics(root, frame, score_paths, predictions, MODELS)
+    score_paths, verdicts = score_models(root, frame, answers)
+    stats, stats_path = bootstrap_statistics(root, frame, score_paths, verdicts, MODELS)
 
     table = stats.set_index(["model", "metric"])
     a30 = table.loc[("model_a", "mAP@30")]
@@ -286,8 +286,8 @@ def test_a_model_missing_a_third_of_the_images_is_marked_and_never_bold(tmp_path
     assert len(names) == 21 and len(missing) == 7
     answers["partial"] = dict(answers["gold"])
     models = {**MODELS, "partial": {"adapter": "predictions_file"}}
-    score_paths, predictions = score_models(tmp_path, frame, answers, missing)
-    _, stats_path = bootstrap_statistics(tmp_path, frame, score_paths, predictions, models)
+    score_paths, verdicts = score_models(tmp_path, frame, answers, missing)
+    _, stats_path = bootstrap_statistics(tmp_path, frame, score_paths, verdicts, models)
     out = tmp_path / "tables"
     write_all_tables(
         statistics={"localization": stats_path},

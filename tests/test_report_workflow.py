@@ -1,4 +1,5 @@
-"""The HTML report's captions (which jobs a code edit re-plans: tests/test_code_reruns.py)."""
+"""The HTML report's captions, and what the judge agreement job reads (which jobs a code edit
+re-plans: tests/test_code_reruns.py)."""
 
 from __future__ import annotations
 
@@ -65,3 +66,42 @@ def test_captions_name_the_dataset_and_link_nothing(task, tmp_path):
 def test_the_overview_says_when_the_numbers_are_not_nova():
     html = render_caption("workflow.rst", "localization")
     assert "<strong>synthetic sample, not NOVA</strong>" in html
+
+
+# --- judge agreement reads verdict files -------------------------------------------------
+
+
+def test_judge_agreement_asks_the_read_rule_for_every_judges_verdicts(tmp_path):
+    """The agreement job's inputs are the verdicts of the task's judge and of each listed
+    judge on every model, which `read` jobs make; it reads no prediction file and waits
+    for no score."""
+    import re
+    import subprocess
+
+    config = tmp_path / "agreement.yaml"
+    config.write_text(
+        "judges: {matcher-2: {kind: diagnosis-matcher, settings: {embedding_fallback: false}}}\n"
+        "reporting: {agreement_judges: {diagnosis: [matcher-2]}}\n"
+    )
+    target = "results/sample/tables/judge_agreement.csv"
+    result = subprocess.run(
+        [*SNAKEMAKE, "-n", target, "--configfile", str(config), "-d", str(tmp_path)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    (inputs,) = re.findall(r"rule judge_agreement:\n\s+input: (.*)\n", result.stdout)
+    expected = [
+        f"results/sample/verdicts/diagnosis/{judge}/{model}.jsonl"
+        for model in ("gold", "retrieval")
+        for judge in ("matcher", "matcher-2")
+    ]
+    assert inputs.split(", ") == ["results/sample/dataset/manifest.json", *expected]
+    reads = set(
+        re.findall(r"wildcards: task=diagnosis, judge=([\w-]+), model=(\w+)", result.stdout)
+    )
+    assert reads == {(j, m) for j in ("matcher", "matcher-2") for m in ("gold", "retrieval")}
+    counts = dict(re.findall(r"^(\w+)\s+(\d+)$", result.stdout, re.MULTILINE))
+    assert "score" not in counts and "statistics" not in counts

@@ -20,6 +20,7 @@ import pytest
 
 from novabench.errors import ConfigError
 from novabench.predict import read_predictions, run_predictions
+from novabench.records import read_verdicts
 from novabench.report.bootstrap import weighted_mean
 from novabench.report.statistics import write_task_statistics
 from novabench.report.tables import write_all_tables
@@ -67,7 +68,7 @@ class AnomalyPresence(Task):
         per_image = pd.DataFrame(rows)
         return {"Accuracy": 100.0 * per_image["correct"].mean()}, per_image
 
-    def replicates(self, entry, dataset, weights, judge=None):
+    def replicates(self, entry, dataset, weights):
         correct = entry.per_image["correct"].to_numpy(dtype=float)
         return {"Accuracy": weighted_mean(weights, correct, 100.0)}
 
@@ -167,9 +168,12 @@ def test_a_task_registered_in_a_test_runs_end_to_end(anomaly_task, dataset, tmp_
             out_json=tmp_path / "scores" / "anomaly" / f"{name}.json",
             out_csv=tmp_path / "scores" / "anomaly" / f"{name}.images.csv",
         )
-    hand = {r["filename"]: r for r in read_predictions(tmp_path / "hand.jsonl")}
+    # What the reading stage read, beside the score file (novabench.score.score_predictions).
+    verdicts = {n: tmp_path / "scores" / "anomaly" / f"{n}.verdicts.jsonl" for n in models}
+    hand = {r["filename"]: r for r in read_verdicts(verdicts["hand"])}
     assert hand[names[3]]["status"] == "parse_error"
-    assert hand[names[1]]["parsed"] == {"abnormal": truth[names[1]]}
+    assert hand[names[1]]["read"] == {"abnormal": truth[names[1]]}
+    assert {r["status"] for r in read_predictions(tmp_path / "hand.jsonl")} == {"ok"}
     assert scores["gold"]["Accuracy"] == 100.0
     assert scores["hand"]["Accuracy"] == pytest.approx(100 * 2 / len(names))
 
@@ -178,7 +182,7 @@ def test_a_task_registered_in_a_test_runs_end_to_end(anomaly_task, dataset, tmp_
         task="anomaly",
         dataset_path=dataset,
         score_paths=score_paths,
-        predictions={n: tmp_path / f"{n}.jsonl" for n in models},
+        verdicts=verdicts,
         models=models,
         reporting={"bootstrap": {"resamples": 200, "seed": 1, "confidence": 0.95}},
         out=tmp_path / "statistics" / "anomaly.csv",

@@ -26,9 +26,10 @@ from novabench import vllm_server
 from novabench.dataset.read import load_nova
 from novabench.errors import ConfigError, NovaError
 from novabench.models.base import load_adapter
-from novabench.predict import build_samples, load_prompt, read_predictions, run_predictions
+from novabench.predict import build_samples, load_prompt, run_predictions
 from novabench.score import score_predictions
 from novabench.tasks import get_task
+from read_back import read_back
 
 ROOT = Path(__file__).resolve().parents[1]
 PROMPT = ROOT / "config" / "prompts" / "localization-qwen25-v1.txt"
@@ -76,7 +77,7 @@ def predict(dataset, tmp_path, cfg, name="qwen-managed"):
         summary_out=tmp_path / f"{name}.summary.json",
         cache_dir=tmp_path / "results" / "cache",
     )
-    return read_predictions(out), summary, out
+    return read_back(out, dataset), summary, out
 
 
 def alive(pid: int) -> bool:
@@ -175,7 +176,7 @@ def test_managed_job_answers_are_scored_cached_as_a_hand_started_servers_and_it_
     assert summary["status_counts"]["ok"] == len(records) == 4
     assert summary["identity"]["adapter"] == "vllm"
     # The stand-in's box [100, 120, 160, 160] of the 476x476 frame, back in 480x480 pixels.
-    box = records[0]["parsed"]["boxes"][0]
+    box = records[0]["read"]["boxes"][0]
     scale = 480 / 476
     assert (box["x"], box["y"]) == pytest.approx((100 * scale, 120 * scale))
     scores = score_predictions(

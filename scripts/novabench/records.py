@@ -1,8 +1,10 @@
-"""Prediction records: the JSONL files of ``results/<tag>/predictions/{task}/{model}.jsonl``.
+"""Prediction and verdict records: the JSONL files of
+``results/<tag>/predictions/{task}/{model}.jsonl`` and
+``results/<tag>/verdicts/{task}/{judge}/{model}.jsonl``.
 
-One JSON object per image (the fields are documented in README.md and written by
-:mod:`novabench.predict`). Reading and writing them lives here, below prediction,
-scoring and the report, which all read them.
+One JSON object per image (the fields are documented in README.md; prediction records are
+written by :mod:`novabench.predict`, verdict records by :mod:`novabench.reading`). Reading
+and writing them lives here, below prediction, reading, scoring and the report.
 """
 
 from __future__ import annotations
@@ -15,23 +17,36 @@ from typing import Any
 from novabench.errors import NovaError
 from novabench.io import atomic_write_text
 
+# How a request went, in a prediction record: ``ok`` (an answer arrived), ``refusal`` (the
+# API flagged the answer as one), ``error`` (no answer: the request failed) or ``missing``
+# (no answer on file: an image a predictions file lacks). Nothing read from the text.
+PREDICTION_STATUSES = ("ok", "refusal", "error", "missing")
+# What reading the answer found, in a verdict record (and how scores count images):
 # ``no_finding``: a valid "nothing abnormal" answer; ``parse_error``: an answer that could
-# not be read; ``refusal``: the model declined (novabench.refusals); ``error``: no answer
-# (the request failed); ``missing``: no answer on file (an image a predictions file lacks).
+# not be read; ``refusal``: the model declined (flagged by the API or recognized in the
+# text by novabench.refusals); ``error`` and ``missing`` as above.
 STATUSES = ("ok", "no_finding", "parse_error", "refusal", "error", "missing")
 
 
 def read_predictions(path: Path) -> list[dict[str, Any]]:
     """Read a prediction JSONL file written by :mod:`novabench.predict`."""
-    path = Path(path)
+    return _read_jsonl(Path(path), "prediction", "predict")
+
+
+def read_verdicts(path: Path) -> list[dict[str, Any]]:
+    """Read a verdict JSONL file written by :mod:`novabench.reading`."""
+    return _read_jsonl(Path(path), "verdict", "read")
+
+
+def _read_jsonl(path: Path, what: str, rule: str) -> list[dict[str, Any]]:
     if not path.is_file():
-        raise NovaError(f"prediction file {path} does not exist", "run the `predict` rule first")
+        raise NovaError(f"{what} file {path} does not exist", f"run the `{rule}` rule first")
     with open(path, encoding="utf-8") as handle:
         try:
             return [json.loads(line) for line in handle if line.strip()]
         except json.JSONDecodeError as exc:
             raise NovaError(
-                f"prediction file {path} is corrupt ({exc})", f"delete {path} and re-run `predict`"
+                f"{what} file {path} is corrupt ({exc})", f"delete {path} and re-run `{rule}`"
             ) from exc
 
 

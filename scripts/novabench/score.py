@@ -1,12 +1,14 @@
-"""Score a prediction file: glue between prediction records and the task's scorer.
+"""Score a verdict file: glue between the reading stage's verdicts and the task's metrics.
 
 Each score file ``results/<tag>/scores/{task}/{model}.json`` holds ``task, model, metrics``
 (the scorer's summary), ``n_images`` scored and ``n_excluded`` / ``excluded_images`` (left
 out for lack of a reference the task needs), the ``judge`` identity where a judge was
 used with ``judge_validation``, the judge's held-out figures looked up by that identity
 (``novabench.judges.figures``: "judge not validated" with the reason where the record
-does not hold it), and the sha256 of the dataset and prediction files it was computed
-from. A per-image CSV (scored images only) sits beside it.
+does not hold it), ``judge_usage`` (an LLM judge's requests, from the verdict summary),
+and the sha256 of the dataset and prediction files it was computed from. A per-image CSV
+(scored images only) sits beside it. Scoring runs no judge: the verdicts were given when
+the answers were read (:mod:`novabench.reading`).
 """
 
 from __future__ import annotations
@@ -22,10 +24,10 @@ import pandas as pd
 from novabench.dataset.read import load_nova
 from novabench.errors import NovaError
 from novabench.io import atomic_path, atomic_write_text
-from novabench.judges import make_judge
 from novabench.judges.figures import lookup
 from novabench.provenance import sha256_file
-from novabench.records import read_predictions
+from novabench.reading import check_filenames, scored_frame
+from novabench.records import read_verdicts
 from novabench.spreadsheet import write_csv
 from novabench.tasks import Answers, ScoringContext, get_task
 
@@ -65,14 +67,71 @@ def write_scores(
     atomic_write_text(out_json, json.dumps(_json_safe(payload), indent=2) + "\n")
 
 
-def _check_filenames(records: list[dict[str, Any]], frame: pd.DataFrame, path: Path) -> None:
-    unknown = sorted({r["filename"] for r in records} - set(frame["filename"]))
-    if unknown:
+def read_summary(path: Path) -> dict[str, Any]:
+    try:
+        return json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
         raise NovaError(
-            f"{path} has predictions for {len(unknown)} image(s) not in the dataset, "
-            f"e.g. {unknown[0]}",
-            f"delete {path} and re-run `predict` against the current dataset",
-        )
+            f"cannot read the verdict summary {path} ({exc})", f"delete {path} and re-run `read`"
+        ) from exc
+
+
+def score_verdicts(
+    *,
+    task: str,
+    dataset: Path,
+    verdicts: Path,
+    verdict_summary: Path,
+    out_json: Path,
+    out_csv: Path,
+    options: Mapping[str, Any] | None = None,
+    nltk_data: Path | None = None,
+    code: str | None = None,
+    judge_figures: Path | None = None,
+) -> dict[str, Any]:
+    """Score one verdict file (and its summary) with the task's metrics; write the score
+    file and the per-image table; return the metrics.
+
+    ``options`` are the task's scoring options (``Task.options``). ``code`` is the job's
+    code fingerprint (:mod:`novabench.code_fingerprint`), recorded in the score file.
+    ``judge_figures``: the record of the judges' held-out figures (default: the
+    repository's ``validation/judge_figures.json``).
+    """
+    spec = get_task(task)
+    frame = load_nova(dataset, columns=[*KEY_COLUMNS, *spec.reference_columns])
+    records = read_verdicts(verdicts)
+    check_filenames(records, frame, Path(verdicts))
+    frame, excluded = scored_frame(spec, frame, Path(dataset))
+    summary = read_summary(verdict_summary)
+    identity = summary.get("identity")
+    context = ScoringContext(
+        verdicts={r["filename"]: r["verdict"] for r in records},
+        judge=identity,
+        notes=summary.get("notes") or {},
+        options=dict(options or {}),
+        nltk_data=nltk_data,
+    )
+    metrics, per_image = spec.score(frame, Answers(records), context)
+    payload = {
+        "task": task,
+        "model": summary.get("model") or Path(verdicts).stem,
+        "metrics": metrics,
+        "n_images": len(frame),
+        "n_excluded": len(excluded),
+        "excluded_images": excluded,
+        "judge": identity,
+        "judge_validation": lookup(identity, task, judge_figures) if identity else None,
+        # An LLM judge's requests: how many were answered from the cache, failed, cost.
+        "judge_usage": summary.get("usage"),
+        "inputs": {
+            "dataset_sha256": sha256_file(Path(dataset)),
+            "predictions_sha256": (summary.get("inputs") or {}).get("predictions_sha256"),
+            "verdicts_sha256": sha256_file(Path(verdicts)),
+        },
+        "code": code,
+    }
+    write_scores(payload, per_image, out_json, out_csv)
+    return metrics
 
 
 def score_predictions(
@@ -86,57 +145,36 @@ def score_predictions(
     options: Mapping[str, Any] | None = None,
     nltk_data: Path | None = None,
     cache_dir: Path | None = None,
-    code: str | None = None,
     judge_figures: Path | None = None,
 ) -> dict[str, Any]:
-    """Score one prediction file with the task's scorer; write the score file and the
-    per-image table; return the metrics.
+    """Read, judge and score one prediction file in one call (the ``novabench score``
+    command): the reading stage's verdict files are written beside ``out_json``
+    (``<stem>.verdicts.jsonl`` and ``<stem>.verdicts.summary.json``), then scored."""
+    from novabench.reading import read_predictions_file
 
-    ``judge_cfg`` is ``{kind, settings, name}`` for tasks scored through a judge (None:
-    the task's default offline judge). ``options`` are the task's scoring options
-    (``Task.options``). ``cache_dir`` keeps an LLM judge's answers. ``code`` is the job's
-    code fingerprint (:mod:`novabench.code_fingerprint`), recorded in the score file.
-    ``judge_figures``: the record of the judges' held-out figures (default: the
-    repository's ``validation/judge_figures.json``).
-    """
-    spec = get_task(task)
-    frame = load_nova(dataset, columns=[*KEY_COLUMNS, *spec.reference_columns])
-    records = read_predictions(predictions)
-    _check_filenames(records, frame, Path(predictions))
-    # Images without a reference this task needs are left out and counted (the dataset
-    # build reported them; dataset.missing_reference: error would have stopped it).
-    frame, excluded = spec.scored_rows(frame)
-    if frame.empty:
-        raise NovaError(
-            f"no image of {dataset} has the {' and '.join(spec.required_references)} that "
-            f"{task} needs ({len(excluded)} excluded)",
-            f"disable tasks.{task}, or use a dataset with these references",
-        )
-    model = records[0]["model"] if records else Path(predictions).stem
-    judge = make_judge(judge_cfg, task, cache_dir=cache_dir) if spec.needs_judge else None
-    context = ScoringContext(judge=judge, options=dict(options or {}), nltk_data=nltk_data)
-    metrics, per_image = spec.score(frame, Answers(records), context)
-    payload = {
-        "task": task,
-        "model": model,
-        "metrics": metrics,
-        "n_images": len(frame),
-        "n_excluded": len(excluded),
-        "excluded_images": excluded,
-        "judge": judge.identity() if judge is not None else None,
-        "judge_validation": (
-            lookup(judge.identity(), task, judge_figures) if judge is not None else None
-        ),
-        # An LLM judge's requests: how many were answered from the cache, failed, cost.
-        "judge_usage": judge.usage() if hasattr(judge, "usage") else None,
-        "inputs": {
-            "dataset_sha256": sha256_file(Path(dataset)),
-            "predictions_sha256": sha256_file(Path(predictions)),
-        },
-        "code": code,
-    }
-    write_scores(payload, per_image, out_json, out_csv)
-    return metrics
+    stem = Path(out_json).with_suffix("")
+    verdicts = stem.with_name(stem.name + ".verdicts.jsonl")
+    verdict_summary = stem.with_name(stem.name + ".verdicts.summary.json")
+    read_predictions_file(
+        task=task,
+        dataset=Path(dataset),
+        predictions=Path(predictions),
+        out=verdicts,
+        summary_out=verdict_summary,
+        judge_cfg=judge_cfg,
+        cache_dir=cache_dir,
+    )
+    return score_verdicts(
+        task=task,
+        dataset=Path(dataset),
+        verdicts=verdicts,
+        verdict_summary=verdict_summary,
+        out_json=Path(out_json),
+        out_csv=Path(out_csv),
+        options=options,
+        nltk_data=nltk_data,
+        judge_figures=judge_figures,
+    )
 
 
 def score_rater(

@@ -127,7 +127,11 @@ DATASET_LABEL = _dataset_label()
 # rest are named in one line (novabench.report.scored).
 SCORED_ELSEWHERE = scored_elsewhere(
     Path(results("")),
-    [task for task in PLAN.tasks() if PLAN.task_enabled(task)],
+    {
+        task: PLAN.verdict_judge(task)
+        for task in PLAN.tasks()
+        if PLAN.task_enabled(task)
+    },
     PLAN.jobs(),
 )
 REPORT_ALL = config["reporting"]["models"] == "all"
@@ -149,6 +153,7 @@ wildcard_constraints:
     task="|".join(task_names()),
     model=rf"(?!rater-){_NOT_OTHER_RUNS}[A-Za-z0-9][A-Za-z0-9._-]*",
     rater=r"[A-Za-z0-9][A-Za-z0-9._-]*",
+    judge=r"[A-Za-z0-9][A-Za-z0-9._-]*",
     axis="|".join(BREAKDOWN_AXES),
 
 
@@ -207,10 +212,10 @@ def predict_resource(what):
 def api_resources(what):
     """`api_<provider>: 1` per job that sends to a chat-completions endpoint, so that e.g.
     `--resources api_openai=2` caps the jobs sending to one provider at the same time:
-    prediction jobs of its models (`what="models"`) and score jobs whose judge calls it
-    (`what="tasks"`).
+    prediction jobs of its models (`what="models"`) and reading jobs whose judge calls it
+    (`what="judges"`).
     """
-    wildcard = {"models": "model", "tasks": "task"}[what]
+    wildcard = {"models": "model", "tasks": "task", "judges": "judge"}[what]
     return {
         resource: lambda wildcards, names=frozenset(users[what]): int(
             getattr(wildcards, wildcard) in names
@@ -221,8 +226,23 @@ def api_resources(what):
 
 
 def judge_inputs(wildcards):
-    """Files behind the task's judge (an LLM judge's prompt): editing them re-scores."""
-    return PLAN.judge_inputs(wildcards.task)
+    """Files behind the judge a reading job runs (an LLM judge's prompt): editing them
+    re-reads."""
+    return PLAN.judge_inputs(wildcards.task, wildcards.judge)
+
+
+def reading_judge(wildcards):
+    """The written-out judge of a reading job (None: a task read without a judge)."""
+    return inert_param(PLAN.reading_judge(wildcards.task, wildcards.judge))
+
+
+def verdict_inputs(wildcards):
+    """The verdicts a score job counts: those of the task's own judge (or reader)."""
+    stem = f"verdicts/{wildcards.task}/{PLAN.verdict_judge(wildcards.task)}/{wildcards.model}"
+    return {
+        "verdicts": results(f"{stem}.jsonl"),
+        "verdict_summary": results(f"{stem}.summary.json"),
+    }
 
 
 # The judges' held-out figures by judge identity (validation/), relative to the working
@@ -318,10 +338,10 @@ TASK_FIGURES = {
 }
 
 
-# Tasks whose predictions further judges re-judge (reporting.agreement_judges), and
-# per task its own judge first, then those.
+# Tasks whose predictions further judges judge too (reporting.agreement_judges), and per
+# task the names of its own judge first, then those: the judges whose verdicts are compared.
 AGREEMENT_JUDGES = {
-    task: [PLAN.judge(task)] + [PLAN.judge_config(name) for name in names]
+    task: [PLAN.judge(task)["name"], *names]
     for task, names in config["reporting"]["agreement_judges"].items()
     if names and task in REPORT_TASKS
 }
@@ -350,7 +370,7 @@ def job_code(job, **keys):
 
     def fingerprint(wildcards):
         names = dict(wildcards.items())
-        job_keys = {k: names[k] for k in ("task", "model") if k in names}
+        job_keys = {k: names[k] for k in ("task", "model", "judge") if k in names}
         return PLAN.code(job, **job_keys, **keys)
 
     return fingerprint
@@ -369,14 +389,18 @@ def task_score_files(wildcards, task):
 
 
 def task_report_inputs(wildcards, task=None):
+    """A task's score files, per-image tables and the verdict files they counted (what
+    was read of each model's answers: captions, boxes); no prediction file."""
     task = task or wildcards.task
     scores = task_score_files(wildcards, task)
+    judge = PLAN.verdict_judge(task)
     return {
         "dataset": DATASET,
         "scores": scores,
         "per_image": [s.removesuffix(".json") + ".images.csv" for s in scores],
-        "predictions": [
-            results(f"predictions/{task}/{model}.jsonl") for model in task_models(task)
+        "verdicts": [
+            results(f"verdicts/{task}/{judge}/{model}.jsonl")
+            for model in task_models(task)
         ],
     }
 
@@ -429,14 +453,15 @@ def report_tables():
 
 
 def agreement_inputs(wildcards):
+    """Every judge's verdicts (AGREEMENT_JUDGES) on each model of its task, which the
+    `read` rule writes, and the dataset manifest (the table's title names the data)."""
     return {
-        "dataset": DATASET,
-        # The table's title names the dataset.
         "dataset_manifest": MANIFEST,
-        "predictions": [
-            results(f"predictions/{task}/{model}.jsonl")
-            for task in AGREEMENT_JUDGES
+        "verdicts": [
+            results(f"verdicts/{task}/{judge}/{model}.jsonl")
+            for task, judges in AGREEMENT_JUDGES.items()
             for model in task_models(task)
+            for judge in judges
         ],
     }
 

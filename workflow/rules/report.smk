@@ -32,7 +32,6 @@ rule statistics:
         dataset_label=DATASET_LABEL,
         models=inert_param(REPORT_MODELS),
         reporting=inert_param(REPORT_SETTINGS),
-        judge=lambda wildcards: inert_param(PLAN.judge(wildcards.task)),
     script:
         "../../scripts/make_statistics.py"
 
@@ -196,7 +195,6 @@ rule figure_task:
         task=lambda wildcards: wildcards.task,
         models=inert_param(REPORT_MODELS),
         reporting=inert_param(REPORT_SETTINGS),
-        judge=lambda wildcards: inert_param(PLAN.judge(wildcards.task)),
     script:
         "../../scripts/make_figures.py"
 
@@ -241,17 +239,9 @@ rule judge_agreement:
     conda:
         "../../envs/reporting.yaml"
     params:
-        code=job_code(
-            "agreement",
-            tasks=tuple(AGREEMENT_JUDGES),
-            judge_kinds=tuple(
-                k
-                for js in AGREEMENT_JUDGES.values()
-                for j in js
-                for k in PLAN.judge_kinds(j)
-            ),
-        ),
+        code=job_code("agreement", tasks=tuple(AGREEMENT_JUDGES)),
         dataset_label=DATASET_LABEL,
+        # Judge names, the task's own first: the order of each pair's columns.
         judges=inert_param(AGREEMENT_JUDGES),
     script:
         "../../scripts/make_agreement.py"

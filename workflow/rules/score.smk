@@ -1,12 +1,11 @@
-# Stage 3: the benchmark's metrics, one job per (task, model) and per human rater.
+# Stage 3b: the benchmark's metrics, one job per (task, model) from the verdicts of the
+# task's judge (no judge runs here), and per human rater.
 
 
 rule score:
     input:
         unpack(task_dataset),
-        predictions=results("predictions/{task}/{model}.jsonl"),
-        # An LLM judge's prompt: editing it re-scores (nothing for offline judges).
-        judge=judge_inputs,
+        unpack(verdict_inputs),
         # The judges' held-out figures, recorded in each judged score file: editing the
         # record re-scores the judged tasks only.
         judge_figures=judge_figures,
@@ -19,15 +18,10 @@ rule score:
         results("benchmarks/score/{task}/{model}.tsv")
     conda:
         "../../envs/scoring.yaml"
-    resources:
-        # An LLM judge's endpoint counts against `api_<provider>` like a model's.
-        **api_resources("tasks"),
     params:
         code=job_code("score"),
-        judge=lambda wildcards: inert_param(PLAN.judge(wildcards.task)),
         options=score_options,
         nltk_data="results/nltk_data",
-        cache_dir="results/cache",
     script:
         "../../scripts/score.py"
 

@@ -1,13 +1,17 @@
 """Judge agreement: the same predictions judged by several judges, Cohen's kappa per label.
 
 A task is scored by one judge (``tasks.<task>.judge``). Judges listed under
-``reporting.agreement_judges.<task>`` re-judge the same prediction files here, and every
-pair of judges is compared on the per-image labels the metrics are built from:
+``reporting.agreement_judges.<task>`` judge the same predictions in the reading stage too,
+each writing its verdict file ``verdicts/{task}/{judge}/{model}.jsonl``; every pair of
+judges is compared here on the per-image ``labels`` of those files, the labels the metrics
+are built from:
 
 - captioning: the abnormal/normal label of the predicted caption (Binary F1's input);
 - diagnosis: Top-1 and Top-5 correctness of the ranked answer.
 
-Nothing is re-scored: the metrics remain the configured judge's.
+No judge is built or run here, and nothing is re-scored: the metrics remain the configured
+judge's. An image a judge left unlabelled (a null label: it gave no verdict) is left out
+of the comparisons of that judge on that label.
 """
 
 from __future__ import annotations
@@ -21,6 +25,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from novabench.errors import NovaError
+from novabench.records import read_verdicts
 from novabench.report.markdown import md_row, md_text
 from novabench.spreadsheet import write_csv
 
@@ -50,19 +56,34 @@ def cohen_kappa(a: Sequence[Any], b: Sequence[Any]) -> float:
     return (observed - expected) / (1.0 - expected)
 
 
-def judge_labels(task: str, judge: Any, dataset: pd.DataFrame, predictions: Path) -> pd.DataFrame:
-    """One judge's per-image labels of one prediction file, as the scorer would give them."""
-    from novabench.records import read_predictions
-    from novabench.tasks import Answers, get_task
+def verdict_labels(path: Path, labels: Sequence[str]) -> pd.DataFrame:
+    """The per-image ``labels`` of one verdict file: one row per image (index: filename),
+    one nullable boolean column per label (NA: the judge gave that image no label)."""
+    fix = f"delete {path} and re-run the `read` rule for it"
+    rows = {}
+    for record in read_verdicts(Path(path)):
+        values = record.get("labels") or {}
+        if any(label not in values for label in labels):
+            raise NovaError(f"{path}: {record.get('filename')} lacks labels {list(labels)}", fix)
+        rows[record["filename"]] = [values[label] for label in labels]
+    frame = pd.DataFrame.from_dict(rows, orient="index", columns=list(labels))
+    return frame.astype("boolean")
 
-    spec = get_task(task)
-    dataset = spec.scored_rows(dataset)[0]  # the images the scorer scored
-    records = Answers(read_predictions(predictions)).by_filename
-    rows = [
-        spec.judge_labels(judge, row, records.get(row.filename, Answers.MISSING))
-        for row in dataset.itertuples(index=False)
-    ]
-    return pd.DataFrame(rows, index=list(dataset["filename"]), columns=list(spec.agreement_labels))
+
+def compare_labels(a: pd.Series, b: pd.Series) -> dict[str, Any]:
+    """Kappa, raw agreement, images and positives of two judges' labels of the same
+    images (indexed by filename), on the images both labelled."""
+    b = b.reindex(a.index)
+    both = (a.notna() & b.notna()).to_numpy(dtype=bool)
+    x = a.to_numpy(dtype=bool, na_value=False)[both]
+    y = b.to_numpy(dtype=bool, na_value=False)[both]
+    return {
+        "kappa": cohen_kappa(x, y),
+        "agreement": float(np.mean(x == y)) if len(x) else math.nan,
+        "n_images": len(x),
+        "positive_a": int(x.sum()),
+        "positive_b": int(y.sum()),
+    }
 
 
 def agreement_table(
@@ -71,7 +92,8 @@ def agreement_table(
 ) -> pd.DataFrame:
     """Kappa and raw agreement for every model, label and pair of judges.
 
-    ``labels[model][judge]`` is :func:`judge_labels` of that model's predictions.
+    ``labels[model][judge]`` is :func:`verdict_labels` of that judge's verdicts on that
+    model's predictions.
     """
     from novabench.tasks import get_task
 
@@ -79,62 +101,55 @@ def agreement_table(
     for model, by_judge in labels.items():
         for first, second in itertools.combinations(by_judge, 2):
             for label in get_task(task).agreement_labels:
-                a, b = by_judge[first][label], by_judge[second][label]
-                rows.append(
-                    {
-                        "task": task,
-                        "model": model,
-                        "label": label,
-                        "judge_a": first,
-                        "judge_b": second,
-                        "kappa": cohen_kappa(a, b),
-                        "agreement": float(np.mean(a.to_numpy() == b.to_numpy())),
-                        "n_images": len(a),
-                        "positive_a": int(a.sum()),
-                        "positive_b": int(b.sum()),
-                    }
-                )
+                pair = {"task": task, "model": model, "label": label}
+                pair.update(judge_a=first, judge_b=second)
+                compared = compare_labels(by_judge[first][label], by_judge[second][label])
+                rows.append({**pair, **compared})
     return pd.DataFrame(rows, columns=AGREEMENT_COLUMNS)
 
 
-def write_agreement(
-    *,
-    dataset_path: Path,
-    predictions: Mapping[str, Sequence[Path]],
-    judges: Mapping[str, Sequence[Mapping[str, Any]]],
-    out_csv: Path,
-    out_md: Path,
-    cache_dir: Path | None = Path("results/cache"),
-    dataset_label: str | None = None,
-) -> pd.DataFrame:
-    """Rule `judge_agreement`: re-judge every prediction file of each task with each judge;
-    ``dataset_label`` (``report.labels.dataset_label``) names the data in the title.
+def group_verdict_files(
+    paths: Sequence[Path], judges: Mapping[str, Sequence[str]]
+) -> dict[str, dict[str, dict[str, Path]]]:
+    """``verdicts/{task}/{judge}/{model}.jsonl`` files as ``{task: {model: {judge: path}}}``,
+    models in the order given, judges in the order of ``judges[task]`` (the task's own
+    judge first); every listed judge must have a file for every model."""
+    found: dict[str, dict[str, dict[str, Path]]] = {}
+    for path in map(Path, paths):
+        task, judge, model = path.parent.parent.name, path.parent.name, path.name
+        found.setdefault(task, {}).setdefault(model.removesuffix(".jsonl"), {})[judge] = path
+    grouped: dict[str, dict[str, dict[str, Path]]] = {}
+    for task, names in judges.items():
+        for model, by_judge in found.get(task, {}).items():
+            absent = [name for name in names if name not in by_judge]
+            if absent:
+                raise NovaError(
+                    f"no verdicts of judge {', '.join(absent)} on {task}/{model}",
+                    "list the judge's verdict files among the agreement job's inputs",
+                )
+            grouped.setdefault(task, {})[model] = {name: by_judge[name] for name in names}
+    return grouped
 
-    LLM judges answer from the same response cache as scoring, so re-judging predictions
-    that were already scored sends no request.
-    """
-    from novabench.judges import make_judge
-    from novabench.report.inputs import load_dataset
 
-    dataset = load_dataset(Path(dataset_path))
-    tables = []
-    for task, paths in predictions.items():
-        built = {
-            cfg["name"]: make_judge(dict(cfg), task, cache_dir=cache_dir) for cfg in judges[task]
-        }
-        labels = {
-            Path(path).stem: {
-                name: judge_labels(task, judge, dataset, Path(path))
-                for name, judge in built.items()
-            }
-            for path in paths
-        }
-        tables.append(agreement_table(task, labels))
-    table = (
-        pd.concat(tables, ignore_index=True) if tables else pd.DataFrame(columns=AGREEMENT_COLUMNS)
-    )
-    Path(out_csv).parent.mkdir(parents=True, exist_ok=True)
-    write_csv(table, out_csv, index=False)
+def task_agreement(task: str, files: Mapping[str, Mapping[str, Path]]) -> pd.DataFrame:
+    """:func:`agreement_table` of one task's verdict files (``files[model][judge]``);
+    the judges of a model must have judged the same images."""
+    from novabench.tasks import get_task
+
+    names = get_task(task).agreement_labels
+    labels: dict[str, dict[str, pd.DataFrame]] = {}
+    for model, by_judge in files.items():
+        labels[model] = {judge: verdict_labels(path, names) for judge, path in by_judge.items()}
+        images = [set(frame.index) for frame in labels[model].values()]
+        if any(other != images[0] for other in images[1:]):
+            raise NovaError(
+                f"the judges' verdict files of {task}/{model} hold different images",
+                "re-run the `read` rule for them against the same predictions and dataset",
+            )
+    return agreement_table(task, labels)
+
+
+def agreement_markdown(table: pd.DataFrame, dataset_label: str | None) -> str:
     lines = [
         "## Judge agreement" + (f" on {md_text(dataset_label)}" if dataset_label else ""),
         "",
@@ -148,5 +163,24 @@ def write_agreement(
         agreement = f"{100 * row.agreement:.1f}%"
         cells = [row.task, row.model, row.label, judges, f"{row.kappa:.2f}", agreement]
         lines.append(md_row([*cells, row.n_images]))
-    Path(out_md).write_text("\n".join([*lines, ""]))
+    return "\n".join([*lines, ""])
+
+
+def write_agreement(
+    *,
+    verdicts: Mapping[str, Mapping[str, Mapping[str, Path]]],
+    out_csv: Path,
+    out_md: Path,
+    dataset_label: str | None = None,
+) -> pd.DataFrame:
+    """Rule `judge_agreement`: compare the verdict files ``verdicts[task][model][judge]``
+    of every task; ``dataset_label`` (``report.labels.dataset_label``) names the data in
+    the title."""
+    tables = [task_agreement(task, files) for task, files in verdicts.items()]
+    table = (
+        pd.concat(tables, ignore_index=True) if tables else pd.DataFrame(columns=AGREEMENT_COLUMNS)
+    )
+    Path(out_csv).parent.mkdir(parents=True, exist_ok=True)
+    write_csv(table, out_csv, index=False)
+    Path(out_md).write_text(agreement_markdown(table, dataset_label))
     return table

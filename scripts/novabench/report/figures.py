@@ -465,11 +465,10 @@ class FigureContext:
     statistics: Path | None = None
     dataset: Path | None = None
     scores: Sequence[Path] = ()
-    predictions: Mapping[str, Path] | None = None
+    verdicts: Mapping[str, Path] | None = None  # per model, the verdicts it was scored on
     models: Mapping[str, Any] | None = None
     reporting: Mapping[str, Any] = field(default_factory=dict)
     table: Path | None = None
-    judge: Mapping[str, Any] | None = None
     axis: str | None = None  # the breakdown figure's axis (report.breakdowns.AXES)
 
     def frame(self, with_images: bool = False) -> pd.DataFrame:
@@ -484,7 +483,7 @@ class FigureContext:
         frame = self.frame() if frame is None else frame
         controls = self.reporting.get("controls")
         return inputs.load_entries(
-            self.task, self.scores, frame, self.models or {}, controls, self.predictions
+            self.task, self.scores, frame, self.models or {}, controls, self.verdicts
         )
 
 

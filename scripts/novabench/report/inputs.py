@@ -3,8 +3,9 @@ and the per-detection or per-image quantities the bootstrap needs.
 
 Models and raters are both "entries" of a task's report: an entry is a score file
 ``results/<tag>/scores/{task}/{name}.json`` with its per-image table beside it; a model entry
-also has its prediction file, a rater entry (``rater-<slug>``) takes its boxes from the
-dataset.
+also has its verdict file (what the reading stage read of its answers:
+``verdicts/{task}/{judge}/{name}.jsonl``), a rater entry (``rater-<slug>``) takes its boxes
+from the dataset. Nothing here parses an answer or builds a judge.
 """
 
 from __future__ import annotations
@@ -38,7 +39,7 @@ class Entry:
     group: str
     scores: dict[str, Any]
     per_image: pd.DataFrame
-    predictions: Path | None = None
+    verdicts: Path | None = None  # the verdict file the score file counted
     extra: dict[str, Any] = field(default_factory=dict)
 
     @property
@@ -132,7 +133,7 @@ def load_entries(
     dataset: pd.DataFrame,
     models: Mapping[str, Any],
     controls: Sequence[str] | None,
-    predictions: Mapping[str, Path] | None = None,
+    verdicts: Mapping[str, Path] | None = None,
 ) -> list[Entry]:
     """Score files of one task as entries, in the given order."""
     filenames = list(dataset["filename"])
@@ -149,7 +150,7 @@ def load_entries(
                 group=model_group(name, models, controls),
                 scores=scores,
                 per_image=read_per_image(per_image_path(path), filenames),
-                predictions=Path(predictions[name]) if name in (predictions or {}) else None,
+                verdicts=Path(verdicts[name]) if name in (verdicts or {}) else None,
             )
         )
     return entries

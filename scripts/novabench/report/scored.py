@@ -8,12 +8,13 @@ out without a word.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-# What the statistics and tables jobs read of a model, beside its score file.
-COMPANIONS = ("scores/{task}/{model}.images.csv", "predictions/{task}/{model}.jsonl")
+# What the statistics and tables jobs read of a model, beside its score file: its per-image
+# table and the verdicts of the task's judge (`{judge}`: its name, or the task's reader).
+COMPANIONS = ("scores/{task}/{model}.images.csv", "verdicts/{task}/{judge}/{model}.jsonl")
 
 
 @dataclass(frozen=True)
@@ -30,22 +31,20 @@ class Scored:
 
 
 def scored_elsewhere(
-    results_dir: Path, tasks: Iterable[str], planned: Iterable[tuple[str, str]]
+    results_dir: Path, tasks: Mapping[str, str], planned: Iterable[tuple[str, str]]
 ) -> list[Scored]:
-    """Score files of ``tasks`` under ``results_dir`` (``results/<tag>``) whose (task,
-    model) is not ``planned``, sorted; human-rater files (``rater-*``) are the dataset's."""
+    """Score files of ``tasks`` (task -> the ``{judge}`` of its verdict files) under
+    ``results_dir`` (``results/<tag>``) whose (task, model) is not ``planned``, sorted;
+    human-rater files (``rater-*``) are the dataset's."""
     planned = set(planned)
     found = []
-    for task in tasks:
+    for task, judge in tasks.items():
         for path in sorted((Path(results_dir) / "scores" / task).glob("*.json")):
             model = path.name.removesuffix(".json")
             if model.startswith("rater-") or (task, model) in planned:
                 continue
-            missing = tuple(
-                name.format(task=task, model=model)
-                for name in COMPANIONS
-                if not (Path(results_dir) / name.format(task=task, model=model)).is_file()
-            )
+            names = [name.format(task=task, judge=judge, model=model) for name in COMPANIONS]
+            missing = tuple(name for name in names if not (Path(results_dir) / name).is_file())
             found.append(Scored(task, model, missing))
     return found
 

@@ -74,7 +74,6 @@ def task_statistics(
     seed: int,
     confidence: float,
     reference: str | None,
-    judge: Mapping[str, Any] | None = None,
 ) -> pd.DataFrame:
     """Bootstrap every entry of a task on the same case resamples; one row per metric."""
     resamples = bootstrap.draw_cases(list(dataset["case_id"]), n_resamples, seed)
@@ -83,9 +82,9 @@ def task_statistics(
     spec = get_task(task)
     replicates, estimates = {}, {}
     for entry in entries:
-        point = spec.replicates(entry, dataset, ones, judge)
+        point = spec.replicates(entry, dataset, ones)
         check_point_estimates(spec, entry, point, f"{task}/{entry.name}")
-        replicates[entry.name] = spec.replicates(entry, dataset, weights, judge)
+        replicates[entry.name] = spec.replicates(entry, dataset, weights)
         estimates[entry.name] = {
             metric: entry.metrics.get(metric, float(values[0])) for metric, values in point.items()
         }
@@ -105,11 +104,10 @@ def write_task_statistics(
     task: str,
     dataset_path: Path,
     score_paths: Sequence[Path],
-    predictions: Mapping[str, Path],
+    verdicts: Mapping[str, Path],
     models: Mapping[str, Any],
     reporting: Mapping[str, Any],
     out: Path,
-    judge: Mapping[str, Any] | None = None,
     breakdown_out: Path | None = None,
     cases_out: Path | None = None,
 ) -> pd.DataFrame:
@@ -117,9 +115,7 @@ def write_task_statistics(
     and (``breakdown_out``) the breakdowns on the same resamples, (``cases_out``) per case."""
     started = time.perf_counter()
     dataset = load_dataset(dataset_path, task=task)
-    entries = load_entries(
-        task, score_paths, dataset, models, reporting.get("controls"), predictions
-    )
+    entries = load_entries(task, score_paths, dataset, models, reporting.get("controls"), verdicts)
     names = [entry.name for entry in entries]
     groups = {entry.name: entry.group for entry in entries}
     boot = reporting["bootstrap"]
@@ -131,7 +127,6 @@ def write_task_statistics(
         seed=int(boot["seed"]),
         confidence=float(boot["confidence"]),
         reference=reference_model(task, names, groups, reporting.get("reference_model")),
-        judge=judge,
     )
     with atomic_path(out) as tmp:
         write_csv(table, tmp, index=False)  # full precision: the tables equal the score files

@@ -72,9 +72,14 @@ class Parsed:
 
 @dataclass(frozen=True)
 class ScoringContext:
-    """Everything a scorer may need beyond the dataset and the answers."""
+    """Everything a scorer may need beyond the dataset and the answers: the reading
+    stage's verdicts (``verdicts``: filename -> the judge's per-image output; ``judge``:
+    the identity of the judge that gave them; ``notes``: :meth:`Task.reading_notes`), the
+    task's options and the WordNet folder. Scoring runs no judge."""
 
-    judge: Any = None
+    verdicts: Mapping[str, Any] = field(default_factory=dict)
+    judge: Mapping[str, Any] | None = None
+    notes: Mapping[str, Any] = field(default_factory=dict)
     options: Mapping[str, Any] = field(default_factory=dict)
     nltk_data: Path | None = None
 
@@ -85,22 +90,23 @@ class ScoredEntry(Protocol):
     name: str
     scores: dict[str, Any]  # the score file
     per_image: pd.DataFrame  # its per-image table, in dataset order
-    predictions: Path | None  # its prediction file (None for a rater)
+    verdicts: Path | None  # its verdict file, what was read of its answers (None: a rater)
     extra: dict[str, Any]  # per-entry inputs a task computes once and reuses
 
 
 class Answers:
-    """A model's prediction records by filename; an image without a record is missing."""
+    """A model's answers as read (``novabench.reading``: ``{filename, status, error,
+    read}`` each, or verdict records) by filename; an image without one is missing."""
 
-    MISSING: ClassVar[dict[str, Any]] = {"status": "missing", "parsed": None}
+    MISSING: ClassVar[dict[str, Any]] = {"status": "missing", "read": None}
 
     def __init__(self, records: Sequence[Mapping[str, Any]]):
         self.by_filename = {r["filename"]: r for r in records}
 
     def get(self, filename: str, key: str, default: Any = None) -> tuple[Any, str]:
-        """(the parsed ``key`` of the image's answer or ``default``, the answer's status)."""
+        """(the read ``key`` of the image's answer or ``default``, the answer's status)."""
         record = self.by_filename.get(filename, self.MISSING)
-        return (record.get("parsed") or {}).get(key, default), record["status"]
+        return (record.get("read") or {}).get(key, default), record["status"]
 
 
 class Task:
@@ -118,7 +124,8 @@ class Task:
     uses_image: ClassVar[bool] = True  # False: a text-only task (no image sent)
     needs_box_format: ClassVar[bool] = False  # answers are boxes in a declared convention
     needs_judge: ClassVar[bool] = False  # scored through a judge (tasks.<name>.judge)
-    # Per-image label columns of the judge that judge agreement compares (none: no agreement).
+    # The judge's per-image labels that judge agreement compares (the ``labels`` of the
+    # verdict files; none: no agreement).
     agreement_labels: ClassVar[tuple[str, ...]] = ()
     # Task-specific figure families beyond the metric bars (results/<tag>/figures/<task>_<family>):
     # "breakdown" is drawn by the report, any other by draw_figure.
@@ -127,12 +134,16 @@ class Task:
     upstream_task: ClassVar[str | None] = None
     # Tokens of an answer, for the cost estimate until answers were measured.
     answer_tokens: ClassVar[int] = 100
+    # The `{judge}` of a task's verdict files when it has no judge (what reading it reads).
+    reader: ClassVar[str] = "answers"
 
     #: The modules of this task's folder behind each pipeline stage (``predict``,
-    #: ``score``, ``statistics``, ``figures``), named relative to the folder. The task's
-    #: ``__init__`` imports none of them; its hooks load them with :meth:`stage`. So each
-    #: stage's jobs fingerprint that stage's code only (novabench.code_fingerprint):
-    #: editing the figures re-draws figures, editing the scorer re-scores and re-predicts
+    #: ``parse``, ``read``, ``score``, ``statistics``, ``figures``), named relative to the
+    #: folder. The task's ``__init__`` imports none of them; its hooks load them with
+    #: :meth:`stage`. So each stage's jobs fingerprint that stage's code only
+    #: (novabench.code_fingerprint): editing the figures re-draws figures, editing the
+    #: scorer re-scores, editing the parser (``parse``, run by the reading jobs and by a
+    #: prediction job that reads this task's answers upstream) re-reads and re-predicts
     #: nothing.
     stage_modules: ClassVar[Mapping[str, tuple[str, ...]]] = {}
 
@@ -146,11 +157,12 @@ class Task:
             )
         return importlib.import_module(f"{type(self).__module__}.{module}")
 
-    def code_modules(self, stage: str) -> tuple[str, ...]:
-        """The roots of one stage's code fingerprints (``report`` for tables and the
-        leaderboard, which read the task's definition only)."""
+    def code_modules(self, *stages: str) -> tuple[str, ...]:
+        """The roots of the code fingerprints of one or more stages (``report`` for tables
+        and the leaderboard, which read the task's definition only)."""
         package = type(self).__module__
-        return (package, *(f"{package}.{m}" for m in self.stage_modules.get(stage, ())))
+        modules = [m for stage in stages for m in self.stage_modules.get(stage, ())]
+        return (package, *(f"{package}.{m}" for m in dict.fromkeys(modules)))
 
     @property
     def category(self) -> str:
@@ -212,24 +224,35 @@ class Task:
         be scored, or None."""
         return None
 
+    # --- reading -------------------------------------------------------------------------
+
+    def judge_answers(self, frame: pd.DataFrame, answers: Answers, judge: Any) -> list[dict]:
+        """Per row of ``frame``, in order: ``{"verdict": the judge's per-image output
+        (plain JSON data; None without a judge), "labels": {agreement label: value}}``.
+        The reading stage calls this; scoring counts what it stored."""
+        return [{"verdict": None, "labels": {}} for _ in range(len(frame))]
+
+    def reading_notes(self, judge: Any) -> dict[str, Any]:
+        """What scoring needs to know of the judge besides its verdicts (the verdict
+        summary's ``notes``)."""
+        return {}
+
     # --- scoring -------------------------------------------------------------------------
 
     def score(
         self, frame: pd.DataFrame, answers: Answers, context: ScoringContext
     ) -> tuple[dict[str, Any], pd.DataFrame]:
-        """(summary metrics, per-image table) of one model's answers over ``frame``."""
+        """(summary metrics, per-image table) of one model's answers over ``frame``, from
+        the verdicts in ``context`` (no judge runs here)."""
         raise NotImplementedError
 
     # --- report ------------------------------------------------------------------------
 
     def replicates(
-        self,
-        entry: ScoredEntry,
-        dataset: pd.DataFrame,
-        weights: np.ndarray,
-        judge: Mapping[str, Any] | None = None,
+        self, entry: ScoredEntry, dataset: pd.DataFrame, weights: np.ndarray
     ) -> dict[str, np.ndarray]:
-        """Every metric of ``entry`` under each weight vector over images (the bootstrap)."""
+        """Every metric of ``entry`` under each weight vector over images (the bootstrap),
+        from what the scoring stage wrote: no judge is built."""
         raise NotImplementedError
 
     def breakdown_values(self, per_image: pd.DataFrame) -> tuple[str, np.ndarray] | None:
@@ -241,12 +264,8 @@ class Task:
         """An extra sentence for the table caption, from the entries' score-file values."""
         return None
 
-    def judge_labels(self, judge: Any, reference: Any, record: Mapping[str, Any]) -> dict:
-        """The judge's per-image labels (``agreement_labels``) of one answer."""
-        raise NotImplementedError
-
     def judged_pairs(self, frame: pd.DataFrame, answers: Answers) -> list[tuple[Any, Any]]:
-        """What scoring gives the task's judge for these answers, in the judge's pair form
+        """What reading gives the task's judge for these answers, in the judge's pair form
         (the cost estimate counts judge requests from it); none without a judge."""
         return []
 

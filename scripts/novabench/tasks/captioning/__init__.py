@@ -4,13 +4,11 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Mapping
-from pathlib import Path
 from typing import Any, ClassVar
 
 import numpy as np
 import pandas as pd
 
-from novabench.errors import NovaError
 from novabench.tasks.base import AnswerContext, Answers, Metric, Parsed, ScoringContext, Task
 
 # BERT F1's encoder and settings (tasks.captioning.bertscore; see .bertscore):
@@ -28,19 +26,6 @@ BERTSCORE_DEFAULTS: dict[str, Any] = {
 def bertscore_settings(settings: Mapping[str, Any] | None) -> dict[str, Any]:
     """``tasks.captioning.bertscore`` with the defaults filled in."""
     return {**BERTSCORE_DEFAULTS, **(settings or {})}
-
-
-def captions(frame: pd.DataFrame, predictions: Path) -> list[str]:
-    """Each image's hypothesis as the scorer reads it: the caption if ``ok``, else "" (a
-    parse error, refusal or failed request)."""
-    from novabench.records import read_predictions
-
-    answers = Answers(read_predictions(predictions))
-    out = []
-    for filename in frame["filename"]:
-        caption, status = answers.get(filename, "caption")
-        out.append(caption if status == "ok" and caption else "")
-    return out
 
 
 class Captioning(Task):
@@ -73,6 +58,7 @@ class Captioning(Task):
     figures = ("breakdown",)
     answer_tokens = 70  # one to three sentences
     stage_modules: ClassVar[Mapping[str, tuple[str, ...]]] = {
+        "read": ("verdicts",),
         "score": ("metrics", "bertscore"),
         "statistics": ("bootstrap",),
     }
@@ -94,9 +80,7 @@ class Captioning(Task):
             return "parsed.caption must be a string"
         return None
 
-    def score(
-        self, frame: pd.DataFrame, answers: Answers, context: ScoringContext
-    ) -> tuple[dict[str, Any], pd.DataFrame]:
+    def _records(self, frame: pd.DataFrame, answers: Answers) -> list[dict[str, Any]]:
         rows = []
         for row in frame.itertuples(index=False):
             caption, status = answers.get(row.filename, "caption")
@@ -108,18 +92,30 @@ class Captioning(Task):
                     "status": status,
                 }
             )
+        return rows
+
+    def judge_answers(self, frame: pd.DataFrame, answers: Answers, judge: Any) -> list[dict]:
+        verdicts = self.stage("verdicts")
+        # Every image is scored (on_error "empty"), so every image is judged.
+        judged = verdicts.judge_captions(self._records(frame, answers), judge)
+        return [{"verdict": v, "labels": verdicts.agreement_labels(v)} for v in judged]
+
+    def score(
+        self, frame: pd.DataFrame, answers: Answers, context: ScoringContext
+    ) -> tuple[dict[str, Any], pd.DataFrame]:
         bert = functools.partial(
             self.stage("bertscore").bert_f1, settings=context.options.get("bertscore")
         )
-        return self.stage("metrics").score_captioning(
-            rows, context.judge, context.nltk_data, bert_f1=bert
+        verdicts = [context.verdicts.get(filename) for filename in frame["filename"]]
+        return self.stage("metrics").aggregate_captioning(
+            self._records(frame, answers), verdicts, context.judge, context.nltk_data, bert_f1=bert
         )
 
-    def replicates(self, entry, dataset, weights, judge=None) -> dict[str, np.ndarray]:
+    def replicates(self, entry, dataset, weights) -> dict[str, np.ndarray]:
         bootstrap = self.stage("bootstrap")
         stats = entry.extra.get("bleu")
-        if stats is None and entry.predictions is not None:
-            hypotheses = captions(dataset, entry.predictions)
+        if stats is None and entry.verdicts is not None:
+            hypotheses = bootstrap.captions(dataset, entry.verdicts)
             stats = entry.extra["bleu"] = bootstrap.bleu_statistics(
                 list(dataset["caption"]), hypotheses
             )
@@ -136,20 +132,6 @@ class Captioning(Task):
             caption, status = answers.get(row.filename, "caption")
             pairs.append((row.caption, caption if status == "ok" and caption else ""))
         return pairs
-
-    def judge_labels(self, judge: Any, reference: Any, record: Mapping[str, Any]) -> dict:
-        from novabench.judges.base import judge_caption_pairs
-
-        caption = (record.get("parsed") or {}).get("caption") if record["status"] == "ok" else ""
-        # A paired judge reads the caption against its reference, as when scoring (the same
-        # request, so a cached answer).
-        verdict = judge_caption_pairs(judge, [(reference.caption, caption or "")])[0]
-        if verdict is None:  # only where the judge allows every request to fail
-            raise NovaError(
-                f"the caption judge gave no verdict on {reference.filename}",
-                "re-run (answers that arrived are cached) or check the judge's endpoint",
-            )
-        return {"abnormal": bool(verdict[1].abnormal)}
 
 
 TASK = Captioning()

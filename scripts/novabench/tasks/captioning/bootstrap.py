@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -111,4 +112,18 @@ def captioning_replicates(
     wf = w.astype(float)
     tp, fp, fn = wf @ (ref * pred), wf @ ((1 - ref) * pred), wf @ (ref * (1 - pred))
     out["Binary_F1"] = divide(2 * tp, 2 * tp + fp + fn, 100.0)
+    return out
+
+
+def captions(frame: pd.DataFrame, verdicts: Path) -> list[str]:
+    """Each image's hypothesis as the scorer counts it, from the reading stage's verdict
+    file: the caption if ``ok``, else "" (a parse error, refusal or failed request)."""
+    from novabench.records import read_verdicts
+    from novabench.tasks import Answers
+
+    answers = Answers(read_verdicts(verdicts))
+    out = []
+    for filename in frame["filename"]:
+        caption, status = answers.get(filename, "caption")
+        out.append(caption if status == "ok" and caption else "")
     return out

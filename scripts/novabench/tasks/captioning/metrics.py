@@ -65,8 +65,8 @@ import pandas as pd
 
 from novabench.caption_keywords import set_f1, split_keywords
 from novabench.errors import NovaError
-from novabench.judges.base import judge_caption_pairs
 from novabench.metrics.status import RATE_STATUSES, STATUSES, status_summary
+from novabench.tasks.captioning.verdicts import hypotheses, judge_captions, pair_verdicts
 
 if TYPE_CHECKING:
     from novabench.judges.base import CaptionJudge, KeywordSet, PairedCaptionJudge
@@ -269,7 +269,7 @@ PER_IMAGE_COLUMNS = (
 )
 
 
-def _scored_rows(rows: list[dict[str, Any]], on_error: str) -> list[dict[str, Any]]:
+def scored_rows(rows: list[dict[str, Any]], on_error: str) -> list[dict[str, Any]]:
     """The records that enter the metrics under ``on_error``."""
     n_failed = sum(r["status"] in FAILED for r in rows)
     if n_failed and on_error == "raise":
@@ -283,15 +283,6 @@ def _scored_rows(rows: list[dict[str, Any]], on_error: str) -> list[dict[str, An
     if not scored:
         raise NovaError("no caption to score", "run captioning inference first")
     return scored
-
-
-def _judged(
-    judge: CaptionJudge | PairedCaptionJudge, refs: list[str], hyps: list[str]
-) -> dict[int, tuple[KeywordSet, KeywordSet]]:
-    """Image index -> the judge's (reference, prediction) keywords, for every image the
-    judge gave a verdict on."""
-    verdicts = judge_caption_pairs(judge, list(zip(refs, hyps, strict=True)))
-    return {i: verdict for i, verdict in enumerate(verdicts) if verdict is not None}
 
 
 def _metric_summary(
@@ -446,6 +437,16 @@ def _judged_f1(
     }
 
 
+def checked_records(
+    records: Iterable[Mapping[str, Any]] | pd.DataFrame, on_error: str = "empty"
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """(every record, the records that enter the metrics under ``on_error``), checked."""
+    if on_error not in ("empty", "exclude", "raise"):
+        raise ValueError(f"on_error must be empty, exclude or raise, not {on_error!r}")
+    rows = _records(records)
+    return rows, scored_rows(rows, on_error)
+
+
 def score_captioning(
     records: Iterable[Mapping[str, Any]] | pd.DataFrame,
     judge: CaptionJudge | PairedCaptionJudge,
@@ -453,28 +454,44 @@ def score_captioning(
     on_error: Literal["empty", "exclude", "raise"] = "empty",
     bert_f1: Callable[[list[str], list[str]], BertF1] | None = None,
 ) -> tuple[dict[str, Any], pd.DataFrame]:
-    """Score captions: the summary (all metrics x100, counts, identities) and a per-image table.
+    """Judge and score captions in one call (a notebook, the tests): the reading stage's
+    :func:`~novabench.tasks.captioning.verdicts.judge_captions` on the scored records,
+    then :func:`aggregate_captioning`."""
+    _, scored = checked_records(records, on_error)
+    verdicts = judge_captions(scored, judge)
+    return aggregate_captioning(
+        records, verdicts, judge.identity(), nltk_data_dir, on_error, bert_f1
+    )
+
+
+def aggregate_captioning(
+    records: Iterable[Mapping[str, Any]] | pd.DataFrame,
+    verdicts: Sequence[Mapping[str, Any] | None],
+    judge: Mapping[str, Any] | None,
+    nltk_data_dir: Path,
+    on_error: Literal["empty", "exclude", "raise"] = "empty",
+    bert_f1: Callable[[list[str], list[str]], BertF1] | None = None,
+) -> tuple[dict[str, Any], pd.DataFrame]:
+    """Score captions from their stored verdicts: the summary (all metrics x100, counts,
+    identities) and a per-image table.
 
     ``records`` hold ``filename``, ``reference``, ``prediction`` (text or None) and
-    ``status``. ``on_error`` handles images whose request failed or that the model refused
-    (see the module docstring). ``bert_f1(references, hypotheses)``: BERT F1 with its
-    settings bound (``novabench.tasks.captioning.bertscore.bert_f1``); None computes none. Status
-    counts and rates use the keys of ``novabench.metrics.status``.
+    ``status``; ``verdicts`` (:mod:`.verdicts`) are those of the records scored under
+    ``on_error``, in order, and ``judge`` the identity of the judge that gave them.
+    ``on_error`` handles images whose request failed or that the model refused (see the
+    module docstring). ``bert_f1(references, hypotheses)``: BERT F1 with its settings bound
+    (``novabench.tasks.captioning.bertscore.bert_f1``); None computes none. Status counts
+    and rates use the keys of ``novabench.metrics.status``.
     """
-    if on_error not in ("empty", "exclude", "raise"):
-        raise ValueError(f"on_error must be empty, exclude or raise, not {on_error!r}")
-    rows = _records(records)
-    scored = _scored_rows(rows, on_error)
-
+    rows, scored = checked_records(records, on_error)
     refs = [r["reference"] for r in scored]
-    # parse_error (and error or refusal, unless excluded): no caption, scored as an empty one.
-    hyps = [r["prediction"] if r["status"] == "ok" else "" for r in scored]
-    verdicts = _judged(judge, refs, hyps)
+    hyps = hypotheses(scored)
+    judged = pair_verdicts(verdicts)
 
     meteor_mean, meteor_per_image = meteor(refs, hyps, nltk_data_dir)
     bert = bert_f1(refs, hyps) if bert_f1 is not None else _no_bert_f1(len(refs))
-    ref_keys = [ref for ref, _ in verdicts.values()]
-    pred_keys = [pred for _, pred in verdicts.values()]
+    ref_keys = [ref for ref, _ in judged.values()]
+    pred_keys = [pred for _, pred in judged.values()]
     ref_split = [split_keywords(k.keywords) for k in ref_keys]
     pred_split = [split_keywords(k.keywords) for k in pred_keys]
     clinical = keyword_f1([r[0] for r in ref_split], [p[0] for p in pred_split])
@@ -483,23 +500,23 @@ def score_captioning(
 
     summary = _metric_summary(refs, hyps, meteor_mean, bert, clinical, modality, binary)
     summary.update({"n_images": len(rows), "n_scored": len(scored)})
-    n_failures = len(scored) - len(verdicts)
+    n_failures = len(scored) - len(judged)
     summary["judge_failures"] = n_failures
     summary["judge_failure_rate"] = 100.0 * n_failures / len(scored)
     # Only the pairs with an answer: an empty caption scored in place of a failure has no
     # word to read and would count as read fully.
-    answered = [v for i, v in verdicts.items() if scored[i]["status"] == "ok" and hyps[i].strip()]
+    answered = [v for i, v in judged.items() if scored[i]["status"] == "ok" and hyps[i].strip()]
     summary.update(unread_summary(answered))
     summary.update(status_summary((r["status"] for r in rows), STATUSES, RATE_STATUSES))
     summary["on_error"] = on_error
     summary.update(_implementations(nltk_data_dir))
-    summary["judge"] = judge.identity()
+    summary["judge"] = judge
     summary["bertscore"] = bert.identity
 
     per_image_scores = {
         "meteor": meteor_per_image,
         "bert_f1": bert.per_image,
-        **_judged_f1(len(scored), verdicts, {"clinical": clinical, "modality": modality}),
+        **_judged_f1(len(scored), judged, {"clinical": clinical, "modality": modality}),
     }
-    table = _per_image_table(rows, scored, (refs, hyps), verdicts, per_image_scores)
+    table = _per_image_table(rows, scored, (refs, hyps), judged, per_image_scores)
     return summary, table

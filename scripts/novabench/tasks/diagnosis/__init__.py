@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import functools
 import json
 from collections.abc import Mapping
 from typing import Any, ClassVar
@@ -10,9 +9,12 @@ from typing import Any, ClassVar
 import numpy as np
 import pandas as pd
 
+from novabench.errors import NovaError
 from novabench.tasks.base import AnswerContext, Answers, Metric, Parsed, ScoringContext, Task
 
 UNITS = ("image", "case")
+# The per-image score table's canonical labels (written by the reading stage, .verdicts).
+LABEL_COLUMNS = ("top1_label", "reference_label")
 
 
 class Diagnosis(Task):
@@ -66,7 +68,8 @@ class Diagnosis(Task):
     upstream_task = "captioning"
     answer_tokens = 60  # a JSON object with five diagnoses
     stage_modules: ClassVar[Mapping[str, tuple[str, ...]]] = {
-        "predict": ("parser",),
+        "parse": ("parser",),
+        "read": ("verdicts",),
         "score": ("metrics",),
         "statistics": ("bootstrap",),
         "figures": ("figures",),
@@ -106,9 +109,8 @@ class Diagnosis(Task):
             return "parsed.ranked must be a list of diagnosis strings"
         return None
 
-    def score(
-        self, frame: pd.DataFrame, answers: Answers, context: ScoringContext
-    ) -> tuple[dict[str, Any], pd.DataFrame]:
+    def _records(self, frame: pd.DataFrame, answers: Answers) -> list[dict[str, Any]]:
+        """Each row's reference and ranking, as the verdict and metric code read them."""
         rows = []
         for row in frame.itertuples(index=False):
             ranked, status = answers.get(row.filename, "ranked", [])
@@ -121,15 +123,30 @@ class Diagnosis(Task):
                     "status": status,
                 }
             )
-        unit = context.options.get("unit", "image")
-        return self.stage("metrics").score_diagnosis(rows, context.judge, unit=unit)
+        return rows
 
-    def replicates(self, entry, dataset, weights, judge=None) -> dict[str, np.ndarray]:
+    def judge_answers(self, frame: pd.DataFrame, answers: Answers, judge: Any) -> list[dict]:
+        verdicts = self.stage("verdicts")
+        judged = verdicts.judge_diagnoses(self._records(frame, answers), judge)
+        return [{"verdict": v, "labels": verdicts.scored_labels(v)} for v in judged]
+
+    def reading_notes(self, judge: Any) -> dict[str, Any]:
+        return {"label_normalization": self.stage("verdicts").label_normalization(judge)}
+
+    def score(
+        self, frame: pd.DataFrame, answers: Answers, context: ScoringContext
+    ) -> tuple[dict[str, Any], pd.DataFrame]:
+        unit = context.options.get("unit", "image")
+        verdicts = [context.verdicts.get(filename) for filename in frame["filename"]]
+        normalization = context.notes.get("label_normalization", "casefold")
+        return self.stage("metrics").aggregate_diagnosis(
+            self._records(frame, answers), verdicts, unit, context.judge, normalization
+        )
+
+    def replicates(self, entry, dataset, weights) -> dict[str, np.ndarray]:
         labels = entry.extra.get("labels")
         if labels is None:
-            labels = entry.extra["labels"] = diagnosis_labels(
-                entry.per_image, diagnosis_labeler(judge)
-            )
+            labels = entry.extra["labels"] = table_labels(entry)
         unit = entry.scores["metrics"].get("unit", "image")
         return self.stage("bootstrap").diagnosis_replicates(
             entry.per_image, weights, *labels, unit=unit
@@ -158,49 +175,24 @@ class Diagnosis(Task):
                 pairs.append((top, str(row.final_diagnosis)))
         return pairs
 
-    def judge_labels(self, judge: Any, reference: Any, record: Mapping[str, Any]) -> dict:
-        from novabench.judges.base import judge_ranked
 
-        parsed = record.get("parsed") or {}
-        ranked = list(parsed.get("ranked") or [])[:5] if record["status"] == "ok" else []
-        if not ranked:
-            return {"top1_correct": False, "top5_correct": False}
-        # The scored values, as the scorer counts them: undecided is no match.
-        verdict = judge_ranked(judge, [(ranked, str(reference.final_diagnosis))])[0]
-        top1, top5 = verdict.scored
-        return {"top1_correct": top1, "top5_correct": top5}
-
-
-def diagnosis_labeler(judge: Mapping[str, Any] | None):
-    """The label function the scorer counted Coverage, Label recall and Entropy with: the
-    judge's ``canonical_label`` where it has one, else case- and space-folded text."""
-    if judge:
-        labeler = _judge_labeler(judge["kind"], json.dumps(judge.get("settings") or {}))
-        if labeler is not None:
-            return labeler
-    return _casefold
-
-
-@functools.lru_cache(maxsize=8)
-def _judge_labeler(kind: str, settings_json: str):
-    # Built once per judge configuration, not once per scored entry (it loads its tables).
-    from novabench.judges import judge_kind
-
-    return judge_kind(kind).labeler(json.loads(settings_json))
-
-
-def _casefold(text: str) -> str:
-    return " ".join(text.casefold().split())
-
-
-def diagnosis_labels(per_image: pd.DataFrame, labeler) -> tuple[list[str | None], list[str]]:
-    """Canonical top-1 labels (None without a prediction) and reference labels."""
+def table_labels(entry: Any) -> tuple[list[str | None], list[str]]:
+    """Canonical top-1 labels (None without a prediction) and reference labels of a scored
+    entry, as the scorer counted them: the per-image table's ``top1_label`` and
+    ``reference_label`` columns, labelled by the reading stage with the judge's
+    ``canonical_label`` (or folded text); statistics and figures build no judge."""
+    per_image = entry.per_image
+    missing = [c for c in LABEL_COLUMNS if c not in per_image]
+    if missing or per_image["reference_label"].isna().any():
+        raise NovaError(
+            f"the per-image scores of diagnosis/{entry.name} have no "
+            f"{' and '.join(missing) or 'reference_label on every image'}",
+            "re-run `read` and `score` for this model (older score files lack the labels)",
+        )
     predicted = [
-        labeler(text) if isinstance(text, str) and text else None
-        for text in per_image["top1_prediction"]
+        label if isinstance(label, str) and label else None for label in per_image["top1_label"]
     ]
-    reference = [labeler(str(text)) for text in per_image["reference"]]
-    return predicted, reference
+    return predicted, [str(label) for label in per_image["reference_label"]]
 
 
 TASK = Diagnosis()

@@ -20,7 +20,7 @@ from novabench.report.figures import (
     plt,
     save,
 )
-from novabench.tasks.diagnosis import diagnosis_labeler, diagnosis_labels
+from novabench.tasks.diagnosis import table_labels
 
 
 def _entropy_bits(counts) -> float:
@@ -120,8 +120,8 @@ def plot_diagnosis_labels(
 
 
 def _figure_labels(ctx: FigureContext) -> None:
-    labeler = diagnosis_labeler(ctx.judge)
-    labelled = [(e.name, e.group, *diagnosis_labels(e.per_image, labeler)) for e in ctx.entries()]
+    # The labels the scorer counted, from the per-image score tables: no judge is built.
+    labelled = [(e.name, e.group, *table_labels(e)) for e in ctx.entries()]
     reference = labelled[0][3] if labelled else []
     plot_diagnosis_labels([(n, g, p) for n, g, p, _ in labelled], reference, ctx.png, ctx.pdf)
 

@@ -36,18 +36,23 @@ Definitions (NOVA paper, with this project's documented choices):
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Protocol
 
 import pandas as pd
 from scipy.stats import entropy
 
-from novabench.errors import ConfigError, NovaError
-from novabench.judges.base import RankedVerdict, judge_ranked
+from novabench.errors import ConfigError
 from novabench.metrics.status import RATE_STATUSES, STATUSES, status_summary
+from novabench.tasks.diagnosis.verdicts import (
+    casefold_label,
+    judge_diagnoses,
+    label_normalization,
+    ranked_lists,
+    records_frame,
+)
 
 UNITS = ("image", "case")
-_REQUIRED = ("filename", "case_id", "reference", "predictions", "status")
 COLUMNS = (
     "filename",
     "case_id",
@@ -61,6 +66,9 @@ COLUMNS = (
     "decided_by",
     "judge_failed",
     "status",
+    # The labels Coverage, Label recall and Entropy counted (novabench.tasks.diagnosis.verdicts).
+    "top1_label",
+    "reference_label",
 )
 # The verdict columns: match / no_match / undecided; empty for an image without an answer.
 VERDICT_COLUMNS = {"1": "top1_verdict", "5": "top5_verdict"}
@@ -78,44 +86,6 @@ class DiagnosisJudge(Protocol):
     def identity(self) -> dict[str, Any]: ...
 
 
-def _predictions(value: Any) -> list[str]:
-    if value is None or (pd.api.types.is_scalar(value) and pd.isna(value)):
-        return []
-    if isinstance(value, str):  # the " | "-joined form this module writes
-        value = value.split(" | ") if value else []
-    return [str(item) for item in value if str(item).strip()]
-
-
-def _records_frame(records: Iterable[Mapping[str, Any]] | pd.DataFrame) -> pd.DataFrame:
-    frame = records.copy() if isinstance(records, pd.DataFrame) else pd.DataFrame(list(records))
-    missing = [column for column in _REQUIRED if column not in frame.columns]
-    if frame.empty:
-        raise NovaError("no diagnosis records to score", "run Task 3 inference first")
-    if missing:
-        raise NovaError(
-            f"diagnosis records lack the field(s) {', '.join(missing)}",
-            f"give every record {', '.join(_REQUIRED)}",
-        )
-    bad = sorted(set(frame["status"]) - set(STATUSES), key=str)
-    if bad:
-        raise NovaError(
-            f"unknown diagnosis record status {bad}", f"use one of {', '.join(STATUSES)}"
-        )
-    no_reference = frame["reference"].isna() | (frame["reference"].astype(str).str.strip() == "")
-    if no_reference.any():
-        first = frame.loc[no_reference, "filename"].iloc[0]
-        raise NovaError(
-            f"{int(no_reference.sum())} diagnosis record(s) have no reference diagnosis "
-            f"(first: {first})",
-            "check the final_diagnosis field of the dataset",
-        )
-    if frame["filename"].duplicated().any():
-        raise NovaError(
-            "diagnosis records repeat a filename", "give one record per image (filename)"
-        )
-    return frame
-
-
 def _label_distribution(labels: Sequence[str], weights: Sequence[float]) -> Counter[str]:
     counts: Counter[str] = Counter()
     for label, weight in zip(labels, weights, strict=True):
@@ -127,56 +97,32 @@ def _entropy_bits(counts: Counter[str]) -> float:
     return float(entropy(list(counts.values()), base=2)) if counts else 0.0
 
 
-def _default_label(text: str) -> str:
-    return " ".join(text.casefold().split())
-
-
-def _ranked_lists(entries: list[dict[str, Any]]) -> list[list[str]]:
-    """The top five of each image's ranking; nothing for a failed prediction."""
-    return [
-        _predictions(record["predictions"])[:5] if record["status"] == "ok" else []
-        for record in entries
-    ]
-
-
-def _verdicts(
-    judge: DiagnosisJudge, entries: list[dict[str, Any]], ranked_lists: list[list[str]]
-) -> list[RankedVerdict | None]:
-    """The judge's verdict per image; None for an image without a ranking (nothing to
-    judge: a wrong answer, not an undecided one)."""
-    judged = [
-        (ranked, str(record["reference"]))
-        for record, ranked in zip(entries, ranked_lists, strict=True)
-        if ranked
-    ]
-    name = str((judge.identity() or {}).get("name", ""))
-    verdicts = iter(judge_ranked(judge, judged, name))
-    return [next(verdicts) if ranked else None for ranked in ranked_lists]
-
-
 def _per_image_table(
     entries: list[dict[str, Any]],
-    ranked_lists: list[list[str]],
-    verdicts: list[RankedVerdict | None],
+    ranked: list[list[str]],
+    verdicts: Sequence[Mapping[str, Any] | None],
 ) -> pd.DataFrame:
     rows = []
-    for record, ranked, verdict in zip(entries, ranked_lists, verdicts, strict=True):
-        top1, top5 = verdict.scored if verdict is not None else (False, False)
+    for record, top, verdict in zip(entries, ranked, verdicts, strict=True):
+        verdict = verdict or {}
         rows.append(
             {
                 "filename": record["filename"],
                 "case_id": record["case_id"],
                 "reference": record["reference"],
-                "top1_prediction": ranked[0] if ranked else "",
-                "predictions": " | ".join(ranked),
+                "top1_prediction": top[0] if top else "",
+                "predictions": " | ".join(top),
                 # The scored values: an undecided verdict counts as no match.
-                "top1_correct": top1,
-                "top5_correct": top5,
-                "top1_verdict": verdict.top1 if verdict else "",
-                "top5_verdict": verdict.top5 if verdict else "",
-                "decided_by": verdict.judge if verdict else "",
-                "judge_failed": bool(verdict and verdict.failed),
+                "top1_correct": verdict.get("top1") == "match",
+                "top5_correct": verdict.get("top5") == "match",
+                "top1_verdict": verdict.get("top1") or "",
+                "top5_verdict": verdict.get("top5") or "",
+                "decided_by": verdict.get("decided_by") or "",
+                "judge_failed": bool(verdict.get("judge_failed")),
                 "status": record["status"],
+                "top1_label": verdict.get("top1_label") if top else None,
+                "reference_label": verdict.get("reference_label")
+                or casefold_label(str(record["reference"])),
             }
         )
     return pd.DataFrame(rows, columns=list(COLUMNS))
@@ -228,33 +174,29 @@ def _judge_counts(table: pd.DataFrame) -> dict[str, Any]:
     }
 
 
-def _label_counts(
-    table: pd.DataFrame, judge: DiagnosisJudge, unit: str
-) -> tuple[Counter[str], Counter[str]]:
+def _label_counts(table: pd.DataFrame, unit: str) -> tuple[Counter[str], Counter[str]]:
     """Weighted distributions of the predicted top-1 and of the reference labels."""
-    label: Callable[[str], str] = getattr(judge, "canonical_label", _default_label)
     case_size = table["case_id"].map(table["case_id"].value_counts())
     weights = (1.0 / case_size) if unit == "case" else pd.Series(1.0, index=table.index)
     predicted = table["top1_prediction"] != ""
     predicted_counts = _label_distribution(
-        [label(text) for text in table.loc[predicted, "top1_prediction"]],
-        list(weights[predicted]),
+        list(table.loc[predicted, "top1_label"]), list(weights[predicted])
     )
-    reference_counts = _label_distribution(
-        [label(str(text)) for text in table["reference"]], list(weights)
-    )
+    reference_counts = _label_distribution(list(table["reference_label"]), list(weights))
     return predicted_counts, reference_counts
 
 
-def label_recall_table(table: pd.DataFrame, judge: DiagnosisJudge) -> pd.DataFrame:
+def label_recall_table(table: pd.DataFrame, judge: Any = None) -> pd.DataFrame:
     """Per distinct reference label: its images, how many were top-1 correct, and
-    ``recalled`` (at least one was). Labels as Coverage counts them."""
-    label: Callable[[str], str] = getattr(judge, "canonical_label", _default_label)
+    ``recalled`` (at least one was). Labels as Coverage counts them: the table's
+    ``reference_label``, or ``judge``'s labels of a table without that column."""
+    if "reference_label" in table.columns:
+        labels = list(table["reference_label"])
+    else:
+        label = getattr(judge, "canonical_label", casefold_label)
+        labels = [label(str(text)) for text in table["reference"]]
     per_image = pd.DataFrame(
-        {
-            "label": [label(str(text)) for text in table["reference"]],
-            "top1_correct": table["top1_correct"].astype(bool).to_numpy(),
-        }
+        {"label": labels, "top1_correct": table["top1_correct"].astype(bool).to_numpy()}
     )
     per_label = per_image.groupby("label", sort=True)["top1_correct"].agg(["size", "sum"])
     per_label = per_label.rename(columns={"size": "n_images", "sum": "n_top1_correct"})
@@ -267,7 +209,8 @@ def score_diagnosis(
     judge: DiagnosisJudge,
     unit: str = "image",
 ) -> tuple[dict[str, Any], pd.DataFrame]:
-    """Score ranked diagnoses against references; return (summary, per-image table).
+    """Judge and score ranked diagnoses in one call (a notebook, the tests): the reading
+    stage's :func:`judge_diagnoses`, then :func:`aggregate_diagnosis`.
 
     ``records``: one per image with ``filename``, ``case_id``, ``reference`` (the final
     diagnosis), ``predictions`` (ranked list, most likely first; empty when none) and
@@ -275,15 +218,30 @@ def score_diagnosis(
     """
     if unit not in UNITS:
         raise ConfigError(f"unknown diagnosis scoring unit {unit!r}", f"use one of {UNITS}")
-    frame = _records_frame(records)
+    verdicts = judge_diagnoses(records, judge)
+    return aggregate_diagnosis(
+        records, verdicts, unit, judge.identity(), label_normalization(judge)
+    )
 
-    entries = frame.to_dict("records")
-    ranked_lists = _ranked_lists(entries)
-    table = _per_image_table(entries, ranked_lists, _verdicts(judge, entries, ranked_lists))
+
+def aggregate_diagnosis(
+    records: Iterable[Mapping[str, Any]] | pd.DataFrame,
+    verdicts: Sequence[Mapping[str, Any] | None],
+    unit: str,
+    judge: Mapping[str, Any] | None,
+    normalization: str,
+) -> tuple[dict[str, Any], pd.DataFrame]:
+    """(summary, per-image table) of ``records`` from their stored verdicts (in the same
+    order; :mod:`.verdicts`); ``judge`` is the identity of the judge that gave them and
+    ``normalization`` how its labels were made."""
+    if unit not in UNITS:
+        raise ConfigError(f"unknown diagnosis scoring unit {unit!r}", f"use one of {UNITS}")
+    entries = records_frame(records).to_dict("records")
+    table = _per_image_table(entries, ranked_lists(entries), verdicts)
     accuracy, n_cases = _accuracy(table, unit)
-    predicted_counts, reference_counts = _label_counts(table, judge, unit)
+    predicted_counts, reference_counts = _label_counts(table, unit)
     coverage = 100.0 * min(1.0, len(predicted_counts) / len(reference_counts))
-    recall = label_recall_table(table, judge)
+    recall = label_recall_table(table)
 
     summary: dict[str, Any] = {
         "unit": unit,
@@ -302,10 +260,8 @@ def score_diagnosis(
             "n_distinct_predicted_labels": len(predicted_counts),
             "n_distinct_reference_labels": len(reference_counts),
             "n_recalled_reference_labels": int(recall["recalled"].sum()),
-            "label_normalization": (
-                "judge.canonical_label" if hasattr(judge, "canonical_label") else "casefold"
-            ),
-            "judge": judge.identity(),
+            "label_normalization": normalization,
+            "judge": judge,
         }
     )
     return summary, table

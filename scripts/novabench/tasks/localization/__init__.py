@@ -4,13 +4,11 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from pathlib import Path
 from typing import Any, ClassVar
 
 import numpy as np
 import pandas as pd
 
-from novabench.errors import NovaError
 from novabench.tasks.base import AnswerContext, Answers, Metric, Parsed, ScoringContext, Task
 
 
@@ -25,12 +23,12 @@ def gold_boxes(frame: pd.DataFrame) -> dict[str, list[list[float]]]:
 
 
 def entry_boxes(
-    frame: pd.DataFrame, name: str, predictions: Path | None
+    frame: pd.DataFrame, name: str, verdicts: Path | None
 ) -> dict[str, list[dict[str, Any]]]:
-    """Boxes per image of a model (from its prediction file) or a rater (``rater-<slug>``,
-    from the dataset), exactly as the scorer reads them."""
+    """Boxes per image of a model (as the reading stage read them: its verdict file) or a
+    rater (``rater-<slug>``, from the dataset), exactly as the scorer counts them."""
     from novabench.dataset.schema import RATER_PREFIX, rater_slug
-    from novabench.records import read_predictions
+    from novabench.records import read_verdicts
 
     if name.startswith(RATER_PREFIX):
         slug = name.removeprefix(RATER_PREFIX)
@@ -42,9 +40,9 @@ def entry_boxes(
             ]
             for r in frame.itertuples(index=False)
         }
-    if predictions is None:
-        raise NovaError(f"no prediction file for {name}", "run `predict` for this model")
-    answers = Answers(read_predictions(predictions))
+    if verdicts is None:
+        raise NovaError(f"no verdict file for {name}", "run `read` for this model")
+    answers = Answers(read_verdicts(verdicts))
     return {filename: list(answers.get(filename, "boxes", [])[0]) for filename in frame["filename"]}
 
 
@@ -75,8 +73,10 @@ class Localization(Task):
     needs_box_format = True
     figures = ("breakdown", "iou", "lesion_size", "examples")
     answer_tokens = 50  # a JSON list of one to three boxes
+    reader = "boxes"
+    # Statistics and figures read the boxes the reading stage wrote: no parser.
     stage_modules: ClassVar[Mapping[str, tuple[str, ...]]] = {
-        "predict": ("boxes",),
+        "parse": ("boxes",),
         "score": ("metrics",),
         "statistics": ("bootstrap", "metrics"),
         "figures": ("figures",),
@@ -135,11 +135,11 @@ class Localization(Task):
             return None
         return self.stage("metrics").score_rater(gold, boxes)
 
-    def replicates(self, entry, dataset, weights, judge=None) -> dict[str, np.ndarray]:
+    def replicates(self, entry, dataset, weights) -> dict[str, np.ndarray]:
         matches = entry.extra.get("matches")
         if matches is None:
             matches = entry.extra["matches"] = self.stage("metrics").coco_detection_matches(
-                gold_boxes(dataset), entry_boxes(dataset, entry.name, entry.predictions)
+                gold_boxes(dataset), entry_boxes(dataset, entry.name, entry.verdicts)
             )
         return self.stage("bootstrap").localization_replicates(entry.per_image, matches, weights)
 

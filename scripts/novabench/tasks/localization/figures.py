@@ -325,7 +325,7 @@ def _figure_iou(ctx: FigureContext) -> None:
 def _figure_lesion_size(ctx: FigureContext) -> None:
     entries, frame = ctx.entries(), ctx.frame()
     gold = gold_boxes(frame)
-    hits = {e.name: lesion_hits(gold, entry_boxes(frame, e.name, e.predictions)) for e in entries}
+    hits = {e.name: lesion_hits(gold, entry_boxes(frame, e.name, e.verdicts)) for e in entries}
     settings = ctx.reporting["bootstrap"]
     table = lesion_hit_rates(
         hits,
@@ -351,7 +351,7 @@ def _figure_examples(ctx: FigureContext) -> None:
     shown = [e for e in entries if e.group == GROUP_MODEL]
     shown += [e for e in entries if e.group == GROUP_CONTROL]
     predicted = {
-        e.name: entry_boxes(frame, e.name, e.predictions) for e in shown[:MAX_EXAMPLE_COLUMNS]
+        e.name: entry_boxes(frame, e.name, e.verdicts) for e in shown[:MAX_EXAMPLE_COLUMNS]
     }
     plot_examples(images, gold, raters, predicted, ctx.png, ctx.pdf)
 

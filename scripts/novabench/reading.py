@@ -1,0 +1,157 @@
+"""The reading stage: raw answers in, verdicts out, between prediction and scoring.
+
+A prediction record holds what the model said and how the request went
+(:mod:`novabench.predict`); reading it decides everything else, in this order: the
+request's status (an error, a missing answer, a refusal the API flagged), a refusal
+written in the text (:mod:`novabench.refusals`), the task's parser (``Task.parse``), then,
+for a judged task, the judge (``Task.judge_answers``). One job per (task, judge, model)
+writes ``results/<tag>/verdicts/{task}/{judge}/{model}.jsonl``, one record per scored
+image in dataset order (the fields are documented in README.md):
+
+``filename, case_id, status, error, read, verdict, labels``
+
+and ``{model}.summary.json`` beside it (status and verdict counts, the judge's identity
+and usage, the job's code, the sha256 of its inputs). Scoring counts these verdicts and
+runs no judge, so a parser or judge fix re-reads and re-scores, and re-predicts nothing.
+
+A record that carries a ``parsed`` value (another harness's record, or one of this
+pipeline from before reading was a stage of its own) is read as it is: its status and
+``parsed`` are taken, and its ``raw`` is not parsed again.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from novabench.answers import SIZE_COLUMNS, answer_sizes, read_answers
+from novabench.errors import NovaError
+from novabench.io import atomic_write_text
+from novabench.provenance import sha256_file
+from novabench.records import STATUSES, read_predictions, write_jsonl
+from novabench.tasks import Answers, Task, get_task
+
+KEY_COLUMNS = ["filename", "case_id"]
+
+
+def check_filenames(records: Sequence[Mapping[str, Any]], frame: pd.DataFrame, path: Path) -> None:
+    unknown = sorted({r["filename"] for r in records} - set(frame["filename"]))
+    if unknown:
+        raise NovaError(
+            f"{path} has records of {len(unknown)} image(s) not in the dataset, e.g. {unknown[0]}",
+            f"delete {path} and re-run `predict` against the current dataset",
+        )
+
+
+def scored_frame(task: Task, frame: pd.DataFrame, dataset: Path) -> tuple[pd.DataFrame, list]:
+    """(the rows ``task`` scores, the filenames it excludes); NovaError when none is left."""
+    frame, excluded = task.scored_rows(frame)
+    if frame.empty:
+        raise NovaError(
+            f"no image of {dataset} has the {' and '.join(task.required_references)} that "
+            f"{task.name} needs ({len(excluded)} excluded)",
+            f"disable tasks.{task.name}, or use a dataset with these references",
+        )
+    return frame, excluded
+
+
+def verdict_records(
+    frame: pd.DataFrame, answers: Answers, judged: Sequence[Mapping[str, Any]]
+) -> list[dict[str, Any]]:
+    """One verdict record per row of ``frame``: the answer as read, the judge's verdict
+    and the agreement labels (``judged``: :meth:`Task.judge_answers`, in row order)."""
+    out = []
+    for row, judgement in zip(frame.itertuples(index=False), judged, strict=True):
+        answer = answers.by_filename.get(row.filename, Answers.MISSING)
+        out.append(
+            {
+                "filename": row.filename,
+                "case_id": row.case_id,
+                "status": answer["status"],
+                "error": answer.get("error")
+                or ("no answer on file" if answer["status"] == "missing" else None),
+                "read": answer.get("read"),
+                "verdict": judgement["verdict"],
+                "labels": judgement["labels"],
+            }
+        )
+    return out
+
+
+def verdict_counts(records: Sequence[Mapping[str, Any]]) -> dict[str, int]:
+    """How often each verdict value occurs (diagnosis: ``top1:match``...; captioning:
+    ``judged`` / ``not_judged``); empty without a judge."""
+    counts: Counter = Counter()
+    for record in records:
+        verdict = record["verdict"]
+        if isinstance(verdict, Mapping) and "top1" in verdict:
+            counts.update(f"{k}:{verdict[k]}" for k in ("top1", "top5") if verdict[k])
+        elif isinstance(verdict, Mapping):
+            counts["judged" if verdict.get("judged") else "not_judged"] += 1
+    return dict(sorted(counts.items()))
+
+
+def read_predictions_file(
+    *,
+    task: str,
+    dataset: Path,
+    predictions: Path,
+    out: Path,
+    summary_out: Path,
+    judge_cfg: Mapping[str, Any] | None = None,
+    cache_dir: Path | None = None,
+    code: str | None = None,
+) -> dict[str, Any]:
+    """Read one prediction file and judge its answers; write the verdict file and its
+    summary; return the summary.
+
+    ``judge_cfg`` is ``{kind, settings, name}`` for a judged task (None: the task's
+    default offline judge; a task without a judge ignores it). ``cache_dir`` keeps an LLM
+    judge's answers. ``code`` is the job's code fingerprint, recorded in the summary.
+    """
+    from novabench.dataset.read import load_nova
+    from novabench.judges import make_judge
+
+    spec = get_task(task)
+    frame = load_nova(dataset, columns=[*KEY_COLUMNS, *SIZE_COLUMNS, *spec.reference_columns])
+    records = read_predictions(predictions)
+    check_filenames(records, frame, Path(predictions))
+    frame, _ = scored_frame(spec, frame, Path(dataset))
+    answers = Answers(read_answers(spec, records, answer_sizes(frame)))
+    judge = make_judge(judge_cfg, task, cache_dir=cache_dir) if spec.needs_judge else None
+    verdicts = verdict_records(frame, answers, spec.judge_answers(frame, answers, judge))
+    model = records[0]["model"] if records else Path(predictions).stem
+    summary = {
+        "task": task,
+        "model": model,
+        "judge": judge_name(spec, judge_cfg, judge),
+        "identity": judge.identity() if judge is not None else None,
+        "status_counts": dict(Counter(r["status"] for r in verdicts).most_common()),
+        "verdict_counts": verdict_counts(verdicts),
+        # What scoring needs to know of the judge besides its verdicts (Task.reading_notes).
+        "notes": spec.reading_notes(judge) if judge is not None else {},
+        # An LLM judge's requests: how many were answered from the cache, failed, cost.
+        "usage": judge.usage() if hasattr(judge, "usage") else None,
+        "code": code,
+        "inputs": {
+            "dataset_sha256": sha256_file(Path(dataset)),
+            "predictions_sha256": sha256_file(Path(predictions)),
+        },
+    }
+    summary["status_counts"] = {s: summary["status_counts"].get(s, 0) for s in STATUSES}
+    write_jsonl(verdicts, out)
+    atomic_write_text(summary_out, json.dumps(summary, indent=2, sort_keys=True) + "\n")
+    return summary
+
+
+def judge_name(spec: Task, judge_cfg: Mapping[str, Any] | None, judge: Any) -> str:
+    """The ``{judge}`` of a verdict file: the judge's config name, or the task's reader
+    name (``Task.reader``) for a task without a judge."""
+    if judge is None:
+        return spec.reader
+    return str((judge_cfg or {}).get("name") or judge.identity().get("name") or "judge")

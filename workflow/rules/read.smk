@@ -1,0 +1,30 @@
+# Stage 3a: one job per (task, judge, model) reads a prediction file (statuses, refusals
+# in the text, the task's parser) and judges the answers, writing
+# results/<tag>/verdicts/{task}/{judge}/{model}.jsonl. `{judge}` is a judge's config
+# name, or the task's reader name for a task without a judge (localization: boxes).
+
+
+rule read:
+    input:
+        unpack(task_dataset),
+        predictions=results("predictions/{task}/{model}.jsonl"),
+        # An LLM judge's prompt: editing it re-reads (nothing for offline judges).
+        judge=judge_inputs,
+    output:
+        verdicts=results("verdicts/{task}/{judge}/{model}.jsonl"),
+        summary=results("verdicts/{task}/{judge}/{model}.summary.json"),
+    log:
+        results("logs/read/{task}/{judge}/{model}.log"),
+    benchmark:
+        results("benchmarks/read/{task}/{judge}/{model}.tsv")
+    conda:
+        "../../envs/scoring.yaml"
+    resources:
+        # An LLM judge's endpoint counts against `api_<provider>` like a model's.
+        **api_resources("judges"),
+    params:
+        code=job_code("read"),
+        judge=reading_judge,
+        cache_dir="results/cache",
+    script:
+        "../../scripts/read.py"
