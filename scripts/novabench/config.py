@@ -335,19 +335,15 @@ class Plan:
         return code_graph().listing(dict.fromkeys(roots))
 
     def predict_resources(self, name: str) -> dict[str, int]:
-        """What a prediction job of model ``name`` asks the scheduler for: ``gpu`` (the
-        SLURM executor's ``--gpus``; a workstation's ``--resources gpu=1`` runs one such job
-        at a time), ``cpus`` and host memory ``mem_mb``. A local VLM passes its weights
-        through host memory on loading; a managed vLLM server (adapter vllm) sizes all
-        three by its GPUs; an API job holds little more than the dataset."""
-        from novabench.models.hf_local import job_gpus
-
+        """What a prediction job of model ``name`` asks the scheduler for (``gpu``,
+        ``cpus``, ``mem_mb``), as its adapter sizes it (``Adapter.job_resources``)."""
         cfg = self.model(name)
-        sized = getattr(adapter_class(name, cfg), "job_resources", None)
-        if sized is not None:
-            return sized(cfg.get("settings") or {})
-        gpus = job_gpus(cfg)
-        return {"gpu": gpus, "cpus": 1, "mem_mb": 32000 if gpus else 2000}
+        return adapter_class(name, cfg).job_resources(cfg.get("settings") or {})
+
+    def predict_environment(self, name: str) -> str:
+        """The conda environment file of model ``name``'s prediction jobs (relative to the
+        workflow folder), as its adapter declares it."""
+        return adapter_class(name, self.model(name)).environment
 
     def api_resources(self) -> dict[str, dict[str, set[str]]]:
         """``api_<provider>`` -> {"models": names, "tasks": tasks whose judge calls it}."""

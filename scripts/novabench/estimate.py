@@ -1,6 +1,7 @@
 """What a run will cost before it runs: requests, tokens, dollars and time per job.
 
-For every (task, model) job of a service-backed model (adapter ``openai_compatible``) the
+For every (task, model) job of a service-backed model (an adapter whose ``cost_model`` is
+``service``, novabench.models.base) the
 estimate builds the job's requests exactly as the prediction job will (the same samples,
 prompts and cache keys: ``Adapter.requests_for`` and ``Adapter.cached``), so the number of
 requests still to send is exact once the dataset is built; answers in the response cache
@@ -22,10 +23,10 @@ some, else text at ~4 characters per token plus the image rule of the model's fa
 (novabench.tokens) and a per-task default answer length. Dollars: the model's price
 (``settings.price_per_million_*``, else ``info.price_usd_per_million_tokens``). Time:
 ``ceil(requests / concurrency) x latency`` per job, with the latency of ``info.latency_s``
-or an assumed default. Local models (``hf_local``) get requests and GPU time only. A model
-whose job starts its own vLLM server (``vllm``) is estimated as a service, plus the
-server's start (``info.startup_s``) once per job with requests to send, and GPU time: the
-job's wall time on its ``serve.gpus`` GPUs.
+or an assumed default. Local models (cost model ``local_gpu``) get requests and GPU time only. A
+model whose job starts its own server (``Adapter.starts_server``) is estimated as a
+service, plus the server's start (``info.startup_s``) once per job with requests to send,
+and GPU time: the job's wall time on the GPUs the job asks for.
 """
 
 from __future__ import annotations
@@ -44,6 +45,7 @@ from novabench.dataset.tags import dataset_tags, subset_spec
 from novabench.errors import NovaError
 from novabench.judges import judge_kind
 from novabench.judges.base import judge_kind_names
+from novabench.models.base import COST_LOCAL_GPU, COST_SERVICE, adapter_class
 from novabench.tasks import TASK_NAMES, get_task
 from novabench.tokens import dollars, image_tokens, text_tokens
 
@@ -54,9 +56,7 @@ DEFAULT_IMAGE_TOKENS = 1000  # a model of unknown family
 # Characters of a text placeholder ({clinical_history}, {findings}) before the dataset is
 # built: NOVA's histories and captions are a few sentences.
 PLACEHOLDER_CHARS = 300
-SERVICE_ADAPTERS = ("openai_compatible", "vllm")
 DEFAULT_STARTUP_S = 600.0  # a managed vLLM server loading a large model, when info gives none
-LOCAL_ADAPTERS = ("hf_local",)
 
 
 @dataclass
@@ -293,25 +293,34 @@ def _api_job(
         latency = DEFAULT_LATENCY_S
         estimate.notes.append(f"latency assumed {latency:g} s per request (set info.latency_s)")
     estimate.wall_s = math.ceil(to_send / adapter.config["concurrency"]) * latency
-    if model["adapter"] == "vllm":
-        _managed_server(estimate, adapter, info)
+    if type(adapter).starts_server:
+        _managed_server(estimate, _job_gpus(name, model), info)
     return estimate
 
 
-def _managed_server(estimate: JobEstimate, adapter: Any, info: Mapping[str, Any]) -> None:
-    """A job that starts its own vLLM server: its start, and the GPUs it holds meanwhile."""
+def _job_gpus(name: str, model: Mapping[str, Any]) -> int:
+    """The GPUs a prediction job of the model holds (at least one)."""
+    settings = dict(model.get("settings") or {})
+    return max(1, int(adapter_class(name, dict(model)).job_resources(settings)["gpu"]))
+
+
+def _cost(name: str, model: Mapping[str, Any]) -> str:
+    """How the model's adapter says its jobs are counted (novabench.models.base)."""
+    return adapter_class(name, dict(model)).cost_model
+
+
+def _managed_server(estimate: JobEstimate, gpus: int, info: Mapping[str, Any]) -> None:
+    """A job that starts its own server: its start, and the GPUs it holds meanwhile."""
     if estimate.to_send:
         startup = info.get("startup_s")
         if startup is None:
             startup = DEFAULT_STARTUP_S
             estimate.notes.append(f"server start assumed {duration(startup)} (set info.startup_s)")
         estimate.wall_s += startup
-    estimate.gpu_s = estimate.wall_s * max(1, int(adapter.serve["gpus"]))
+    estimate.gpu_s = estimate.wall_s * gpus
 
 
 def _local_job(plan: Plan, job: tuple[str, str], size: int, workdir: Path) -> JobEstimate:
-    from novabench.models.hf_local import job_gpus
-
     task, name = job
     model, info = plan.model(name), plan.model(name).get("info") or {}
     tag = dataset_tags(plan.config["dataset"])[1]
@@ -324,7 +333,7 @@ def _local_job(plan: Plan, job: tuple[str, str], size: int, workdir: Path) -> Jo
         per_image = DEFAULT_GPU_S_PER_IMAGE
         estimate.notes.append(f"{per_image:g} s per image assumed (set info.gpu_s_per_image)")
     estimate.wall_s = estimate.to_send * per_image
-    estimate.gpu_s = estimate.wall_s * max(job_gpus(model), 1)
+    estimate.gpu_s = estimate.wall_s * _job_gpus(name, model)
     return estimate
 
 
@@ -489,10 +498,10 @@ def estimate_run(plan: Plan, workdir: Path) -> Estimate:
     frame, size, described = load_dataset(plan, Path(workdir))
     jobs, offline = [], 0
     for job in plan.jobs():
-        adapter = plan.model(job[1])["adapter"]
-        if adapter in SERVICE_ADAPTERS:
+        cost = _cost(job[1], plan.model(job[1]))
+        if cost == COST_SERVICE:
             jobs.append(_api_job(plan, job, (frame, size), Path(workdir)))
-        elif adapter in LOCAL_ADAPTERS:
+        elif cost == COST_LOCAL_GPU:
             jobs.append(_local_job(plan, job, size, Path(workdir)))
         else:
             offline += 1
@@ -507,7 +516,7 @@ def plan_time_estimate(plan: Plan, workdir: Path) -> str | None:
     Printed when the workflow is planned (a dry run too), so it costs a little time only
     for runs with service-backed models or judges.
     """
-    services = any(plan.model(m)["adapter"] in SERVICE_ADAPTERS for _, m in plan.jobs())
+    services = any(_cost(m, plan.model(m)) == COST_SERVICE for _, m in plan.jobs())
     judged = any(_asks_a_service(plan.judge(t)) for t in dict.fromkeys(t for t, _ in plan.jobs()))
     if not (services or judged):
         return None

@@ -189,14 +189,8 @@ def predict_inputs(wildcards):
 
 
 def predict_env(wildcards):
-    """Local transformers models (hf_local) need torch, a managed vLLM server (vllm) vLLM;
-    the rest run in the light env."""
-    adapter = PLAN.model(wildcards.model)["adapter"]
-    if adapter == "hf_local":
-        return "../../envs/local-vlm.yaml"
-    if adapter == "vllm":
-        return "../../envs/vllm.yaml"
-    return "../../envs/inference.yaml"
+    """The conda environment the model's adapter declares (relative to this file)."""
+    return f"../../{PLAN.predict_environment(wildcards.model)}"
 
 
 def predict_resource(what):

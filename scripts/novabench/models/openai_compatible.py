@@ -60,8 +60,8 @@ from urllib.parse import urlsplit
 
 from novabench.cache import CacheWriter, ResponseCache, request_key
 from novabench.errors import NovaError, settings_error
+from novabench.models.base import COST_SERVICE, Response, Sample
 from novabench.models.base import Adapter as BaseAdapter
-from novabench.models.base import Response, Sample
 from novabench.pacing import AdaptiveWindow, Pacer
 from novabench.progress import Progress
 from novabench.redaction import Redactor, configured_keys
@@ -249,6 +249,7 @@ class Adapter(BaseAdapter):
     """A chat-completions endpoint; settings are documented in config/README.md."""
 
     settings_schema = SETTINGS_SCHEMA
+    cost_model = COST_SERVICE
 
     @classmethod
     def api_resource(cls, settings: dict[str, Any]) -> str:
