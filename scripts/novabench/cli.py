@@ -34,7 +34,6 @@ from novabench import __version__, paths
 from novabench.answer_formats import BOX_FORMATS
 from novabench.errors import NovaError
 from novabench.judges import judge_kinds
-from novabench.judges.base import DEFAULT_KINDS
 from novabench.records import STATUSES
 from novabench.tasks import dataset_needs, get_task, task_names
 
@@ -228,18 +227,6 @@ def score_file(
 # --- subcommands ----------------------------------------------------------------------------
 
 
-# The judges of the workflow's config/config.yaml, for an installed package used outside a
-# checkout (tests/test_cli.py keeps them equal to the config's).
-PIPELINE_JUDGES = {
-    "captioning": {"name": "keywords", "kind": "keyword-lexicon"},
-    "diagnosis": {
-        "name": "matcher",
-        "kind": "diagnosis-matcher",
-        "settings": {"embedding_fallback": False},
-    },
-}
-
-
 # The workflow this package belongs to, when it runs from a checkout.
 WORKFLOW = paths.REPOSITORY
 
@@ -280,9 +267,9 @@ def pipeline_config(workflow: Path | None, configfiles: Sequence[Path] = ()) -> 
 
 def configured_judge(task: str, config: dict[str, Any]) -> dict[str, Any] | None:
     """``{name, kind, settings}`` of the judge ``tasks.<task>.judge`` names in ``config``;
-    the pipeline's default judge when ``config`` is empty."""
+    the task's own default judge (``Task.default_judge``) when ``config`` is empty."""
     if not config:
-        default = PIPELINE_JUDGES.get(task)
+        default = get_task(task).default_judge
         return None if default is None else json.loads(json.dumps(default))
     name = ((config.get("tasks") or {}).get(task) or {}).get("judge")
     judges = config.get("judges") or {}
@@ -300,7 +287,7 @@ def configured_judge(task: str, config: dict[str, Any]) -> dict[str, Any] | None
 def offline_judge_kinds(task: str) -> list[str]:
     """Judge kinds that score ``task`` without a service, the pipeline's default first."""
     kinds = [k.name for k in judge_kinds().values() if task in k.tasks and not k.remote]
-    default = DEFAULT_KINDS.get(task)
+    default = (get_task(task).default_judge or {}).get("kind")
     return sorted(kinds, key=lambda name: name != default)
 
 

@@ -16,7 +16,9 @@ they exist the counts are exact: the judge's prompts are built from the answers 
 builds them (``Task.judged_pairs``), a cascade's offline first judge is run on them and
 only what it leaves undecided is counted, and answers already in the judge's cache are
 not. Judge answers are sized by earlier score jobs of the same judge where they sent
-requests, else by :data:`JUDGE_ANSWER_TOKENS`.
+requests, else by the judge's own default (``ServiceRequests.answer_tokens``, declared by
+its class: the estimate asks a judge kind through ``JudgeKind.asks_a_service`` and
+``JudgeKind.service_requests``, never its internals).
 
 Tokens: measured usage of earlier answers of the same job (the cached ones) when there are
 some, else text at ~4 characters per token plus the image rule of the model's family
@@ -44,9 +46,9 @@ from novabench.config import Plan
 from novabench.dataset.tags import dataset_tags, subset_spec
 from novabench.errors import NovaError
 from novabench.judges import judge_kind
-from novabench.judges.base import judge_kind_names
+from novabench.judges.base import ServiceRequests
 from novabench.models.base import COST_LOCAL_GPU, COST_SERVICE, adapter_class
-from novabench.tasks import TASK_NAMES, get_task
+from novabench.tasks import get_task
 from novabench.tokens import dollars, image_tokens, text_tokens
 
 NOVA_IMAGES, NOVA_CASES = 906, 281  # the published release (Bercea et al. 2025)
@@ -339,33 +341,12 @@ def _local_job(plan: Plan, job: tuple[str, str], size: int, workdir: Path) -> Jo
 
 # -- the judges -----------------------------------------------------------------------------
 
-# Tokens of one judge answer until measured, by how the judge asks: the diagnosis judge
-# names one rank in a small JSON object; the paired caption judge writes both captions'
-# raw and standardized keywords in five categories and two labels; per caption, half that.
-JUDGE_ANSWER_TOKENS = {"ranked-list": 12, "paired": 350, "per-caption": 175}
-
 
 def _asks_a_service(judge_cfg: Mapping[str, Any] | None) -> bool:
-    """Whether a written-out judge runs a kind that calls a service (an LLM stage)."""
+    """Whether a written-out judge sends requests that cost (its kind says)."""
     if judge_cfg is None:
         return False
-    return any(judge_kind(k).remote for k in judge_kind_names(judge_cfg) if k != "cascade")
-
-
-def _stages(judge_cfg: Mapping[str, Any], judge: Any) -> list[tuple[str, Any, Any]]:
-    """(name, built LLM judge, which pairs it gets) of each LLM stage of a built judge:
-    ``None`` every pair, else a function of the pairs (a cascade's second judge: those its
-    offline first judge leaves undecided; None too when the first asks a service)."""
-    if hasattr(judge, "request_prompts"):
-        return [(judge_cfg["name"], judge, None)]
-    stages = []
-    first, second = getattr(judge, "first", None), getattr(judge, "second", None)
-    if hasattr(first, "request_prompts"):
-        stages.append((judge.first_name, first, None))
-    if hasattr(second, "request_prompts"):
-        offline_first = not hasattr(first, "request_prompts")
-        stages.append((judge.second_name, second, judge.escalated if offline_first else None))
-    return stages
+    return judge_kind(judge_cfg["kind"]).asks_a_service(judge_cfg.get("settings") or {})
 
 
 def _judged_pairs(plan: Plan, task: str, model: str, frame: Any, results: Path) -> list | None:
@@ -382,9 +363,9 @@ def _judged_pairs(plan: Plan, task: str, model: str, frame: Any, results: Path) 
     return spec.judged_pairs(scored, Answers(read_predictions(path)))
 
 
-def _judge_answer_tokens(results: Path, task: str, judge: str, protocol: str) -> tuple[float, str]:
+def _judge_answer_tokens(results: Path, task: str, judge: str, default: int) -> tuple[float, str]:
     """Tokens per judge answer: measured on the earlier score jobs of this task's judge
-    that sent requests, else the protocol's default."""
+    that sent requests, else the judge's own default."""
     sent = tokens = 0
     for path in sorted((results / "scores" / task).glob("*.json")):
         try:
@@ -397,13 +378,12 @@ def _judge_answer_tokens(results: Path, task: str, judge: str, protocol: str) ->
             tokens += usage.get("completion_tokens", 0)
     if sent and tokens:
         return tokens / sent, f"judge answers measured on {sent} earlier requests"
-    return JUDGE_ANSWER_TOKENS.get(protocol, JUDGE_ANSWER_TOKENS["paired"]), ""
+    return default, ""
 
 
 def _judge_job(
     names: tuple[str, str, str, str],
-    stage: Any,
-    select: Any,
+    stage: ServiceRequests,
     pairs: list | None,
     size: int,
     answer_tokens: float,
@@ -412,25 +392,21 @@ def _judge_job(
     """One LLM judge's requests on one model's answers (``pairs``; None: not predicted);
     ``seen``: the prompts it was counted for already (updated)."""
     judge, task, stage_name, model = names
-    system = stage.adapter.config["system_prompt"] or ""
+    system, select = stage.system_prompt, stage.select
     if pairs is None:
-        per_image = 2 if getattr(stage, "protocol", "") == "per-caption" else 1
-        requests = to_send = size * per_image
+        requests = to_send = size * stage.requests_per_image
         tokens_in = to_send * text_tokens(_placeholder_prompt(stage.template) + system)
         counted = "every image" if select is None else "upper bound"
     else:
         asked = pairs if select is None else [pairs[i] for i in select(pairs)]
-        prompts = stage.request_prompts(asked)
-        unsent = [p for p in prompts if p not in seen and not stage.cached(p)]
+        prompts = stage.judge.request_prompts(asked)
+        unsent = [p for p in prompts if p not in seen and not stage.judge.cached(p)]
         seen.update(prompts)
         requests, to_send = len(prompts), len(unsent)
         tokens_in = sum(text_tokens(p + system) for p in unsent)
         counted = "exact"
     tokens_out = round(answer_tokens * to_send)
-    config = stage.adapter.config
-    usd = dollars(
-        tokens_in, tokens_out, config["price_per_million_input"], config["price_per_million_output"]
-    )
+    usd = dollars(tokens_in, tokens_out, *stage.prices)
     return JudgeEstimate(
         judge, task, stage_name, model, requests, to_send, tokens_in, tokens_out, usd, counted
     )
@@ -463,9 +439,10 @@ def _judge_jobs(plan: Plan, frame: Any, size: int, workdir: Path) -> list[JudgeE
             continue
         # Built as the score job builds it (its cache too); building sends nothing.
         judge = make_judge(judge_cfg, task, cache_dir=Path(workdir) / "results" / "cache")
-        for stage_name, stage, select in _stages(judge_cfg, judge):
+        for stage in judge_kind(judge_cfg["kind"]).service_requests(judge_cfg, judge):
+            stage_name = stage.name
             answer_tokens, measured = _judge_answer_tokens(
-                results, task, judge_cfg["name"], getattr(stage, "protocol", "")
+                results, task, judge_cfg["name"], stage.answer_tokens
             )
             for model in [m for t, m in plan.jobs() if t == task]:
                 if (task, model) not in judged:
@@ -473,14 +450,13 @@ def _judge_jobs(plan: Plan, frame: Any, size: int, workdir: Path) -> list[JudgeE
                 pairs = judged[task, model]
                 names = (judge_cfg["name"], task, stage_name, model)
                 seen = counted.setdefault(stage_name, set())
-                job = _judge_job(names, stage, select, pairs, size, answer_tokens, seen)
+                job = _judge_job(names, stage, pairs, size, answer_tokens, seen)
                 if purpose == "agreement":
                     job.notes.append("judge agreement re-judges the predictions")
                 if job.counted == "upper bound":
-                    first = judge.first_name
                     job.notes.append(
                         f"before predictions every image is counted as left undecided by "
-                        f"{first}: an upper bound (exact once the models have answered)"
+                        f"{stage.after}: an upper bound (exact once the models have answered)"
                     )
                 elif job.counted == "every image":
                     job.notes.append("before predictions every image is counted")
@@ -537,11 +513,10 @@ def _local(job: JobEstimate | JudgeEstimate) -> bool:
 
 ASSUMPTIONS = (
     "text ~4 characters per token; image tokens by each model family's rule "
-    "(config/models/README.md); answers {defaults} tokens (localization, captioning, "
-    "diagnosis) unless measured; time = ceil(requests to send / concurrency) x latency per "
-    "job, the jobs one after another (rate limits and retries not included); dollars at "
-    "list prices; judge answers {judge_defaults} tokens (diagnosis rank, paired and "
-    "per-caption keywords) unless measured"
+    "(config/models/README.md); answers {defaults} tokens ({tasks}) unless measured; time = "
+    "ceil(requests to send / concurrency) x latency per job, the jobs one after another "
+    "(rate limits and retries not included); dollars at list prices; judge answers of each "
+    "judge's own default length unless measured"
 )
 
 
@@ -607,11 +582,9 @@ def format_estimate(estimate: Estimate) -> str:
     lines = [f"Estimate of the prediction jobs: {estimate.dataset}", *_aligned(rows)]
     notes = dict.fromkeys(f"{j.model}: {note}" for j in estimate.jobs for note in j.notes)
     lines += [f"  note: {note}" for note in notes]
-    defaults = "/".join(str(get_task(name).answer_tokens) for name in TASK_NAMES)
-    judge_defaults = "/".join(str(JUDGE_ANSWER_TOKENS[k]) for k in JUDGE_ANSWER_TOKENS)
-    lines.append(
-        "  assumptions: " + ASSUMPTIONS.format(defaults=defaults, judge_defaults=judge_defaults)
-    )
+    tasks = list(dict.fromkeys(job.task for job in estimate.jobs))
+    defaults = "/".join(str(get_task(name).answer_tokens) for name in tasks)
+    lines.append("  assumptions: " + ASSUMPTIONS.format(defaults=defaults, tasks=", ".join(tasks)))
     if estimate.offline_jobs:
         lines.append(f"  {estimate.offline_jobs} jobs of offline models cost nothing")
     if estimate.judges:

@@ -57,6 +57,7 @@ from novabench.judges.base import (
     KeywordSet,
     PairVerdict,
     RankedVerdict,
+    ServiceRequests,
     Verdict,
     register_judge_kind,
 )
@@ -65,12 +66,17 @@ from novabench.provenance import sha256_text
 
 log = logging.getLogger(__name__)
 
-TASKS = ("captioning", "diagnosis")
 #: How a caption judge asks: one request per (reference, prediction) pair (the paper's), or
 #: one per caption. A diagnosis judge always asks once per image for the ranked list.
 PROTOCOLS = ("paired", "per-caption")
 DEFAULT_PROTOCOL = "paired"
 DIAGNOSIS_PROTOCOL = "ranked-list"
+#: The tasks whose answers an llm judge reads, and the ways it can ask for each (the first
+#: is the default); the judge classes below implement each pair.
+TASK_PROTOCOLS: dict[str, tuple[str, ...]] = {
+    "captioning": PROTOCOLS,
+    "diagnosis": (DIAGNOSIS_PROTOCOL,),
+}
 # The default prompts ship inside the package (the one copy: the workflow's configurations
 # name them by their path in it), so an installed novabench finds them too.
 PROMPTS_DIR = paths.JUDGE_PROMPTS
@@ -110,7 +116,9 @@ SETTINGS_SCHEMA: dict[str, Any] = {
         "prompts": {
             "type": "object",
             "additionalProperties": False,
-            "properties": {task: {"type": "string", "minLength": 1} for task in TASKS},
+            "properties": {
+                task: {"type": "string", "minLength": 1} for task in tuple(TASK_PROTOCOLS)
+            },
         },
         "max_failure_rate": {"type": "number", "minimum": 0, "maximum": 100},
     },
@@ -132,7 +140,8 @@ def _default_resolve(path: str) -> str:
 
 def task_protocol(task: str, protocol: str) -> str:
     """How the judge of ``task`` asks: the caption protocol, or the diagnosis one."""
-    return protocol if task == "captioning" else DIAGNOSIS_PROTOCOL
+    protocols = TASK_PROTOCOLS[task]
+    return protocol if protocol in protocols else protocols[0]
 
 
 def check_settings(
@@ -155,7 +164,7 @@ def check_settings(
     prompts = {
         task: settings.get("prompts", {}).get(task)
         or str(PROMPTS_DIR / PROMPT_SPECS[task_protocol(task, protocol)].default)
-        for task in TASKS
+        for task in TASK_PROTOCOLS
     }
     return {
         "backend": backend,
@@ -223,6 +232,9 @@ class _LLMJudge:
 
     task: ClassVar[str]
     protocol: ClassVar[str]  # how it asks (a key of PROMPT_SPECS)
+    #: Tokens of one answer, for the cost estimate until answers were measured.
+    answer_tokens: ClassVar[int]
+    requests_per_image: ClassVar[int] = 1
 
     def __init__(
         self,
@@ -233,7 +245,7 @@ class _LLMJudge:
         resolve: Callable[[str], str] | None = None,
     ):
         self.name = name
-        if self.task == "captioning":  # the class decides the protocol, hence the prompt
+        if len(TASK_PROTOCOLS[self.task]) > 1:  # the class decides the protocol, hence the prompt
             settings = {**settings, "protocol": self.protocol}
         resolved = check_settings(name, settings, resolve)
         self.prompt_path = resolved["prompts"][self.task]
@@ -247,6 +259,21 @@ class _LLMJudge:
         self.counts: Counter[str] = Counter()
         # (served model, system fingerprint) of every answer read, cached ones included.
         self.served: Counter[tuple[str | None, str | None]] = Counter()
+
+    def service_requests(self, name: str, select: Any = None) -> ServiceRequests:
+        """What the cost estimate counts of this judge (``select``: which pairs it gets)."""
+        config = self.adapter.config
+        prices = (config["price_per_million_input"], config["price_per_million_output"])
+        return ServiceRequests(
+            name,
+            self,
+            select,
+            self.template,
+            config["system_prompt"] or "",
+            prices,
+            self.answer_tokens,
+            self.requests_per_image,
+        )
 
     # -- record ------------------------------------------------------------------------------
 
@@ -417,6 +444,9 @@ class LLMKeywordJudge(_LLMJudge):
 
     task = "captioning"
     protocol = "per-caption"
+    # Each caption's raw and standardized keywords in five categories and a label.
+    answer_tokens = 175
+    requests_per_image = 2  # the reference and the prediction
 
     def extract(self, text: str) -> KeywordSet:
         return self.extract_many([text])[0]
@@ -487,6 +517,7 @@ class LLMPairedCaptionJudge(_LLMJudge):
 
     task = "captioning"
     protocol = "paired"
+    answer_tokens = 350  # both captions' keywords and both labels
 
     def judge_pair(self, reference: str, prediction: str) -> PairVerdict:
         """The (reference, prediction) KeywordSets of one pair; None: no verdict."""
@@ -558,6 +589,7 @@ class LLMDiagnosisJudge(_LLMJudge):
 
     task = "diagnosis"
     protocol = DIAGNOSIS_PROTOCOL
+    answer_tokens = 12  # one rank in a small JSON object
 
     def match_ranked(self, ranked: Sequence[str], reference: str) -> tuple[bool, bool]:
         return self.match_ranked_many([(ranked, reference)])[0]
@@ -983,7 +1015,7 @@ def make_llm_judge(
 ) -> _LLMJudge:
     """The ``llm`` judge of config ``judges.<name>`` for ``task`` (captioning or diagnosis),
     asking the way ``settings.protocol`` says (captioning: paired by default)."""
-    if task not in TASKS:
+    if task not in tuple(TASK_PROTOCOLS):
         raise ConfigError(
             f"judges.{name}: an llm judge judges captioning or diagnosis, not {task!r}",
             "build it for the task it judges (make_judge(..., task=...))",
@@ -997,7 +1029,7 @@ class LLMKind(JudgeKind):
     """``kind: llm``: a chat model behind an OpenAI-compatible endpoint (this module)."""
 
     name = "llm"
-    tasks = TASKS
+    tasks = tuple(TASK_PROTOCOLS)
     settings_schema = SETTINGS_SCHEMA
     remote = True
 
@@ -1019,3 +1051,6 @@ class LLMKind(JudgeKind):
 
     def api_resource(self, settings) -> str:
         return api_resource(dict(settings))
+
+    def service_requests(self, judge_cfg, judge) -> list[ServiceRequests]:
+        return [judge.service_requests(judge_cfg["name"])]

@@ -118,6 +118,9 @@ class Task:
     uses_image: ClassVar[bool] = True  # False: a text-only task (no image sent)
     needs_box_format: ClassVar[bool] = False  # answers are boxes in a declared convention
     needs_judge: ClassVar[bool] = False  # scored through a judge (tasks.<name>.judge)
+    #: The judge of a judged task when no config names one (``{name, kind, settings}``: an
+    #: installed package outside a checkout, a notebook); offline, so it costs nothing.
+    default_judge: ClassVar[Mapping[str, Any] | None] = None
     # Per-image label columns of the judge that judge agreement compares (none: no agreement).
     agreement_labels: ClassVar[tuple[str, ...]] = ()
     # Task-specific figure families beyond the metric bars (results/<tag>/figures/<task>_<family>):

@@ -69,6 +69,7 @@ class Captioning(Task):
     reference_columns = ("caption",)
     required_references = ("caption",)
     needs_judge = True
+    default_judge: ClassVar[Mapping[str, Any]] = {"name": "keywords", "kind": "keyword-lexicon"}
     agreement_labels = ("abnormal",)
     figures = ("breakdown",)
     answer_tokens = 70  # one to three sentences

@@ -61,6 +61,11 @@ class Diagnosis(Task):
     # Diagnosis is text-only in NOVA: history and findings, no image.
     uses_image = False
     needs_judge = True
+    default_judge: ClassVar[Mapping[str, Any]] = {
+        "name": "matcher",
+        "kind": "diagnosis-matcher",
+        "settings": {"embedding_fallback": False},
+    }
     agreement_labels = ("top1_correct", "top5_correct")
     figures = ("breakdown", "labels")
     upstream_task = "captioning"
