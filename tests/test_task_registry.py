@@ -90,7 +90,8 @@ def test_a_task_is_loaded_on_first_use_and_alone():
     code = (
         "import sys\n"
         "import novabench.tasks as t\n"
-        "loaded = lambda: sorted(n for n in t.TASK_NAMES if t.task_module(n) in sys.modules)\n"
+        "names = t.builtin_task_names()\n"
+        "loaded = lambda: sorted(n for n in names if t.task_module(n) in sys.modules)\n"
         "print(loaded())\n"
         "print(t.get_task('captioning').title, loaded())\n"
         "print(t.get_task('captioning') is sys.modules[t.task_module('captioning')].TASK)\n"
@@ -116,12 +117,15 @@ def test_a_task_registered_by_hand_comes_after_the_builtin_ones(anomaly_task):
     assert get_task("anomaly") is anomaly_task
 
 
-def test_the_config_schema_lists_the_registered_tasks():
-    import yaml
+def test_the_config_schema_lists_the_registered_tasks(anomaly_task):
+    from novabench.config import config_schema
 
-    schema = yaml.safe_load((ROOT / "workflow/schemas/config.schema.yaml").read_text())
+    schema = config_schema(ROOT)
     assert tuple(schema["$defs"]["task"]["enum"]) == task_names()
     assert tuple(schema["properties"]["tasks"]["properties"]) == task_names()
+    assert task_names()[-1] == "anomaly"
+    block = schema["properties"]["tasks"]["properties"]["anomaly"]
+    assert block["properties"]["prompt"]["default"] == "config/prompts/anomaly-v1.txt"
 
 
 def test_a_task_registered_in_a_test_runs_end_to_end(anomaly_task, dataset, tmp_path):

@@ -121,6 +121,7 @@ rule figure_metrics:
     params:
         code=job_code("figure"),
         dataset_label=DATASET_LABEL,
+        captions=task_captions,
         family="metrics",
         task=lambda wildcards: wildcards.task,
         models=inert_param(REPORT_MODELS),
@@ -154,6 +155,7 @@ rule figure_breakdown:
     params:
         code=job_code("figure"),
         dataset_label=DATASET_LABEL,
+        captions=task_captions,
         family="breakdown",
         task=lambda wildcards: wildcards.task,
         axis=lambda wildcards: wildcards.axis,
@@ -192,6 +194,7 @@ rule figure_task:
     params:
         code=job_code("task_figure"),
         dataset_label=DATASET_LABEL,
+        captions=task_captions,
         family=lambda wildcards: wildcards.family,
         task=lambda wildcards: wildcards.task,
         models=inert_param(REPORT_MODELS),

@@ -113,6 +113,29 @@ class DatasetLabel:
         return f"DatasetLabel({self.path!r})"
 
 
+class TaskCaptions:
+    """A task's own text of its figures' captions in the HTML report
+    (``Task.figure_captions``, reStructuredText), with the dataset's label in place of
+    ``{dataset}``: ``captions("metrics")``, ``""`` for a family the task gives no text.
+
+    A parameter of the figure rules, so that the captions (workflow/report/*.rst) name no
+    task; like :class:`DatasetLabel` read when shown, never a reason to re-run a job.
+    """
+
+    def __init__(self, task: str, dataset: Any):
+        self.task = task
+        self.dataset = dataset
+
+    def __call__(self, family: str) -> str:
+        from novabench.tasks import get_task
+
+        text = get_task(self.task).figure_captions.get(family, "")
+        return text.replace("{dataset}", str(self.dataset))
+
+    def __repr__(self) -> str:
+        return f"TaskCaptions({self.task!r})"
+
+
 def figure_note(manifest: Mapping[str, Any] | None) -> str | None:
     """The line a figure carries when its numbers are not on the full NOVA release (the
     synthetic sample, a subset, a partial copy); None on the release itself, so that

@@ -46,6 +46,25 @@ def captions(frame: pd.DataFrame, predictions: Path) -> list[str]:
 class Captioning(Task):
     name = "captioning"
     title = "Image captioning"
+    position = 2
+    default_prompt = "config/prompts/captioning-v1.txt"
+    settings_schema: ClassVar[Mapping[str, Any]] = {
+        "bertscore": {
+            "description": "the encoder of BERT F1 (config/README.md)",
+            "type": "object",
+            "additionalProperties": False,
+            "default": {},
+            "properties": {
+                "enabled": {"type": "boolean", "default": True},
+                "model": {"type": "string", "minLength": 1, "default": "roberta-large"},
+                "revision": {"type": ["string", "null"], "minLength": 1, "default": None},
+                "num_layers": {"type": ["integer", "null"], "minimum": 0, "default": None},
+                "rescale_with_baseline": {"type": "boolean", "default": False},
+                "baseline": {"type": ["string", "null"], "minLength": 1, "default": None},
+            },
+        }
+    }
+    figure_captions: ClassVar[Mapping[str, str]] = {"breakdown": "Clinical F1 (%)"}
     caption = (
         "Clinical and Modality F1: per-image F1 of judge keywords (Modality: sequence and "
         "plane words), averaged over images. BLEU-4: corpus level; METEOR: mean over images; "
