@@ -244,25 +244,21 @@ def find_workflow(start: Path | None = None) -> Path | None:
 
 
 def pipeline_config(workflow: Path | None, configfiles: Sequence[Path] = ()) -> dict[str, Any]:
-    """The workflow's config/config.yaml with ``configfiles`` merged over it, as
-    ``snakemake --configfile`` merges them; {} without a workflow and config files."""
-    import yaml
+    """The configuration exactly as the workflow reads it: its config/config.yaml with
+    ``configfiles`` merged over it (as ``snakemake --configfile``), read by the workflow's
+    own reader (novabench.config.read_config: plug-ins, catalog, schema and defaults,
+    checks). {} outside a checkout: each task's own defaults (``Task.default_judge``)."""
+    from novabench.config import plan_from_files
 
-    from novabench.catalog import merge
-
-    files = [] if workflow is None else [Path(workflow) / "config" / "config.yaml"]
-    config: dict[str, Any] = {}
-    for path in [*files, *map(Path, configfiles)]:
-        try:
-            loaded = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
-        except (OSError, yaml.YAMLError) as exc:
+    if workflow is None:
+        if configfiles:
             raise NovaError(
-                f"cannot read the config {path} ({exc})", "check --configfile"
-            ) from None
-        if not isinstance(loaded, dict):
-            raise NovaError(f"the config {path} is not a mapping", "check --configfile")
-        merge(config, loaded)
-    return config
+                "--configfile needs the workflow it configures (its schema, catalog and "
+                "config/config.yaml), and this command runs outside a checkout",
+                "run it inside a checkout of the pipeline, or drop --configfile",
+            )
+        return {}
+    return plan_from_files(Path(workflow), [Path(p) for p in configfiles]).config
 
 
 def configured_judge(task: str, config: dict[str, Any]) -> dict[str, Any] | None:
@@ -490,9 +486,16 @@ def cmd_build_dataset(args: argparse.Namespace) -> int:
     return 0
 
 
-def _config_judges(config_path: Path) -> dict[str, Any]:
+def _config_judges(config_path: Path | None, workflow: Path | None) -> dict[str, Any]:
+    """The judges to measure: those of ``config_path`` (a file with a ``judges:``
+    section, measured as written), else those of the workflow's configuration as the
+    workflow reads it."""
     import yaml
 
+    if config_path is None:
+        if workflow is None:
+            raise NovaError("no configuration to read judges from", "pass --config")
+        return pipeline_config(workflow)["judges"]
     try:
         config = yaml.safe_load(Path(config_path).read_text(encoding="utf-8"))
     except (OSError, yaml.YAMLError) as exc:
@@ -509,12 +512,12 @@ def cmd_judge_report(args: argparse.Namespace) -> int:
 
     out_dir = Path(args.out_dir)
     workflow = find_workflow()
-    if args.config is None:
-        args.config = (workflow or Path()) / "config" / "config.yaml"
     validation_dir = args.validation_dir
     if validation_dir is None and workflow is not None:
         validation_dir = workflow / "validation"
-    judges = _config_judges(args.config)
+    judges = _config_judges(args.config, workflow)
+    # Config paths are relative to the working directory, else to the config's workflow.
+    base = Path(args.config).resolve().parent.parent if args.config else workflow
     folder = validation_folder(validation_dir)
     report = write_report(
         judges,
@@ -522,7 +525,7 @@ def cmd_judge_report(args: argparse.Namespace) -> int:
         out_dir / "report.json",
         out_dir / "report.md",
         cache_dir=Path(args.cache_dir) if args.cache_dir else None,
-        resolve=lambda path: resolve_path(path, Path(args.config).resolve().parent.parent),
+        resolve=lambda path: resolve_path(path, base),
     )
     for name, entry in report["judges"].items():
         for task, reason in entry["skipped"].items():
