@@ -15,19 +15,16 @@ import sys
 from pathlib import Path
 
 import numpy as np
-import pandas as pd
 import pytest
 
 from novabench.errors import ConfigError
+from novabench.plugins import load_plugins
 from novabench.predict import read_predictions, run_predictions
 from novabench.report.bootstrap import weighted_mean
 from novabench.report.statistics import write_task_statistics
 from novabench.report.tables import write_all_tables
 from novabench.score import score_predictions
 from novabench.tasks import (
-    Metric,
-    Parsed,
-    Task,
     get_task,
     register_task,
     task_module,
@@ -38,43 +35,14 @@ from upstream import IMAGES
 
 ROOT = Path(__file__).resolve().parents[1]
 
-YES, NO = {"yes", "y", "true", "abnormal"}, {"no", "n", "false", "normal"}
-
-
-class AnomalyPresence(Task):
-    name = "anomaly"
-    title = "Anomaly presence"
-    caption = "Accuracy: the yes/no answer equals whether the image has a gold box."
-    metrics = (Metric("Accuracy", "Accuracy", headline=True),)
-    reference_columns = ("gold_boxes",)
-
-    def gold_answer(self, reference):
-        return "yes" if len(reference["gold_boxes"]) else "no"
-
-    def parse(self, raw, context):
-        word = raw.strip().strip(".!").lower()
-        if word in YES | NO:
-            return Parsed("ok", {"abnormal": word in YES})
-        return Parsed("parse_error", None, f"not yes or no: {raw[:40]!r}")
-
-    def score(self, frame, answers, context):
-        rows = []
-        for row in frame.itertuples(index=False):
-            abnormal, status = answers.get(row.filename, "abnormal")
-            truth = len(row.gold_boxes) > 0
-            correct = status == "ok" and abnormal == truth
-            rows.append({"filename": row.filename, "status": status, "correct": correct})
-        per_image = pd.DataFrame(rows)
-        return {"Accuracy": 100.0 * per_image["correct"].mean()}, per_image
-
-    def replicates(self, entry, dataset, weights, judge=None):
-        correct = entry.per_image["correct"].to_numpy(dtype=float)
-        return {"Accuracy": weighted_mean(weights, correct, 100.0)}
+# The toy task's folder (tests/plugins/anomaly/): a plug-in outside the package.
+ANOMALY = ROOT / "tests" / "plugins" / "anomaly"
 
 
 @pytest.fixture
 def anomaly_task():
-    task = register_task(AnomalyPresence())
+    (module,) = load_plugins([str(ANOMALY)])
+    task = register_task(module.TASK)  # again, after an earlier test unregistered it
     yield task
     unregister_task(task.name)
 
@@ -125,7 +93,8 @@ def test_the_config_schema_lists_the_registered_tasks(anomaly_task):
     assert tuple(schema["properties"]["tasks"]["properties"]) == task_names()
     assert task_names()[-1] == "anomaly"
     block = schema["properties"]["tasks"]["properties"]["anomaly"]
-    assert block["properties"]["prompt"]["default"] == "config/prompts/anomaly-v1.txt"
+    assert block["properties"]["prompt"]["default"] == str(ANOMALY / "anomaly-v1.txt")
+    assert block["properties"]["min_boxes"]["default"] == 1
 
 
 def test_a_task_registered_in_a_test_runs_end_to_end(anomaly_task, dataset, tmp_path):
