@@ -263,7 +263,9 @@ def prediction_targets(wildcards):
 
 def human_reference_targets(wildcards):
     """Rater scores: the raters are only known once the dataset is built."""
-    return [f for task in PLAN.rater_tasks() for f in rater_score_files(wildcards, task)]
+    return [
+        f for task in PLAN.rater_tasks() for f in rater_score_files(wildcards, task)
+    ]
 
 
 # --- Stage 4: statistics, tables, figures, provenance (workflow/rules/report.smk) -------
@@ -376,7 +378,9 @@ def tables_inputs(wildcards):
 # Per (audited task, model), the filled sheet that audits the task's judge
 # (models.<name>.audit); the tables job reads it with the model's per-image scores, so
 # editing it re-writes the tables.
-AUDIT_JOBS = [(task, model) for task, model in PLAN.audit_jobs() if task in REPORT_TASKS]
+AUDIT_JOBS = [
+    (task, model) for task, model in PLAN.audit_jobs() if task in REPORT_TASKS
+]
 AUDITS = {model: PLAN.audits()[model] for _, model in AUDIT_JOBS}
 
 
