@@ -236,3 +236,16 @@ def test_a_plugin_backend_and_task_run_end_to_end_through_the_workflow(tmp_path)
     assert re.search(r"\| Models \| toy \| 100\.0", markdown), markdown
     assert "| Controls | gold | 100.0" in markdown
     assert (results / "figures" / "anomaly_metrics.png").is_file()
+
+
+def test_a_figure_caption_is_the_tasks_own_text(plugins):
+    from novabench.report.labels import TaskCaption
+
+    metrics = TaskCaption("anomaly", "metrics", "the sample")
+    assert str(metrics) == "Accuracy of the yes/no answer on the sample."
+    assert str(TaskCaption("anomaly", "breakdown", "x")) == (
+        "The headline per-image metric of anomaly"
+    )
+    assert str(TaskCaption("localization", "breakdown", "x")).startswith("Hit\\@30 (%")
+    # What Snakemake compares between runs: the same whatever the text says.
+    assert repr(metrics) == "TaskCaption('anomaly', 'metrics')"

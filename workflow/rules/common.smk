@@ -103,11 +103,14 @@ def _dataset_label():
 DATASET_LABEL = _dataset_label()
 
 
-def task_captions(wildcards):
-    """The task's own caption text of its figures (`snakemake.params.captions(family)`)."""
-    from novabench.report.labels import TaskCaptions
+def task_caption(family=None):
+    """The task's own caption text of a figure family (`snakemake.params.caption`); the
+    family is the rule's `family` wildcard when not given."""
+    from novabench.report.labels import TaskCaption
 
-    return TaskCaptions(wildcards.task, DATASET_LABEL)
+    return lambda wildcards: TaskCaption(
+        wildcards.task, family or wildcards.family, DATASET_LABEL
+    )
 
 
 # Score files under results/<tag>/ of models this config does not run (earlier runs with

@@ -113,27 +113,25 @@ class DatasetLabel:
         return f"DatasetLabel({self.path!r})"
 
 
-class TaskCaptions:
-    """A task's own text of its figures' captions in the HTML report
-    (``Task.figure_captions``, reStructuredText), with the dataset's label in place of
-    ``{dataset}``: ``captions("metrics")``, ``""`` for a family the task gives no text.
+class TaskCaption:
+    """A task's own caption text of one figure family in the HTML report
+    (``Task.figure_caption``), with the dataset's label in it, read when it is shown
+    (``str``).
 
-    A parameter of the figure rules, so that the captions (workflow/report/*.rst) name no
-    task; like :class:`DatasetLabel` read when shown, never a reason to re-run a job.
+    A parameter of the figure rules, so that the caption templates (workflow/report/*.rst)
+    name no task; like :class:`DatasetLabel`, never a reason to re-run a job.
     """
 
-    def __init__(self, task: str, dataset: Any):
-        self.task = task
-        self.dataset = dataset
+    def __init__(self, task: str, family: str, dataset: Any):
+        self.task, self.family, self.dataset = task, family, dataset
 
-    def __call__(self, family: str) -> str:
+    def __str__(self) -> str:
         from novabench.tasks import get_task
 
-        text = get_task(self.task).figure_captions.get(family, "")
-        return text.replace("{dataset}", str(self.dataset))
+        return get_task(self.task).figure_caption(self.family, str(self.dataset))
 
     def __repr__(self) -> str:
-        return f"TaskCaptions({self.task!r})"
+        return f"TaskCaption({self.task!r}, {self.family!r})"
 
 
 def figure_note(manifest: Mapping[str, Any] | None) -> str | None:

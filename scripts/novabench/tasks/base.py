@@ -283,6 +283,18 @@ class Task:
         """Every metric of ``entry`` under each weight vector over images (the bootstrap)."""
         raise NotImplementedError
 
+    def figure_caption(self, family: str, dataset: str) -> str:
+        """The HTML report's caption text of one figure family (reStructuredText) on the
+        dataset labelled ``dataset``: :attr:`figure_captions`, else a plain default."""
+        text = self.figure_captions.get(family)
+        if text is None:
+            defaults = {
+                "metrics": "",
+                "breakdown": f"The headline per-image metric of {self.name}",
+            }
+            text = defaults.get(family, f"{self.name}: {family.replace('_', ' ')}, on {{dataset}}.")
+        return text.replace("{dataset}", dataset)
+
     def breakdown_values(self, per_image: pd.DataFrame) -> tuple[str, np.ndarray] | None:
         """(axis label, per-image values) of the metric broken down by sequence and plane;
         None: no breakdown figure."""
