@@ -513,7 +513,7 @@ def _local(job: JobEstimate | JudgeEstimate) -> bool:
 
 ASSUMPTIONS = (
     "text ~4 characters per token; image tokens by each model family's rule "
-    "(config/models/README.md); answers {defaults} tokens ({tasks}) unless measured; time = "
+    "(config/models/README.md); {answers}time = "
     "ceil(requests to send / concurrency) x latency per job, the jobs one after another "
     "(rate limits and retries not included); dollars at list prices; judge answers of each "
     "judge's own default length unless measured"
@@ -582,9 +582,11 @@ def format_estimate(estimate: Estimate) -> str:
     lines = [f"Estimate of the prediction jobs: {estimate.dataset}", *_aligned(rows)]
     notes = dict.fromkeys(f"{j.model}: {note}" for j in estimate.jobs for note in j.notes)
     lines += [f"  note: {note}" for note in notes]
+    # Each task's own answer length (Task.answer_tokens), for the tasks with jobs here.
     tasks = list(dict.fromkeys(job.task for job in estimate.jobs))
     defaults = "/".join(str(get_task(name).answer_tokens) for name in tasks)
-    lines.append("  assumptions: " + ASSUMPTIONS.format(defaults=defaults, tasks=", ".join(tasks)))
+    answers = f"answers {defaults} tokens ({', '.join(tasks)}) unless measured; " if tasks else ""
+    lines.append("  assumptions: " + ASSUMPTIONS.format(answers=answers))
     if estimate.offline_jobs:
         lines.append(f"  {estimate.offline_jobs} jobs of offline models cost nothing")
     if estimate.judges:
