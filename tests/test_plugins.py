@@ -111,9 +111,8 @@ CENTRAL_MODULES = [
 CENTRAL_TEXTS = sorted((ROOT / "workflow" / "rules").glob("*.smk")) + sorted(
     (ROOT / "workflow" / "report").glob("*.rst")
 )
-# Where a name is a word of the data, not the plug-in: the colour of gold boxes. And
-# score.py, being rewritten on another branch now, still scores raters of one task.
-NOT_PLUGINS = {"figures.py": {"gold"}, "score.py": {"localization"}}
+# Where a name is a word of the data, not the plug-in: the colour of gold boxes.
+NOT_PLUGINS = {"figures.py": {"gold"}}
 
 
 def _names_in(text: str, names: set[str]) -> set[str]:
