@@ -93,7 +93,7 @@ def score_predictions(
     per-image table; return the metrics.
 
     ``judge_cfg`` is ``{kind, settings, name}`` for tasks scored through a judge (None:
-    the task's default offline judge). ``options`` are the task's scoring options
+    the task's default offline judge, ``Task.default_judge``). ``options`` are the task's scoring options
     (``Task.options``). ``cache_dir`` keeps an LLM judge's answers. ``code`` is the job's
     code fingerprint (:mod:`novabench.code_fingerprint`), recorded in the score file.
     ``judge_figures``: the record of the judges' held-out figures (default: the
@@ -113,7 +113,10 @@ def score_predictions(
             f"disable tasks.{task}, or use a dataset with these references",
         )
     model = records[0]["model"] if records else Path(predictions).stem
-    judge = make_judge(judge_cfg, task, cache_dir=cache_dir) if spec.needs_judge else None
+    if spec.needs_judge:
+        judge = make_judge(judge_cfg or spec.default_judge, task, cache_dir=cache_dir)
+    else:
+        judge = None
     context = ScoringContext(judge=judge, options=dict(options or {}), nltk_data=nltk_data)
     metrics, per_image = spec.score(frame, Answers(records), context)
     payload = {
