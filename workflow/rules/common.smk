@@ -348,7 +348,7 @@ def report_category(wildcards):
 def task_score_files(wildcards, task):
     """Score files of a task: its models in config order, then the human raters."""
     files = [results(f"scores/{task}/{model}.json") for model in task_models(task)]
-    if task in PLAN.rater_tasks():
+    if get_task(task).scores_raters:
         files += rater_score_files(wildcards, task)
     return files
 
