@@ -113,10 +113,8 @@ def score_predictions(
             f"disable tasks.{task}, or use a dataset with these references",
         )
     model = records[0]["model"] if records else Path(predictions).stem
-    if spec.needs_judge:
-        judge = make_judge(judge_cfg or spec.default_judge, task, cache_dir=cache_dir)
-    else:
-        judge = None
+    judge_cfg = judge_cfg or spec.default_judge
+    judge = make_judge(judge_cfg, task, cache_dir=cache_dir) if spec.needs_judge else None
     context = ScoringContext(judge=judge, options=dict(options or {}), nltk_data=nltk_data)
     metrics, per_image = spec.score(frame, Answers(records), context)
     payload = {
