@@ -94,8 +94,9 @@ def score_predictions(
 
     ``judge_cfg`` is ``{kind, settings, name}`` for tasks scored through a judge (None:
     the task's default offline judge, ``Task.default_judge``). ``options`` are the task's
-    scoring options (``Task.options``). ``cache_dir`` keeps an LLM judge's answers. ``code`` is the job's
-    code fingerprint (:mod:`novabench.code_fingerprint`), recorded in the score file.
+    scoring options (``Task.options``). ``cache_dir`` keeps an LLM judge's answers.
+    ``code`` is the job's code fingerprint (:mod:`novabench.code_fingerprint`), recorded in
+    the score file.
     ``judge_figures``: the record of the judges' held-out figures (default: the
     repository's ``validation/judge_figures.json``).
     """
