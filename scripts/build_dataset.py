@@ -39,8 +39,9 @@ def main(smk):
             manifest["n_converted_images"],
             ", ".join(modes),
         )
-    for path in remove_stale_rater_scores(Path(smk.params.rater_scores), manifest["raters"]):
-        log.info("removed %s: its rater is no longer in the dataset", path)
+    for folder in smk.params.rater_scores:
+        for path in remove_stale_rater_scores(Path(folder), manifest["raters"]):
+            log.info("removed %s: its rater is no longer in the dataset", path)
 
 
 run(snakemake, main)

@@ -29,8 +29,9 @@ def main(smk):
         manifest["n_cases"],
         full["n_cases"],
     )
-    for path in remove_stale_rater_scores(Path(smk.params.rater_scores), manifest["raters"]):
-        log.info("removed %s: its rater is not in the subset", path)
+    for folder in smk.params.rater_scores:
+        for path in remove_stale_rater_scores(Path(folder), manifest["raters"]):
+            log.info("removed %s: its rater is not in the subset", path)
 
 
 run(snakemake, main)

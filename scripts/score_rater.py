@@ -13,8 +13,11 @@ def main(smk):
         out_json=Path(smk.output.scores),
         out_csv=Path(smk.output.per_image),
         code=smk.params.code,
+        task=smk.wildcards.task,
     )
-    log.info("rater %s scored: %s", smk.wildcards.rater, metrics_text(summary))
+    log.info(
+        "%s/rater %s scored: %s", smk.wildcards.task, smk.wildcards.rater, metrics_text(summary)
+    )
 
 
 run(snakemake, main)

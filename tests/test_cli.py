@@ -11,6 +11,7 @@ import pytest
 import yaml
 
 from novabench import cli
+from novabench.errors import NovaError
 from novabench.predict import run_predictions
 from novabench.score import score_predictions
 from novabench.tasks import get_task
@@ -403,12 +404,23 @@ def test_predictions_that_answer_no_image_fail_in_one_line(content, nova, tmp_pa
 
 @pytest.mark.parametrize("task", ["localization", "captioning", "diagnosis"])
 def test_the_command_judges_as_the_pipeline_configures_it(task):
-    assert cli.judge_config(task, None, None, CONFIG) == JUDGES[task]
-    # An installed package outside a checkout: the same judges, from the package.
-    assert cli.judge_config(task, None, None, {}) == JUDGES[task]
+    # The workflow's own reader: the config's judge of the task, its settings written out.
+    read = cli.pipeline_config(ROOT)
+    assert read["tasks"][task]["enabled"] is True  # the schema's defaults are filled in
+    assert cli.judge_config(task, None, None, read) == JUDGES[task]
+    # An installed package outside a checkout: the task's own default judge.
+    default = get_task(task).default_judge
+    outside = cli.judge_config(task, None, None, {})
+    assert outside == (None if default is None else {"settings": {}, **default})
     if task == "diagnosis":
-        judge = cli.judge_config(task, None, None, cli.pipeline_config(ROOT))
-        assert judge["settings"]["embedding_fallback"] is False
+        assert outside["settings"]["embedding_fallback"] is False
+
+
+def test_a_configfile_outside_a_checkout_is_refused_in_one_line(tmp_path):
+    config = tmp_path / "c.yaml"
+    config.write_text("judges: {}\n")
+    with pytest.raises(NovaError, match="--configfile needs the workflow it configures"):
+        cli.pipeline_config(None, [config])
 
 
 def test_an_installed_command_finds_the_checkout_it_runs_in(monkeypatch, tmp_path, capsys):

@@ -9,11 +9,13 @@ from pathlib import Path
 
 import pytest
 import yaml
-from snakemake.exceptions import WorkflowError
-from snakemake.utils import validate
 
 from novabench.answer_formats import BOX_FORMATS
-from novabench.config import check_config, describe_validation_error
+from novabench.config import (
+    config_schema,
+    read_config,
+    validate_config,
+)
 from novabench.dataset.schema import rater_slug
 from novabench.errors import ConfigError, NovaError
 
@@ -23,15 +25,11 @@ DEFAULT = yaml.safe_load((ROOT / "config" / "config.yaml").read_text())
 
 
 def checked(config):
-    """Validate like common.smk does; return the one-line message or the plan."""
+    """Read like common.smk does; return the one-line message it prints, or the plan."""
     try:
-        validate(config, schema=SCHEMA)
-    except WorkflowError as exc:
-        return describe_validation_error(exc)
-    try:
-        return check_config(config, ROOT)
+        return read_config(config, ROOT)
     except ConfigError as exc:
-        return str(exc)
+        return f"config error: {exc}"
 
 
 def with_change(change):
@@ -50,7 +48,7 @@ def test_default_config_is_valid_and_plans_the_offline_models():
 
 def test_schema_fills_defaults():
     config = {"dataset": {"source": "sample"}, "models": {}}
-    validate(config, schema=SCHEMA)
+    validate_config(config, config_schema(ROOT))
     assert config["dataset"]["sample"] == {
         "seed": 20250520,
         "n_cases": 12,
@@ -218,7 +216,7 @@ def test_the_environment_check_names_every_missing_key_at_once(monkeypatch):
 def coerced(config):
     from novabench.config import coerce_config
 
-    return coerce_config(config, yaml.safe_load(Path(SCHEMA).read_text()))
+    return coerce_config(config, config_schema(ROOT))
 
 
 def test_config_strings_take_the_type_the_schema_asks():
@@ -338,7 +336,9 @@ def test_a_wrong_local_path_stops_the_dry_run_in_one_line_and_leaves_nothing(tmp
     # A folder that exists but is not the dataset's is named too.
     folder.mkdir()
     message = with_change(lambda c: c["dataset"].update(source="local", local_path=str(folder)))
-    assert message.startswith(f"dataset.local_path: {folder} holds neither data/nova-v1.parquet")
+    assert message.startswith(
+        f"config error: dataset.local_path: {folder} holds neither data/nova-v1.parquet"
+    )
     assert not (tmp_path / "results").exists()
 
 
@@ -349,7 +349,7 @@ def test_a_predictions_file_model_without_box_format_fails_at_plan_time(tmp_path
     model["settings"] = {"path": str(answers)}
     message = with_change(lambda c: c["models"].update(harness=model))
     assert message == (
-        "models.harness runs localization but declares no box_format; fix: set "
+        "config error: models.harness runs localization but declares no box_format; fix: set "
         "models.harness.box_format to the model's box convention, one of "
         f"{', '.join(BOX_FORMATS)} (see config/README.md)"
     )

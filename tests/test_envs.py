@@ -65,7 +65,9 @@ CONDA_TO_PIP = {"pytorch": "torch", "matplotlib-base": "matplotlib"}
 NOT_THIRD_PARTY = {"__future__", "novabench", "snakemake"}
 # Adapters load with importlib by kind (novabench.models.base.adapter_class); these
 # modules of the models package are not adapter kinds.
-NOT_ADAPTERS = {"__init__", "base"}
+# Modules of models/ that define no backend: the registry, and the chat client the
+# openai_compatible adapter and the LLM judges share.
+NOT_ADAPTERS = {"__init__", "base", "chat_client"}
 # Installers: pinned like everything else, but their version is not compared (see above).
 INSTALLERS = {"pip"}
 # Optional packages that need CUDA, installed nowhere the tests run: pinned in their env

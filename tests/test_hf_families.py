@@ -25,9 +25,12 @@ transformers = pytest.importorskip("transformers")
 pytest.importorskip("accelerate")
 
 import yaml  # noqa: E402
-from snakemake.utils import validate  # noqa: E402
 
-from novabench.config import check_config  # noqa: E402
+from novabench.config import (  # noqa: E402
+    check_config,
+    config_schema,
+    validate_config,
+)
 from novabench.errors import ConfigError, NovaError  # noqa: E402
 from novabench.predict import run_predictions  # noqa: E402
 from novabench.vlm_families import FAMILIES as KNOWN  # noqa: E402
@@ -222,7 +225,7 @@ def plan_error(model: dict) -> str:
     """The one-line ConfigError that planning a run with ``model`` raises."""
     config = copy.deepcopy(DEFAULT)
     config["models"] = {"vlm": {"adapter": "hf_local", **model}}
-    validate(config, schema=SCHEMA)
+    validate_config(config, config_schema(ROOT))
     with pytest.raises(ConfigError) as caught:
         check_config(config, ROOT)
     message = str(caught.value)

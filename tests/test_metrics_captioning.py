@@ -1,7 +1,6 @@
 """Captioning metrics: BLEU-4 against sacrebleu, METEOR with WordNet, keyword and binary F1."""
 
 import json
-from pathlib import Path
 
 import pytest
 import sacrebleu
@@ -497,15 +496,11 @@ def _pair(record):
 
 
 def test_captioning_options_default_to_the_schema_defaults():
-    import yaml
 
     from novabench.tasks import get_task
     from novabench.tasks.captioning import BERTSCORE_DEFAULTS
 
-    schema = yaml.safe_load(
-        (Path(__file__).parents[1] / "workflow/schemas/config.schema.yaml").read_text()
-    )
-    properties = schema["properties"]["tasks"]["properties"]["captioning"]["properties"]
+    properties = get_task("captioning").config_schema()["properties"]
     defaults = {k: v["default"] for k, v in properties["bertscore"]["properties"].items()}
     assert defaults == BERTSCORE_DEFAULTS
     assert get_task("captioning").options({}) == {"bertscore": BERTSCORE_DEFAULTS}

@@ -16,12 +16,18 @@ SNAKEMAKE = [sys.executable, "-m", "snakemake"]
 # --- the HTML report's captions ----------------------------------------------------------
 
 
+# The figure family of a caption template, where it is one template's only one.
+FIGURE_FAMILY = {"metrics.rst": "metrics", "breakdown.rst": "breakdown"}
+
+
 def render_caption(name: str, task: str, family: str = "iou", label: str = "") -> str:
     """A caption as Snakemake's report renders it: Jinja, then docutils to HTML."""
     from types import SimpleNamespace
 
     from docutils.core import publish_parts
     from jinja2 import Environment
+
+    from novabench.report.labels import TaskCaption
 
     config = {
         "dataset": {"source": "sample"},
@@ -33,7 +39,11 @@ def render_caption(name: str, task: str, family: str = "iou", label: str = "") -
     snakemake = SimpleNamespace(
         config=config,
         wildcards=SimpleNamespace(task=task, family=family, axis="category"),
-        params=SimpleNamespace(dataset_label=label),
+        # The figure rules' caption: the task's own text of the figure (common.smk).
+        params=SimpleNamespace(
+            dataset_label=label,
+            caption=TaskCaption(task, FIGURE_FAMILY.get(name, family), label),
+        ),
     )
     text = (ROOT / "workflow" / "report" / name).read_text()
     env = Environment(trim_blocks=True, lstrip_blocks=True)  # Snakemake's settings

@@ -15,10 +15,10 @@ import sys
 from pathlib import Path
 
 import numpy as np
-import pandas as pd
 import pytest
 
 from novabench.errors import ConfigError
+from novabench.plugins import load_plugins
 from novabench.predict import read_predictions, run_predictions
 from novabench.records import read_verdicts
 from novabench.report.bootstrap import weighted_mean
@@ -26,9 +26,6 @@ from novabench.report.statistics import write_task_statistics
 from novabench.report.tables import write_all_tables
 from novabench.score import score_predictions
 from novabench.tasks import (
-    Metric,
-    Parsed,
-    Task,
     get_task,
     register_task,
     task_module,
@@ -39,43 +36,14 @@ from upstream import IMAGES
 
 ROOT = Path(__file__).resolve().parents[1]
 
-YES, NO = {"yes", "y", "true", "abnormal"}, {"no", "n", "false", "normal"}
-
-
-class AnomalyPresence(Task):
-    name = "anomaly"
-    title = "Anomaly presence"
-    caption = "Accuracy: the yes/no answer equals whether the image has a gold box."
-    metrics = (Metric("Accuracy", "Accuracy", headline=True),)
-    reference_columns = ("gold_boxes",)
-
-    def gold_answer(self, reference):
-        return "yes" if len(reference["gold_boxes"]) else "no"
-
-    def parse(self, raw, context):
-        word = raw.strip().strip(".!").lower()
-        if word in YES | NO:
-            return Parsed("ok", {"abnormal": word in YES})
-        return Parsed("parse_error", None, f"not yes or no: {raw[:40]!r}")
-
-    def score(self, frame, answers, context):
-        rows = []
-        for row in frame.itertuples(index=False):
-            abnormal, status = answers.get(row.filename, "abnormal")
-            truth = len(row.gold_boxes) > 0
-            correct = status == "ok" and abnormal == truth
-            rows.append({"filename": row.filename, "status": status, "correct": correct})
-        per_image = pd.DataFrame(rows)
-        return {"Accuracy": 100.0 * per_image["correct"].mean()}, per_image
-
-    def replicates(self, entry, dataset, weights):
-        correct = entry.per_image["correct"].to_numpy(dtype=float)
-        return {"Accuracy": weighted_mean(weights, correct, 100.0)}
+# The toy task's folder (tests/plugins/anomaly/): a plug-in outside the package.
+ANOMALY = ROOT / "tests" / "plugins" / "anomaly"
 
 
 @pytest.fixture
 def anomaly_task():
-    task = register_task(AnomalyPresence())
+    (module,) = load_plugins([str(ANOMALY)])
+    task = register_task(module.TASK)  # again, after an earlier test unregistered it
     yield task
     unregister_task(task.name)
 
@@ -91,7 +59,8 @@ def test_a_task_is_loaded_on_first_use_and_alone():
     code = (
         "import sys\n"
         "import novabench.tasks as t\n"
-        "loaded = lambda: sorted(n for n in t.TASK_NAMES if t.task_module(n) in sys.modules)\n"
+        "names = t.builtin_task_names()\n"
+        "loaded = lambda: sorted(n for n in names if t.task_module(n) in sys.modules)\n"
         "print(loaded())\n"
         "print(t.get_task('captioning').title, loaded())\n"
         "print(t.get_task('captioning') is sys.modules[t.task_module('captioning')].TASK)\n"
@@ -117,12 +86,16 @@ def test_a_task_registered_by_hand_comes_after_the_builtin_ones(anomaly_task):
     assert get_task("anomaly") is anomaly_task
 
 
-def test_the_config_schema_lists_the_registered_tasks():
-    import yaml
+def test_the_config_schema_lists_the_registered_tasks(anomaly_task):
+    from novabench.config import config_schema
 
-    schema = yaml.safe_load((ROOT / "workflow/schemas/config.schema.yaml").read_text())
+    schema = config_schema(ROOT)
     assert tuple(schema["$defs"]["task"]["enum"]) == task_names()
     assert tuple(schema["properties"]["tasks"]["properties"]) == task_names()
+    assert task_names()[-1] == "anomaly"
+    block = schema["properties"]["tasks"]["properties"]["anomaly"]
+    assert block["properties"]["prompt"]["default"] == str(ANOMALY / "anomaly-v1.txt")
+    assert block["properties"]["min_boxes"]["default"] == 1
 
 
 def test_a_task_registered_in_a_test_runs_end_to_end(anomaly_task, dataset, tmp_path):

@@ -273,15 +273,9 @@ def test_the_predictions_target_runs_exactly_the_pending_predictions(tmp_path):
     """For a submit host that predicts before the cluster scores: a fresh subset, then one
     new model; `--until predict` is refused, since Snakemake drops its jobs after the
     dataset checkpoint."""
-    import yaml
+    from novabench.config import plan_from_files
 
-    config = yaml.safe_load((ROOT / "config" / "config.yaml").read_text())
-    pairs = [
-        (task, name)
-        for name, model in config["models"].items()
-        for task in model["tasks"]
-        if config["tasks"][task]["enabled"]
-    ]
+    pairs = plan_from_files(ROOT, []).jobs()
     subset = tmp_path / "subset.yaml"
     subset.write_text("dataset: {source: sample, subset: {limit: 4, seed: 3}}\n")
     # The target first: `--configfile` takes every word after it as a config file.

@@ -252,10 +252,24 @@ def _price_cell(info: Mapping[str, Any]) -> str:
     return f"{price['input']:g} / {price['output']:g}"
 
 
+def entry_tasks(config: Mapping[str, Any]) -> list[str]:
+    """The tasks an entry runs: its ``tasks``, else every task its adapter supports."""
+    from novabench.models.base import adapter_kind
+    from novabench.tasks import task_names
+
+    if config.get("tasks") is not None:
+        return list(config["tasks"])
+    adapter = adapter_kind(config["adapter"])
+    return [task for task in task_names() if adapter.supports(task)]
+
+
 def _box_cell(config: Mapping[str, Any]) -> str:
+    from novabench.tasks import get_task
+
     if config.get("box_format"):
         return config["box_format"]
-    return "the adapter's" if "localization" in config["tasks"] else "-"
+    boxes = any(get_task(task).needs_box_format for task in entry_tasks(config))
+    return "the adapter's" if boxes else "-"
 
 
 def _family_cell(info: Mapping[str, Any]) -> str:

@@ -36,7 +36,6 @@ from novabench import __version__, paths
 from novabench.answer_formats import BOX_FORMATS
 from novabench.errors import NovaError
 from novabench.judges import judge_kinds
-from novabench.judges.base import DEFAULT_KINDS
 from novabench.records import STATUSES
 from novabench.tasks import dataset_needs, get_task, task_names
 
@@ -238,18 +237,6 @@ def score_file(
 # --- subcommands ----------------------------------------------------------------------------
 
 
-# The judges of the workflow's config/config.yaml, for an installed package used outside a
-# checkout (tests/test_cli.py keeps them equal to the config's).
-PIPELINE_JUDGES = {
-    "captioning": {"name": "keywords", "kind": "keyword-lexicon"},
-    "diagnosis": {
-        "name": "matcher",
-        "kind": "diagnosis-matcher",
-        "settings": {"embedding_fallback": False},
-    },
-}
-
-
 # The workflow this package belongs to, when it runs from a checkout.
 WORKFLOW = paths.REPOSITORY
 
@@ -267,32 +254,28 @@ def find_workflow(start: Path | None = None) -> Path | None:
 
 
 def pipeline_config(workflow: Path | None, configfiles: Sequence[Path] = ()) -> dict[str, Any]:
-    """The workflow's config/config.yaml with ``configfiles`` merged over it, as
-    ``snakemake --configfile`` merges them; {} without a workflow and config files."""
-    import yaml
+    """The configuration exactly as the workflow reads it: its config/config.yaml with
+    ``configfiles`` merged over it (as ``snakemake --configfile``), read by the workflow's
+    own reader (novabench.config.read_config: plug-ins, catalog, schema and defaults,
+    checks). {} outside a checkout: each task's own defaults (``Task.default_judge``)."""
+    from novabench.config import plan_from_files
 
-    from novabench.catalog import merge
-
-    files = [] if workflow is None else [Path(workflow) / "config" / "config.yaml"]
-    config: dict[str, Any] = {}
-    for path in [*files, *map(Path, configfiles)]:
-        try:
-            loaded = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
-        except (OSError, yaml.YAMLError) as exc:
+    if workflow is None:
+        if configfiles:
             raise NovaError(
-                f"cannot read the config {path} ({exc})", "check --configfile"
-            ) from None
-        if not isinstance(loaded, dict):
-            raise NovaError(f"the config {path} is not a mapping", "check --configfile")
-        merge(config, loaded)
-    return config
+                "--configfile needs the workflow it configures (its schema, catalog and "
+                "config/config.yaml), and this command runs outside a checkout",
+                "run it inside a checkout of the pipeline, or drop --configfile",
+            )
+        return {}
+    return plan_from_files(Path(workflow), [Path(p) for p in configfiles]).config
 
 
 def configured_judge(task: str, config: dict[str, Any]) -> dict[str, Any] | None:
     """``{name, kind, settings}`` of the judge ``tasks.<task>.judge`` names in ``config``;
-    the pipeline's default judge when ``config`` is empty."""
+    the task's own default judge (``Task.default_judge``) when ``config`` is empty."""
     if not config:
-        default = PIPELINE_JUDGES.get(task)
+        default = get_task(task).default_judge
         return None if default is None else json.loads(json.dumps(default))
     name = ((config.get("tasks") or {}).get(task) or {}).get("judge")
     judges = config.get("judges") or {}
@@ -310,7 +293,7 @@ def configured_judge(task: str, config: dict[str, Any]) -> dict[str, Any] | None
 def offline_judge_kinds(task: str) -> list[str]:
     """Judge kinds that score ``task`` without a service, the pipeline's default first."""
     kinds = [k.name for k in judge_kinds().values() if task in k.tasks and not k.remote]
-    default = DEFAULT_KINDS.get(task)
+    default = (get_task(task).default_judge or {}).get("kind")
     return sorted(kinds, key=lambda name: name != default)
 
 
@@ -513,9 +496,16 @@ def cmd_build_dataset(args: argparse.Namespace) -> int:
     return 0
 
 
-def _config_judges(config_path: Path) -> dict[str, Any]:
+def _config_judges(config_path: Path | None, workflow: Path | None) -> dict[str, Any]:
+    """The judges to measure: those of ``config_path`` (a file with a ``judges:``
+    section, measured as written), else those of the workflow's configuration as the
+    workflow reads it."""
     import yaml
 
+    if config_path is None:
+        if workflow is None:
+            raise NovaError("no configuration to read judges from", "pass --config")
+        return pipeline_config(workflow)["judges"]
     try:
         config = yaml.safe_load(Path(config_path).read_text(encoding="utf-8"))
     except (OSError, yaml.YAMLError) as exc:
@@ -532,12 +522,12 @@ def cmd_judge_report(args: argparse.Namespace) -> int:
 
     out_dir = Path(args.out_dir)
     workflow = find_workflow()
-    if args.config is None:
-        args.config = (workflow or Path()) / "config" / "config.yaml"
     validation_dir = args.validation_dir
     if validation_dir is None and workflow is not None:
         validation_dir = workflow / "validation"
-    judges = _config_judges(args.config)
+    judges = _config_judges(args.config, workflow)
+    # Config paths are relative to the working directory, else to the config's workflow.
+    base = Path(args.config).resolve().parent.parent if args.config else workflow
     folder = validation_folder(validation_dir)
     report = write_report(
         judges,
@@ -545,7 +535,7 @@ def cmd_judge_report(args: argparse.Namespace) -> int:
         out_dir / "report.json",
         out_dir / "report.md",
         cache_dir=Path(args.cache_dir) if args.cache_dir else None,
-        resolve=lambda path: resolve_path(path, Path(args.config).resolve().parent.parent),
+        resolve=lambda path: resolve_path(path, base),
     )
     for name, entry in report["judges"].items():
         for task, reason in entry["skipped"].items():

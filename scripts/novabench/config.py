@@ -1,16 +1,21 @@
-"""Checks on the configuration beyond its JSON schema, and the run plan derived from it.
+"""The one reader of the configuration, its checks beyond the JSON schema, and the run
+plan derived from it.
 
-The schema (workflow/schemas/config.schema.yaml) checks shapes and names; this module
-checks what a schema cannot (files exist, names refer to things that exist, a model can
-run the tasks it lists) and derives which (task, model) jobs the DAG contains. Every
-problem is reported as one line naming the key and the fix.
+:func:`read_config` is how the workflow (workflow/rules/common.smk) and the command line
+(novabench.cli, :func:`plan_from_files`) read a configuration: plug-ins first, catalog
+names expanded, ``--config`` strings typed, the schema checked (its defaults filled in),
+then :func:`check_config`. The schema (workflow/schemas/config.schema.yaml) names no task:
+:func:`config_schema` merges each registered task's block in. The schema checks shapes
+and names; this module checks what a schema cannot (files exist, names refer to things
+that exist, a model can run the tasks it lists) and derives which (task, model) jobs the
+DAG contains. Every problem is reported as one line naming the key and the fix.
 """
 
 from __future__ import annotations
 
 import math
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -22,7 +27,13 @@ from novabench.errors import ConfigError, DatasetError, NovaError
 from novabench.io import resolve_path
 from novabench.judges import judge_kind
 from novabench.judges.base import expand_judge, judge_kind_names
-from novabench.models.base import Adapter, adapter_class, adapter_exists, adapter_module_name
+from novabench.models.base import (
+    Adapter,
+    adapter_class,
+    adapter_exists,
+    adapter_kind,
+    adapter_module_name,
+)
 from novabench.tasks import get_task, task_names
 
 FIX = "edit the config (every key is documented in config/README.md)"
@@ -227,14 +238,22 @@ class Plan:
             fix = "add the task to a model's tasks: or enable a model that runs it"
         return f"nothing to predict or score: {why}; only the dataset is built; fix: {fix}"
 
-    def audits(self) -> dict[str, str]:
-        """The filled judge audit sheet of each model that runs diagnosis and names one
-        (``models.<name>.audit``; novabench.audit)."""
-        return {
-            name: self.resolve(self.model(name)["audit"])
+    def audit_jobs(self) -> list[tuple[str, str]]:
+        """(task, model) of each model that names an audit sheet (``models.<name>.audit``;
+        novabench.audit) and runs a task whose judge the sheet audits (``Task.audited``)."""
+        return [
+            (task, name)
             for task, name in self.jobs()
-            if task == "diagnosis" and "audit" in self.model(name)
-        }
+            if get_task(task).audited and "audit" in self.model(name)
+        ]
+
+    def audits(self) -> dict[str, str]:
+        """The filled judge audit sheet of each model of :meth:`audit_jobs`."""
+        return {name: self.resolve(self.model(name)["audit"]) for _, name in self.audit_jobs()}
+
+    def rater_tasks(self) -> list[str]:
+        """Enabled tasks the dataset's human raters are scored on (``Task.scores_raters``)."""
+        return [t for t in self.tasks() if self.task_enabled(t) and get_task(t).scores_raters]
 
     def resolve(self, path: str) -> str:
         """Config paths are relative to the working directory, else to the workflow."""
@@ -351,7 +370,9 @@ class Plan:
             upstream = self.upstream(task) if task else None
             if upstream:  # it reads the upstream model's answers with their task's parser
                 roots += [ANSWER_READER, *get_task(upstream[0]).code_modules("parse")]
-        return list(dict.fromkeys(roots))
+        # A plug-in outside the package (the config's plugins:) has no fingerprint here.
+        graph = code_graph()
+        return [root for root in dict.fromkeys(roots) if graph.module_file(root) is not None]
 
     def code(self, job: str, **job_keys: Any) -> str:
         """The fingerprint of the code and data behind one job (a rule parameter: an edit
@@ -373,19 +394,15 @@ class Plan:
         return code_graph().listing(dict.fromkeys(roots))
 
     def predict_resources(self, name: str) -> dict[str, int]:
-        """What a prediction job of model ``name`` asks the scheduler for: ``gpu`` (the
-        SLURM executor's ``--gpus``; a workstation's ``--resources gpu=1`` runs one such job
-        at a time), ``cpus`` and host memory ``mem_mb``. A local VLM passes its weights
-        through host memory on loading; a managed vLLM server (adapter vllm) sizes all
-        three by its GPUs; an API job holds little more than the dataset."""
-        from novabench.models.hf_local import job_gpus
-
+        """What a prediction job of model ``name`` asks the scheduler for (``gpu``,
+        ``cpus``, ``mem_mb``), as its adapter sizes it (``Adapter.job_resources``)."""
         cfg = self.model(name)
-        sized = getattr(adapter_class(name, cfg), "job_resources", None)
-        if sized is not None:
-            return sized(cfg.get("settings") or {})
-        gpus = job_gpus(cfg)
-        return {"gpu": gpus, "cpus": 1, "mem_mb": 32000 if gpus else 2000}
+        return adapter_class(name, cfg).job_resources(cfg.get("settings") or {})
+
+    def predict_environment(self, name: str) -> str:
+        """The conda environment file of model ``name``'s prediction jobs (relative to the
+        workflow folder), as its adapter declares it."""
+        return adapter_class(name, self.model(name)).environment
 
     def api_resources(self) -> dict[str, dict[str, set[str]]]:
         """``api_<provider>`` -> {"models": names, "tasks": tasks whose judge calls it,
@@ -589,7 +606,7 @@ def _check_models(plan: Plan) -> None:
                 f"remove {task} from models.{name}.tasks",
             )
         if get_task(task).needs_box_format:
-            _check_box_format(name, plan.model(name), adapter)
+            _check_box_format(name, plan.model(name), adapter, task)
         prompt = plan.prompt(task, name)
         if not Path(prompt).is_file():
             raise ConfigError(
@@ -598,24 +615,26 @@ def _check_models(plan: Plan) -> None:
             )
 
 
-def _check_box_format(name: str, model: dict[str, Any], adapter: type[Adapter]) -> None:
+def _check_box_format(name: str, model: dict[str, Any], adapter: type[Adapter], task: str) -> None:
     """A model answering boxes declares their convention, unless its adapter fixes one or
     finds its own (hf_local: the checkpoint's family, checked when the job runs)."""
     finds_own = adapter.native_box_format is not Adapter.native_box_format
     if adapter.box_format is None and not finds_own and not model.get("box_format"):
         raise ConfigError(
-            f"models.{name} runs localization but declares no box_format",
+            f"models.{name} runs {task} but declares no box_format",
             f"set models.{name}.box_format to the model's box convention, one of "
             f"{', '.join(BOX_FORMATS)} (see config/README.md)",
         )
 
 
 def _check_audit(plan: Plan, name: str, model: dict[str, Any]) -> None:
-    """A model's audit sheet audits its diagnosis judge: the model runs diagnosis and the
-    sheet exists."""
-    if "diagnosis" not in model["tasks"]:
+    """A model's audit sheet audits the judge of a task it runs (``Task.audited``) and
+    exists."""
+    audited = [task for task in task_names() if get_task(task).audited]
+    if not set(audited) & set(model["tasks"]):
         raise ConfigError(
-            f"models.{name}.audit: {name} does not run diagnosis, whose judge the sheet audits",
+            f"models.{name}.audit: {name} does not run {' or '.join(audited)}, whose judge "
+            "the sheet audits",
             f"remove models.{name}.audit",
         )
     path = plan.resolve(model["audit"])
@@ -651,31 +670,107 @@ def check_reporting(config: dict[str, Any]) -> None:
                 )
 
 
-def plan_from_files(basedir: Path, configfiles: list[Path]) -> Plan:
-    """The plan Snakemake would make: ``config/config.yaml`` of the workflow in ``basedir``
-    with each of ``configfiles`` merged over it (as ``--configfile`` does), catalog names
-    expanded, checked by the schema (defaults filled in) and by :func:`check_config`."""
+# --- the one reader --------------------------------------------------------------------
+
+SCHEMA = Path("workflow") / "schemas" / "config.schema.yaml"
+
+
+def config_schema(basedir: Path) -> dict[str, Any]:
+    """The config schema of the workflow in ``basedir`` with every registered task merged
+    in: its block under ``tasks`` (``Task.config_schema``), its name among the tasks a model
+    may run and name a prompt for, and, for a task with judge labels, its list of judges
+    under ``reporting.agreement_judges``."""
     import yaml
 
-    try:
-        from snakemake.exceptions import WorkflowError
-        from snakemake.utils import update_config, validate
-    except ImportError:
-        raise NovaError(
-            "reading the workflow's configuration needs snakemake",
-            "pip install 'novabench[pipeline]'",
-        ) from None
-    from novabench.catalog import default_catalog_dir, expand_models
+    schema = yaml.safe_load((Path(basedir) / SCHEMA).read_text(encoding="utf-8"))
+    names = task_names()
+    schema["$defs"]["task"]["enum"] = list(names)
+    properties = schema["properties"]
+    properties["tasks"]["properties"] = {name: get_task(name).config_schema() for name in names}
+    model = properties["models"]["additionalProperties"]["properties"]
+    model["prompts"]["properties"] = {name: {"$ref": "#/$defs/prompt"} for name in names}
+    judges = {"type": "array", "items": {"$ref": "#/$defs/name"}, "uniqueItems": True}
+    properties["reporting"]["properties"]["agreement_judges"]["properties"] = {
+        name: judges for name in names if get_task(name).agreement_labels
+    }
+    return schema
 
-    config: dict[str, Any] = {}
-    for path in [Path(basedir) / "config" / "config.yaml", *configfiles]:
-        if not Path(path).is_file():
-            raise ConfigError(f"config file {path} does not exist", "check --configfile")
-        update_config(config, yaml.safe_load(Path(path).read_text(encoding="utf-8")) or {})
-    expand_models(config, default_catalog_dir(basedir))
-    schema = Path(basedir) / "workflow" / "schemas" / "config.schema.yaml"
+
+def validate_config(config: dict[str, Any], schema: Mapping[str, Any]) -> None:
+    """Check ``config`` against ``schema``, filling in the schema's defaults (as
+    Snakemake's ``validate`` does); ConfigError naming the offending key."""
+    import jsonschema
+
+    base = jsonschema.Draft202012Validator
+    check_properties = base.VALIDATORS["properties"]
+
+    def set_defaults(validator: Any, properties: Any, instance: Any, subschema: Any) -> Any:
+        if isinstance(instance, dict):
+            for key, value in properties.items():
+                if "default" in value:
+                    instance.setdefault(key, value["default"])
+        yield from check_properties(validator, properties, instance, subschema)
+
+    validator = jsonschema.validators.extend(base, {"properties": set_defaults})
     try:
-        validate(config, schema=str(schema))
-    except WorkflowError as exc:
+        validator(schema).validate(config)
+    except jsonschema.ValidationError as exc:
         raise ConfigError(describe_validation_error(exc).removeprefix("config error: ")) from None
+
+
+def read_config(config: dict[str, Any], basedir: Path) -> Plan:
+    """Read a merged configuration as every reader does (in place): its plug-ins loaded,
+    catalog names expanded, ``--config`` strings typed, checked by the schema with the
+    tasks' blocks (defaults filled in), each model's tasks filled in, then checked by
+    :func:`check_config`; the run plan."""
+    from novabench.catalog import default_catalog_dir, expand_models
+    from novabench.plugins import load_plugins
+
+    plugins = config.get("plugins")
+    load_plugins(plugins if isinstance(plugins, list) else [], Path(basedir))
+    expand_models(config, default_catalog_dir(basedir))
+    schema = config_schema(basedir)
+    coerce_config(config, schema)
+    validate_config(config, schema)
+    _default_model_tasks(config)
     return check_config(config, Path(basedir))
+
+
+def _default_model_tasks(config: dict[str, Any]) -> None:
+    """A model that lists no ``tasks`` runs every task its adapter supports."""
+    for model in config["models"].values():
+        if "tasks" not in model:
+            known = adapter_exists(model["adapter"])  # else _check_models names it
+            adapter = adapter_kind(model["adapter"]) if known else None
+            model["tasks"] = [t for t in task_names() if adapter and adapter.supports(t)]
+
+
+def plan_from_files(basedir: Path, configfiles: list[Path]) -> Plan:
+    """The plan Snakemake would make: ``config/config.yaml`` of the workflow in ``basedir``
+    with each of ``configfiles`` merged over it (as ``--configfile`` does), read by
+    :func:`read_config`."""
+    return read_config(merged_config_files(basedir, configfiles), Path(basedir))
+
+
+def merged_config_files(basedir: Path | None, configfiles: Sequence[Path]) -> dict[str, Any]:
+    """``config/config.yaml`` of the workflow in ``basedir`` (none: no workflow) with each
+    of ``configfiles`` merged over it, as ``snakemake --configfile`` merges them."""
+    import yaml
+
+    from novabench.catalog import merge
+
+    files = [] if basedir is None else [Path(basedir) / "config" / "config.yaml"]
+    config: dict[str, Any] = {}
+    for path in [*files, *map(Path, configfiles)]:
+        if not path.is_file():
+            raise ConfigError(f"config file {path} does not exist", "check --configfile")
+        try:
+            loaded = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+        except (OSError, yaml.YAMLError) as exc:
+            raise ConfigError(
+                f"cannot read the config {path} ({exc})", "check --configfile"
+            ) from None
+        if not isinstance(loaded, dict):
+            raise ConfigError(f"the config {path} is not a mapping", "check --configfile")
+        merge(config, loaded)
+    return config

@@ -1,6 +1,7 @@
 """What a run will cost before it runs: requests, tokens, dollars and time per job.
 
-For every (task, model) job of a service-backed model (adapter ``openai_compatible``) the
+For every (task, model) job of a service-backed model (an adapter whose ``cost_model`` is
+``service``, novabench.models.base) the
 estimate builds the job's requests exactly as the prediction job will (the same samples,
 prompts and cache keys: ``Adapter.requests_for`` and ``Adapter.cached``), so the number of
 requests still to send is exact once the dataset is built; answers in the response cache
@@ -14,18 +15,20 @@ counts every image as if its first judge decided none (an upper bound, and said 
 they exist the counts are exact: the judge's prompts are built from the answers as scoring
 builds them (``Task.judged_pairs``), a cascade's offline first judge is run on them and
 only what it leaves undecided is counted, and answers already in the judge's cache are
-not. Judge answers are sized by earlier score files of the same judge where they sent
-requests, else by :data:`JUDGE_ANSWER_TOKENS`.
+not. Judge answers are sized by earlier score jobs of the same judge where they sent
+requests, else by the judge's own default (``ServiceRequests.answer_tokens``, declared by
+its class: the estimate asks a judge kind through ``JudgeKind.asks_a_service`` and
+``JudgeKind.service_requests``, never its internals).
 
 Tokens: measured usage of earlier answers of the same job (the cached ones) when there are
 some, else text at ~4 characters per token plus the image rule of the model's family
 (novabench.tokens) and a per-task default answer length. Dollars: the model's price
 (``settings.price_per_million_*``, else ``info.price_usd_per_million_tokens``). Time:
 ``ceil(requests / concurrency) x latency`` per job, with the latency of ``info.latency_s``
-or an assumed default. Local models (``hf_local``) get requests and GPU time only. A model
-whose job starts its own vLLM server (``vllm``) is estimated as a service, plus the
-server's start (``info.startup_s``) once per job with requests to send, and GPU time: the
-job's wall time on its ``serve.gpus`` GPUs.
+or an assumed default. Local models (cost model ``local_gpu``) get requests and GPU time only. A
+model whose job starts its own server (``Adapter.starts_server``) is estimated as a
+service, plus the server's start (``info.startup_s``) once per job with requests to send,
+and GPU time: the job's wall time on the GPUs the job asks for.
 """
 
 from __future__ import annotations
@@ -43,8 +46,9 @@ from novabench.config import Plan
 from novabench.dataset.tags import dataset_tags, subset_spec
 from novabench.errors import NovaError
 from novabench.judges import judge_kind
-from novabench.judges.base import judge_kind_names
-from novabench.tasks import TASK_NAMES, get_task
+from novabench.judges.base import ServiceRequests
+from novabench.models.base import COST_LOCAL_GPU, COST_SERVICE, adapter_class
+from novabench.tasks import get_task
 from novabench.tokens import dollars, image_tokens, text_tokens
 
 NOVA_IMAGES, NOVA_CASES = 906, 281  # the published release (Bercea et al. 2025)
@@ -54,9 +58,7 @@ DEFAULT_IMAGE_TOKENS = 1000  # a model of unknown family
 # Characters of a text placeholder ({clinical_history}, {findings}) before the dataset is
 # built: NOVA's histories and captions are a few sentences.
 PLACEHOLDER_CHARS = 300
-SERVICE_ADAPTERS = ("openai_compatible", "vllm")
 DEFAULT_STARTUP_S = 600.0  # a managed vLLM server loading a large model, when info gives none
-LOCAL_ADAPTERS = ("hf_local",)
 
 
 @dataclass
@@ -293,25 +295,34 @@ def _api_job(
         latency = DEFAULT_LATENCY_S
         estimate.notes.append(f"latency assumed {latency:g} s per request (set info.latency_s)")
     estimate.wall_s = math.ceil(to_send / adapter.config["concurrency"]) * latency
-    if model["adapter"] == "vllm":
-        _managed_server(estimate, adapter, info)
+    if type(adapter).starts_server:
+        _managed_server(estimate, _job_gpus(name, model), info)
     return estimate
 
 
-def _managed_server(estimate: JobEstimate, adapter: Any, info: Mapping[str, Any]) -> None:
-    """A job that starts its own vLLM server: its start, and the GPUs it holds meanwhile."""
+def _job_gpus(name: str, model: Mapping[str, Any]) -> int:
+    """The GPUs a prediction job of the model holds (at least one)."""
+    settings = dict(model.get("settings") or {})
+    return max(1, int(adapter_class(name, dict(model)).job_resources(settings)["gpu"]))
+
+
+def _cost(name: str, model: Mapping[str, Any]) -> str:
+    """How the model's adapter says its jobs are counted (novabench.models.base)."""
+    return adapter_class(name, dict(model)).cost_model
+
+
+def _managed_server(estimate: JobEstimate, gpus: int, info: Mapping[str, Any]) -> None:
+    """A job that starts its own server: its start, and the GPUs it holds meanwhile."""
     if estimate.to_send:
         startup = info.get("startup_s")
         if startup is None:
             startup = DEFAULT_STARTUP_S
             estimate.notes.append(f"server start assumed {duration(startup)} (set info.startup_s)")
         estimate.wall_s += startup
-    estimate.gpu_s = estimate.wall_s * max(1, int(adapter.serve["gpus"]))
+    estimate.gpu_s = estimate.wall_s * gpus
 
 
 def _local_job(plan: Plan, job: tuple[str, str], size: int, workdir: Path) -> JobEstimate:
-    from novabench.models.hf_local import job_gpus
-
     task, name = job
     model, info = plan.model(name), plan.model(name).get("info") or {}
     tag = dataset_tags(plan.config["dataset"])[1]
@@ -324,39 +335,18 @@ def _local_job(plan: Plan, job: tuple[str, str], size: int, workdir: Path) -> Jo
         per_image = DEFAULT_GPU_S_PER_IMAGE
         estimate.notes.append(f"{per_image:g} s per image assumed (set info.gpu_s_per_image)")
     estimate.wall_s = estimate.to_send * per_image
-    estimate.gpu_s = estimate.wall_s * max(job_gpus(model), 1)
+    estimate.gpu_s = estimate.wall_s * _job_gpus(name, model)
     return estimate
 
 
 # -- the judges -----------------------------------------------------------------------------
 
-# Tokens of one judge answer until measured, by how the judge asks: the diagnosis judge
-# names one rank in a small JSON object; the paired caption judge writes both captions'
-# raw and standardized keywords in five categories and two labels; per caption, half that.
-JUDGE_ANSWER_TOKENS = {"ranked-list": 12, "paired": 350, "per-caption": 175}
-
 
 def _asks_a_service(judge_cfg: Mapping[str, Any] | None) -> bool:
-    """Whether a written-out judge runs a kind that calls a service (an LLM stage)."""
+    """Whether a written-out judge sends requests that cost (its kind says)."""
     if judge_cfg is None:
         return False
-    return any(judge_kind(k).remote for k in judge_kind_names(judge_cfg) if k != "cascade")
-
-
-def _stages(judge_cfg: Mapping[str, Any], judge: Any) -> list[tuple[str, Any, Any]]:
-    """(name, built LLM judge, which pairs it gets) of each LLM stage of a built judge:
-    ``None`` every pair, else a function of the pairs (a cascade's second judge: those its
-    offline first judge leaves undecided; None too when the first asks a service)."""
-    if hasattr(judge, "request_prompts"):
-        return [(judge_cfg["name"], judge, None)]
-    stages = []
-    first, second = getattr(judge, "first", None), getattr(judge, "second", None)
-    if hasattr(first, "request_prompts"):
-        stages.append((judge.first_name, first, None))
-    if hasattr(second, "request_prompts"):
-        offline_first = not hasattr(first, "request_prompts")
-        stages.append((judge.second_name, second, judge.escalated if offline_first else None))
-    return stages
+    return judge_kind(judge_cfg["kind"]).asks_a_service(judge_cfg.get("settings") or {})
 
 
 def _judged_pairs(plan: Plan, task: str, model: str, frame: Any, results: Path) -> list | None:
@@ -373,9 +363,9 @@ def _judged_pairs(plan: Plan, task: str, model: str, frame: Any, results: Path) 
     return spec.judged_pairs(scored, read_file(task, path, scored))
 
 
-def _judge_answer_tokens(results: Path, task: str, judge: str, protocol: str) -> tuple[float, str]:
+def _judge_answer_tokens(results: Path, task: str, judge: str, default: int) -> tuple[float, str]:
     """Tokens per judge answer: measured on the earlier score jobs of this task's judge
-    that sent requests, else the protocol's default."""
+    that sent requests, else the judge's own default."""
     sent = tokens = 0
     for path in sorted((results / "scores" / task).glob("*.json")):
         try:
@@ -388,13 +378,12 @@ def _judge_answer_tokens(results: Path, task: str, judge: str, protocol: str) ->
             tokens += usage.get("completion_tokens", 0)
     if sent and tokens:
         return tokens / sent, f"judge answers measured on {sent} earlier requests"
-    return JUDGE_ANSWER_TOKENS.get(protocol, JUDGE_ANSWER_TOKENS["paired"]), ""
+    return default, ""
 
 
 def _judge_job(
     names: tuple[str, str, str, str],
-    stage: Any,
-    select: Any,
+    stage: ServiceRequests,
     pairs: list | None,
     size: int,
     answer_tokens: float,
@@ -403,25 +392,21 @@ def _judge_job(
     """One LLM judge's requests on one model's answers (``pairs``; None: not predicted);
     ``seen``: the prompts it was counted for already (updated)."""
     judge, task, stage_name, model = names
-    system = stage.adapter.config["system_prompt"] or ""
+    system, select = stage.system_prompt, stage.select
     if pairs is None:
-        per_image = 2 if getattr(stage, "protocol", "") == "per-caption" else 1
-        requests = to_send = size * per_image
+        requests = to_send = size * stage.requests_per_image
         tokens_in = to_send * text_tokens(_placeholder_prompt(stage.template) + system)
         counted = "every image" if select is None else "upper bound"
     else:
         asked = pairs if select is None else [pairs[i] for i in select(pairs)]
-        prompts = stage.request_prompts(asked)
-        unsent = [p for p in prompts if p not in seen and not stage.cached(p)]
+        prompts = stage.judge.request_prompts(asked)
+        unsent = [p for p in prompts if p not in seen and not stage.judge.cached(p)]
         seen.update(prompts)
         requests, to_send = len(prompts), len(unsent)
         tokens_in = sum(text_tokens(p + system) for p in unsent)
         counted = "exact"
     tokens_out = round(answer_tokens * to_send)
-    config = stage.adapter.config
-    usd = dollars(
-        tokens_in, tokens_out, config["price_per_million_input"], config["price_per_million_output"]
-    )
+    usd = dollars(tokens_in, tokens_out, *stage.prices)
     return JudgeEstimate(
         judge, task, stage_name, model, requests, to_send, tokens_in, tokens_out, usd, counted
     )
@@ -454,9 +439,10 @@ def _judge_jobs(plan: Plan, frame: Any, size: int, workdir: Path) -> list[JudgeE
             continue
         # Built as the reading job builds it (its cache too); building sends nothing.
         judge = make_judge(judge_cfg, task, cache_dir=Path(workdir) / "results" / "cache")
-        for stage_name, stage, select in _stages(judge_cfg, judge):
+        for stage in judge_kind(judge_cfg["kind"]).service_requests(judge_cfg, judge):
+            stage_name = stage.name
             answer_tokens, measured = _judge_answer_tokens(
-                results, task, judge_cfg["name"], getattr(stage, "protocol", "")
+                results, task, judge_cfg["name"], stage.answer_tokens
             )
             for model in [m for t, m in plan.jobs() if t == task]:
                 if (task, model) not in judged:
@@ -464,14 +450,13 @@ def _judge_jobs(plan: Plan, frame: Any, size: int, workdir: Path) -> list[JudgeE
                 pairs = judged[task, model]
                 names = (judge_cfg["name"], task, stage_name, model)
                 seen = counted.setdefault(stage_name, set())
-                job = _judge_job(names, stage, select, pairs, size, answer_tokens, seen)
+                job = _judge_job(names, stage, pairs, size, answer_tokens, seen)
                 if purpose == "agreement":
                     job.notes.append("judge agreement re-judges the predictions")
                 if job.counted == "upper bound":
-                    first = judge.first_name
                     job.notes.append(
                         f"before predictions every image is counted as left undecided by "
-                        f"{first}: an upper bound (exact once the models have answered)"
+                        f"{stage.after}: an upper bound (exact once the models have answered)"
                     )
                 elif job.counted == "every image":
                     job.notes.append("before predictions every image is counted")
@@ -489,10 +474,10 @@ def estimate_run(plan: Plan, workdir: Path) -> Estimate:
     frame, size, described = load_dataset(plan, Path(workdir))
     jobs, offline = [], 0
     for job in plan.jobs():
-        adapter = plan.model(job[1])["adapter"]
-        if adapter in SERVICE_ADAPTERS:
+        cost = _cost(job[1], plan.model(job[1]))
+        if cost == COST_SERVICE:
             jobs.append(_api_job(plan, job, (frame, size), Path(workdir)))
-        elif adapter in LOCAL_ADAPTERS:
+        elif cost == COST_LOCAL_GPU:
             jobs.append(_local_job(plan, job, size, Path(workdir)))
         else:
             offline += 1
@@ -507,7 +492,7 @@ def plan_time_estimate(plan: Plan, workdir: Path) -> str | None:
     Printed when the workflow is planned (a dry run too), so it costs a little time only
     for runs with service-backed models or judges.
     """
-    services = any(plan.model(m)["adapter"] in SERVICE_ADAPTERS for _, m in plan.jobs())
+    services = any(_cost(m, plan.model(m)) == COST_SERVICE for _, m in plan.jobs())
     judged = any(_asks_a_service(plan.judge(t)) for t in dict.fromkeys(t for t, _ in plan.jobs()))
     if not (services or judged):
         return None
@@ -528,11 +513,10 @@ def _local(job: JobEstimate | JudgeEstimate) -> bool:
 
 ASSUMPTIONS = (
     "text ~4 characters per token; image tokens by each model family's rule "
-    "(config/models/README.md); answers {defaults} tokens (localization, captioning, "
-    "diagnosis) unless measured; time = ceil(requests to send / concurrency) x latency per "
-    "job, the jobs one after another (rate limits and retries not included); dollars at "
-    "list prices; judge answers {judge_defaults} tokens (diagnosis rank, paired and "
-    "per-caption keywords) unless measured"
+    "(config/models/README.md); {answers}time = "
+    "ceil(requests to send / concurrency) x latency per job, the jobs one after another "
+    "(rate limits and retries not included); dollars at list prices; judge answers of each "
+    "judge's own default length unless measured"
 )
 
 
@@ -598,11 +582,11 @@ def format_estimate(estimate: Estimate) -> str:
     lines = [f"Estimate of the prediction jobs: {estimate.dataset}", *_aligned(rows)]
     notes = dict.fromkeys(f"{j.model}: {note}" for j in estimate.jobs for note in j.notes)
     lines += [f"  note: {note}" for note in notes]
-    defaults = "/".join(str(get_task(name).answer_tokens) for name in TASK_NAMES)
-    judge_defaults = "/".join(str(JUDGE_ANSWER_TOKENS[k]) for k in JUDGE_ANSWER_TOKENS)
-    lines.append(
-        "  assumptions: " + ASSUMPTIONS.format(defaults=defaults, judge_defaults=judge_defaults)
-    )
+    # Each task's own answer length (Task.answer_tokens), for the tasks with jobs here.
+    tasks = list(dict.fromkeys(job.task for job in estimate.jobs))
+    defaults = "/".join(str(get_task(name).answer_tokens) for name in tasks)
+    answers = f"answers {defaults} tokens ({', '.join(tasks)}) unless measured; " if tasks else ""
+    lines.append("  assumptions: " + ASSUMPTIONS.format(answers=answers))
     if estimate.offline_jobs:
         lines.append(f"  {estimate.offline_jobs} jobs of offline models cost nothing")
     if estimate.judges:

@@ -123,6 +123,7 @@ def read_predictions_file(
     check_filenames(records, frame, Path(predictions))
     frame, _ = scored_frame(spec, frame, Path(dataset))
     answers = Answers(read_answers(spec, records, answer_sizes(frame)))
+    judge_cfg = judge_cfg or spec.default_judge
     judge = make_judge(judge_cfg, task, cache_dir=cache_dir) if spec.needs_judge else None
     verdicts = verdict_records(frame, answers, spec.judge_answers(frame, answers, judge))
     model = records[0]["model"] if records else Path(predictions).stem

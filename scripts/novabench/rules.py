@@ -17,6 +17,7 @@ from typing import Any
 
 from novabench.errors import NovaError
 from novabench.io import disk_full_error, is_disk_full
+from novabench.plugins import load_plugins
 from novabench.progress import not_shown_by_bar
 
 log = logging.getLogger("novabench")
@@ -38,6 +39,8 @@ def run(snakemake: Any, body: Callable[[Any], Any]) -> None:
     # A log file on a full disk must not add a "Logging error" traceback to the line.
     logging.raiseExceptions = False
     try:
+        # The config's plug-ins register their backends, tasks and judges in this job too.
+        load_plugins((getattr(snakemake, "config", None) or {}).get("plugins") or [])
         body(snakemake)
     except NovaError as exc:
         log.error("%s", exc)

@@ -178,21 +178,28 @@ def score_predictions(
 
 
 def score_rater(
-    *, rater: str, dataset: Path, out_json: Path, out_csv: Path, code: str | None = None
+    *,
+    rater: str,
+    dataset: Path,
+    out_json: Path,
+    out_csv: Path,
+    code: str | None = None,
+    task: str,
 ) -> dict[str, Any]:
-    """The human reference: one rater's boxes scored against gold with the same code.
+    """The human reference: one rater's annotations of ``task`` (a task that
+    ``scores_raters``) scored against gold with the same code.
 
     ``rater`` is the rater's slug (:func:`novabench.dataset.schema.rater_slug`).
     """
     frame = load_nova(dataset, columns=[*KEY_COLUMNS, "gold_boxes", "rater_boxes"])
-    scored = get_task("localization").score_rater(frame, rater)
+    scored = get_task(task).score_rater(frame, rater)
     if scored is None:
         raise NovaError(
             f"rater {rater!r} has no boxes in {dataset}", "check the dataset manifest's raters"
         )
     metrics, per_image = scored
     payload = {
-        "task": "localization",
+        "task": task,
         "model": f"rater-{rater}",
         "metrics": metrics,
         "judge": None,

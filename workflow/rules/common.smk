@@ -5,24 +5,13 @@ import re
 import sys
 from pathlib import Path
 
-import yaml
-from snakemake.exceptions import WorkflowError
 from snakemake.logging import logger
-from snakemake.utils import validate
 
 # The rules' Python code lives in scripts/novabench; make it importable here too.
 sys.path.insert(0, str(Path(workflow.basedir) / "scripts"))
 
-from novabench.catalog import (  # noqa: E402
-    default_catalog_dir,
-    expand_models,
-    predict_params,
-)
-from novabench.config import (  # noqa: E402
-    check_config,
-    coerce_config,
-    describe_validation_error,
-)
+from novabench.catalog import predict_params  # noqa: E402
+from novabench.config import read_config  # noqa: E402
 from novabench.errors import NovaError  # noqa: E402
 from novabench.job_env import job_environment  # noqa: E402
 from novabench.job_params import inert_param  # noqa: E402
@@ -49,20 +38,10 @@ def stop(message):
     sys.exit(1)
 
 
-# Catalog names (config/models/) become full model entries before anything reads them.
+# The one reader of the configuration (the command line's too): plug-ins, catalog names,
+# `--config` strings typed, the schema with each task's block, then the checks.
 try:
-    expand_models(config, default_catalog_dir(workflow.basedir))
-except NovaError as exc:
-    stop(f"config error: {exc}")
-SCHEMA = Path(workflow.basedir) / "workflow" / "schemas" / "config.schema.yaml"
-# `--config key='{...}'` gives every nested scalar as a string: type them first.
-coerce_config(config, yaml.safe_load(SCHEMA.read_text()))
-try:
-    validate(config, schema=SCHEMA)
-except WorkflowError as exc:
-    stop(describe_validation_error(exc))
-try:
-    PLAN = check_config(config, Path(workflow.basedir))
+    PLAN = read_config(config, Path(workflow.basedir))
 except NovaError as exc:
     stop(f"config error: {exc}")
 if PLAN.idle_reason():
@@ -109,6 +88,8 @@ FULL_TASK_INPUTS = {
     task: results(f"dataset/tasks/{task}.json", FULL_TAG) for task in task_names()
 }
 TASK_INPUTS = {task: results(f"dataset/tasks/{task}.json") for task in task_names()}
+# Tasks the dataset's human raters are scored on (Task.scores_raters).
+RATER_TASKS = [task for task in task_names() if get_task(task).scores_raters]
 
 
 def _dataset_label():
@@ -120,6 +101,16 @@ def _dataset_label():
 # The dataset's name in the HTML report's captions (`snakemake.params.dataset_label`),
 # read from the manifest when the report is rendered; never a reason to re-run a job.
 DATASET_LABEL = _dataset_label()
+
+
+def task_caption(family=None):
+    """The task's own caption text of a figure family (`snakemake.params.caption`); the
+    family is the rule's `family` wildcard when not given."""
+    from novabench.report.labels import TaskCaption
+
+    return lambda wildcards: TaskCaption(
+        wildcards.task, family or wildcards.family, DATASET_LABEL
+    )
 
 
 # Score files under results/<tag>/ of models this config does not run (earlier runs with
@@ -194,14 +185,8 @@ def predict_inputs(wildcards):
 
 
 def predict_env(wildcards):
-    """Local transformers models (hf_local) need torch, a managed vLLM server (vllm) vLLM;
-    the rest run in the light env."""
-    adapter = PLAN.model(wildcards.model)["adapter"]
-    if adapter == "hf_local":
-        return "../../envs/local-vlm.yaml"
-    if adapter == "vllm":
-        return "../../envs/vllm.yaml"
-    return "../../envs/inference.yaml"
+    """The conda environment the model's adapter declares (relative to this file)."""
+    return f"../../{PLAN.predict_environment(wildcards.model)}"
 
 
 def predict_resource(what):
@@ -265,8 +250,8 @@ def score_options(wildcards):
     return inert_param(PLAN.options(wildcards.task))
 
 
-def rater_score_files(wildcards):
-    """One human-reference score file per rater named in the dataset manifest."""
+def rater_score_files(wildcards, task):
+    """One human-reference score file of ``task`` per rater named in the dataset manifest."""
     import json
 
     manifest = (
@@ -274,7 +259,7 @@ def rater_score_files(wildcards):
     )
     raters = json.loads(Path(manifest).read_text())["raters"]
     slugs = sorted({rater_slug(r) for r in raters})
-    return expand(results("scores/localization/rater-{rater}.json"), rater=slugs)
+    return expand(results(f"scores/{task}/rater-{{rater}}.json"), rater=slugs)
 
 
 def all_targets(wildcards):
@@ -301,9 +286,9 @@ def prediction_targets(wildcards):
 
 def human_reference_targets(wildcards):
     """Rater scores: the raters are only known once the dataset is built."""
-    if "localization" not in PLAN.tasks() or not PLAN.task_enabled("localization"):
-        return []
-    return rater_score_files(wildcards)
+    return [
+        f for task in PLAN.rater_tasks() for f in rater_score_files(wildcards, task)
+    ]
 
 
 # --- Stage 4: statistics, tables, figures, provenance (workflow/rules/report.smk) -------
@@ -383,8 +368,8 @@ def report_category(wildcards):
 def task_score_files(wildcards, task):
     """Score files of a task: its models in config order, then the human raters."""
     files = [results(f"scores/{task}/{model}.json") for model in task_models(task)]
-    if task == "localization":
-        files += rater_score_files(wildcards)
+    if get_task(task).scores_raters:
+        files += rater_score_files(wildcards, task)
     return files
 
 
@@ -417,16 +402,20 @@ def tables_inputs(wildcards):
     }
 
 
-# Per model, the filled sheet that audits its diagnosis judge (models.<name>.audit); the
-# tables job reads it with the model's per-image scores, so editing it re-writes the tables.
-AUDITS = PLAN.audits() if "diagnosis" in REPORT_TASKS else {}
+# Per (audited task, model), the filled sheet that audits the task's judge
+# (models.<name>.audit); the tables job reads it with the model's per-image scores, so
+# editing it re-writes the tables.
+AUDIT_JOBS = [
+    (task, model) for task, model in PLAN.audit_jobs() if task in REPORT_TASKS
+]
+AUDITS = {model: PLAN.audits()[model] for _, model in AUDIT_JOBS}
 
 
 def audit_inputs(wildcards):
     return {
         "audit_sheets": list(AUDITS.values()),
         "audit_scores": [
-            results(f"scores/diagnosis/{model}.images.csv") for model in AUDITS
+            results(f"scores/{task}/{model}.images.csv") for task, model in AUDIT_JOBS
         ],
     }
 

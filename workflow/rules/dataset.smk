@@ -44,7 +44,7 @@ checkpoint dataset:
         # The local source's fingerprint: an edited or re-downloaded file re-runs this job.
         source=dataset_fingerprint,
         # Rater score files of raters no longer in the dataset are removed from here.
-        rater_scores=results("scores/localization", FULL_TAG),
+        rater_scores=[results(f"scores/{task}", FULL_TAG) for task in RATER_TASKS],
     script:
         "../../scripts/build_dataset.py"
 
@@ -68,6 +68,6 @@ if SUBSET:
             subset=inert_param(SUBSET),
             tag=TAG,
             tasks=dataset_needs(),
-            rater_scores=results("scores/localization"),
+            rater_scores=[results(f"scores/{task}") for task in RATER_TASKS],
         script:
             "../../scripts/make_subset.py"

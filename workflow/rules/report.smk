@@ -120,6 +120,7 @@ rule figure_metrics:
     params:
         code=job_code("figure"),
         dataset_label=DATASET_LABEL,
+        caption=task_caption("metrics"),
         family="metrics",
         task=lambda wildcards: wildcards.task,
         models=inert_param(REPORT_MODELS),
@@ -153,6 +154,7 @@ rule figure_breakdown:
     params:
         code=job_code("figure"),
         dataset_label=DATASET_LABEL,
+        caption=task_caption("breakdown"),
         family="breakdown",
         task=lambda wildcards: wildcards.task,
         axis=lambda wildcards: wildcards.axis,
@@ -191,6 +193,7 @@ rule figure_task:
     params:
         code=job_code("task_figure"),
         dataset_label=DATASET_LABEL,
+        caption=task_caption(),
         family=lambda wildcards: wildcards.family,
         task=lambda wildcards: wildcards.task,
         models=inert_param(REPORT_MODELS),

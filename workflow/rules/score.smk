@@ -30,13 +30,15 @@ rule score_rater:
     input:
         dataset=DATASET,
     output:
-        scores=results("scores/localization/rater-{rater}.json"),
-        per_image=results("scores/localization/rater-{rater}.images.csv"),
+        scores=results("scores/{task}/rater-{rater}.json"),
+        per_image=results("scores/{task}/rater-{rater}.images.csv"),
     log:
-        results("logs/score/localization/rater-{rater}.log"),
+        results("logs/score/{task}/rater-{rater}.log"),
+    wildcard_constraints:
+        task="|".join(RATER_TASKS) or "(?!)",
     conda:
         "../../envs/scoring.yaml"
     params:
-        code=job_code("score_rater", task="localization"),
+        code=job_code("score_rater"),
     script:
         "../../scripts/score_rater.py"

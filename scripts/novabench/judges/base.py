@@ -170,14 +170,41 @@ def judge_ranked(
 Resolve = Callable[[str], str]
 
 
+@dataclass(frozen=True)
+class ServiceRequests:
+    """One judge that sends requests to a service, as the cost estimate counts them: a
+    judge of its own or a stage of one (a cascade's)."""
+
+    name: str  # the configured judge that asks (a stage's own name)
+    judge: Any  # the built judge: ``request_prompts(pairs)`` and ``cached(prompt)``
+    #: Which of the task's judged pairs it gets (indices); None: every pair.
+    select: Callable[[Sequence[Any]], Sequence[int]] | None
+    template: str  # its prompt template (counted with placeholders before predictions)
+    system_prompt: str
+    prices: tuple[float | None, float | None]  # USD per million input, output tokens
+    answer_tokens: int  # tokens of one answer until answers were measured
+    requests_per_image: int = 1
+    after: str | None = None  # the judge whose undecided items it gets (a second stage)
+
+
 class JudgeKind:
     """A kind of judge: its settings, how to build one, what it needs before a run."""
 
     name: ClassVar[str]  # the config's `kind`
-    tasks: ClassVar[tuple[str, ...]]  # the tasks it can judge
+    tasks: ClassVar[tuple[str, ...]]  # the tasks it can judge (reads the answers of)
     settings_schema: ClassVar[dict[str, Any]] = {"type": "object"}
     #: Whether it calls a service (checked before a run, capped by `api_<provider>`).
     remote: ClassVar[bool] = False
+
+    def asks_a_service(self, settings: Mapping[str, Any]) -> bool:
+        """Whether the judge (``settings`` written out) sends requests that cost: what
+        the cost estimate counts. A kind with stages asks its stages."""
+        return self.remote
+
+    def service_requests(self, judge_cfg: Mapping[str, Any], judge: Any) -> list[ServiceRequests]:
+        """The judges among ``judge`` (built from ``judge_cfg``) that send requests to a
+        service, for the cost estimate; none for an offline judge."""
+        return []
 
     def check_settings(self, name: str, settings: Mapping[str, Any], resolve: Resolve) -> None:
         """Raise ConfigError naming ``judges.<name>.settings.<key>``; at plan time."""
@@ -294,21 +321,19 @@ def judge_kind_names(judge_cfg: Mapping[str, Any]) -> list[str]:
     return list(dict.fromkeys(names))
 
 
-# The task's judge when none is configured (a notebook or the command line): offline.
-DEFAULT_KINDS = {"captioning": "keyword-lexicon", "diagnosis": "diagnosis-matcher"}
-
-
 def make_judge(
     judge_cfg: Mapping[str, Any] | None, task: str, cache_dir: Path | None = None
 ) -> Any:
     """Build the configured judge of ``task``; fail loudly if it cannot run (never fall back).
 
-    ``judge_cfg`` is ``{kind, settings, name}``; None: the task's default offline kind.
+    ``judge_cfg`` is ``{kind, settings, name}`` (a task's own default is its
+    ``Task.default_judge``).
     """
     if judge_cfg is None:
-        if task not in DEFAULT_KINDS:
-            raise ConfigError(f"task {task} needs a judge", f"configure tasks.{task}.judge")
-        judge_cfg = {"kind": DEFAULT_KINDS[task]}
+        raise ConfigError(
+            f"task {task} needs a judge",
+            f"configure tasks.{task}.judge, or pass the task's default_judge",
+        )
     kind = judge_kind(judge_cfg["kind"])
     name = judge_cfg.get("name") or kind.name
     if task not in kind.tasks:

@@ -36,6 +36,7 @@ from novabench.judges.base import (
     JudgeKind,
     PairVerdict,
     RankedVerdict,
+    ServiceRequests,
     judge_caption_pairs,
     judge_kind,
     judge_ranked,
@@ -46,7 +47,6 @@ from novabench.judges.base import (
 KIND = "cascade"
 STAGES = ("first", "second")
 THRESHOLD = "unread_share_threshold"
-TASKS = ("captioning", "diagnosis")
 FIX = "see the cascade judge in config/README.md"
 
 
@@ -65,6 +65,9 @@ class _Cascade:
     """What both tasks' cascades share: the stages, the counts, the identity."""
 
     task: ClassVar[str]
+    #: The first judge escalates by the share of a text it could not read: the cascade's
+    #: settings must give that share (unread_share_threshold).
+    needs_threshold: ClassVar[bool] = False
 
     def __init__(self, name: str, settings: Mapping[str, Any], cache_dir: Path | None = None):
         self.name = name
@@ -188,6 +191,7 @@ class CascadeCaptionJudge(_Cascade):
     more than the threshold of either caption (or gave no verdict)."""
 
     task = "captioning"
+    needs_threshold = True
 
     def __init__(self, name: str, settings: Mapping[str, Any], cache_dir: Path | None = None):
         super().__init__(name, settings, cache_dir)
@@ -236,7 +240,7 @@ class CascadeKind(JudgeKind):
     decide (this module)."""
 
     name = KIND
-    tasks = TASKS
+    tasks = tuple(JUDGES)  # the tasks it has a cascade of
     # The settings as the config writes them: the stages by name.
     settings_schema: ClassVar[dict[str, Any]] = {
         "type": "object",
@@ -291,7 +295,7 @@ class CascadeKind(JudgeKind):
         super().check_task(key, name, settings, task)
         for stage, (cfg, kind) in zip(STAGES, self._stages(name, settings), strict=True):
             kind.check_task(f"judges.{name}.settings.{stage}", cfg["name"], cfg["settings"], task)
-        if task == "captioning" and THRESHOLD not in settings:
+        if JUDGES[task].needs_threshold and THRESHOLD not in settings:
             raise ConfigError(
                 f"judges.{name}.settings.{THRESHOLD} is not set: a captioning cascade sends "
                 "a pair to its second judge when the first could not read more than this "
@@ -302,7 +306,7 @@ class CascadeKind(JudgeKind):
     def build(self, name, settings, task, cache_dir=None) -> _Cascade:
         if task not in JUDGES:
             raise ConfigError(
-                f"judges.{name}: a cascade judges {' or '.join(TASKS)}, not {task!r}", FIX
+                f"judges.{name}: a cascade judges {' or '.join(JUDGES)}, not {task!r}", FIX
             )
         return JUDGES[task](name, settings, cache_dir)
 
@@ -325,6 +329,21 @@ class CascadeKind(JudgeKind):
             if resource:
                 return resource
         return None
+
+    def asks_a_service(self, settings) -> bool:
+        return any(
+            judge_kind(s["kind"]).asks_a_service(s["settings"]) for s in self.stages(settings)
+        )
+
+    def service_requests(self, judge_cfg, judge) -> list[ServiceRequests]:
+        """Each stage's requests; the second gets only what an offline first one leaves
+        undecided (every pair when the first asks a service too)."""
+        first_cfg, second_cfg = self.stages(judge_cfg["settings"])
+        first = judge_kind(first_cfg["kind"]).service_requests(first_cfg, judge.first)
+        second = judge_kind(second_cfg["kind"]).service_requests(second_cfg, judge.second)
+        if not first:
+            second = [replace(s, select=judge.escalated, after=judge.first_name) for s in second]
+        return first + second
 
     def labeler(self, settings):
         for cfg in self.stages(settings):

@@ -4,7 +4,15 @@ A model is configuration (``models:`` in config.yaml): a name, an ``adapter`` ki
 tasks it runs and adapter ``settings``. The kind names a module ``novabench/models/<kind>.py``
 (or a package ``novabench/models/<kind>/`` whose ``__init__`` defines it, for an adapter with
 internals of its own) that defines a subclass of :class:`Adapter` called ``Adapter``; adding
-a backend is adding one such module, nothing else.
+a backend is adding one such module, nothing else. A module outside the package (a
+``plugins:`` entry of the config, novabench.plugins) registers its class under a kind with
+:func:`register_adapter`.
+
+The class says everything the workflow needs to know about its kind, so no other module
+names one: its conda environment (:attr:`Adapter.environment`), its cost model
+(:attr:`Adapter.cost_model`), what a prediction job asks the scheduler for
+(:meth:`Adapter.job_resources`) and whether its answers are a control rather than a model
+under test (:attr:`Adapter.control`).
 
 Adapters see one :class:`Sample` per image and return one :class:`Response` per sample,
 in order. They return raw text exactly as a model would; the task code parses it with the
@@ -72,8 +80,25 @@ class Response:
     redacted: int = 0
 
 
+# How the cost estimate (novabench.estimate) counts a backend's jobs.
+COST_SERVICE = "service"  # requests to a chat-completions service: tokens, dollars, time
+COST_LOCAL_GPU = "local_gpu"  # a model run in the job: GPU time per image
+COST_NONE = "none"  # offline (controls, baselines, answer files): nothing to count
+COST_MODELS = (COST_SERVICE, COST_LOCAL_GPU, COST_NONE)
+
+
 class Adapter(ABC):
     """Base class of every backend kind."""
+
+    #: The conda environment of its prediction jobs, relative to the workflow folder.
+    environment: ClassVar[str] = "envs/inference.yaml"
+    #: How the cost estimate counts its jobs: one of :data:`COST_MODELS`.
+    cost_model: ClassVar[str] = COST_NONE
+    #: Each job starts its own server before its first request (estimated as a service,
+    #: plus the server's start and the GPUs it holds meanwhile).
+    starts_server: ClassVar[bool] = False
+    #: Its answers are a control (gold, chance), shown apart from the models under test.
+    control: ClassVar[bool] = False
 
     #: For models whose box convention is fixed by the adapter (offline baselines);
     #: None means the model's config must declare ``box_format``.
@@ -124,6 +149,14 @@ class Adapter(ABC):
         return None
 
     @classmethod
+    def job_resources(cls, settings: dict[str, Any]) -> dict[str, int]:
+        """What a prediction job asks the scheduler for: ``gpu`` (the SLURM executor's
+        ``--gpus``; a workstation's ``--resources gpu=1`` runs one such job at a time),
+        ``cpus`` and host memory ``mem_mb``. An offline or API job holds little more than
+        the dataset."""
+        return {"gpu": 0, "cpus": 1, "mem_mb": 2000}
+
+    @classmethod
     def api_resource(cls, settings: dict[str, Any]) -> str | None:
         """The Snakemake resource ``api_<provider>`` that caps jobs per provider, if any."""
         return None
@@ -150,27 +183,69 @@ class Adapter(ABC):
         """Yield one Response per sample, in order."""
 
 
+# Backend kinds registered by hand (plug-ins outside the package), by kind.
+_REGISTERED: dict[str, type[Adapter]] = {}
+
+
+def register_adapter(kind: str, cls: type[Adapter]) -> type[Adapter]:
+    """Make ``cls`` the backend of kind ``kind`` (a plug-in module calls this on import)."""
+    if not (isinstance(cls, type) and issubclass(cls, Adapter)):
+        raise TypeError(f"{cls!r} is not an Adapter subclass")
+    _REGISTERED[kind] = cls
+    return cls
+
+
+def unregister_adapter(kind: str) -> None:
+    _REGISTERED.pop(kind, None)
+
+
 def adapter_module_name(kind: str) -> str:
+    """The module that defines backend ``kind`` (a registered plug-in's own module)."""
+    if kind in _REGISTERED:
+        return _REGISTERED[kind].__module__
     return f"novabench.models.{kind}"
 
 
 def adapter_exists(kind: str) -> bool:
     """Cheap check (no import) that a backend kind has a module."""
-    return importlib.util.find_spec(adapter_module_name(kind)) is not None
+    if kind in _REGISTERED:
+        return True
+    try:
+        return importlib.util.find_spec(adapter_module_name(kind)) is not None
+    except (ImportError, ValueError):
+        return False
 
 
-def adapter_class(name: str, model_cfg: dict[str, Any]) -> type[Adapter]:
-    kind = model_cfg["adapter"]
+def adapter_kind(kind: str) -> type[Adapter]:
+    """The adapter class of backend ``kind``: registered, else ``novabench.models.<kind>``."""
+    if kind in _REGISTERED:
+        return _REGISTERED[kind]
     if not adapter_exists(kind):
         raise ConfigError(
-            f"models.{name}.adapter: unknown adapter {kind!r}",
-            "use one of the modules in scripts/novabench/models/",
+            f"unknown adapter {kind!r}",
+            "use one of the modules in scripts/novabench/models/ or register a plug-in",
         )
     module = importlib.import_module(adapter_module_name(kind))
     cls = getattr(module, "Adapter", None)
     if not (isinstance(cls, type) and issubclass(cls, Adapter)):
         raise ConfigError(f"module {module.__name__} does not define an Adapter subclass")
     return cls
+
+
+def is_control(kind: str | None) -> bool:
+    """Whether backend ``kind`` answers as a control; False for a kind not known here
+    (e.g. one an earlier run recorded whose plug-in this run does not load)."""
+    try:
+        return kind is not None and adapter_kind(kind).control
+    except (ConfigError, ImportError):
+        return False
+
+
+def adapter_class(name: str, model_cfg: dict[str, Any]) -> type[Adapter]:
+    try:
+        return adapter_kind(model_cfg["adapter"])
+    except ConfigError as exc:
+        raise ConfigError(f"models.{name}.adapter: {exc}") from None
 
 
 def load_adapter(name: str, model_cfg: dict[str, Any], cache_dir: Path | None = None) -> Adapter:

@@ -17,6 +17,7 @@ from novabench.tasks import get_task
 class Adapter(BaseAdapter):
     # Localization's gold answer is pixel corners (Localization.gold_answer).
     box_format = "pixel_xyxy"
+    control = True  # the positive control
 
     def predict(self, samples: Sequence[Sample]) -> Iterator[Response]:
         for sample in samples:

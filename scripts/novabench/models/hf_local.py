@@ -36,8 +36,8 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from novabench.errors import ConfigError, NovaError, settings_error
+from novabench.models.base import COST_LOCAL_GPU, Response, Sample
 from novabench.models.base import Adapter as BaseAdapter
-from novabench.models.base import Response, Sample
 from novabench.vlm_families import SERVE_ELSEWHERE, Family, family_of, family_problem
 
 log = logging.getLogger(__name__)
@@ -380,9 +380,17 @@ class Adapter(BaseAdapter):
     """A local transformers VLM; settings are documented in config/README.md."""
 
     settings_schema = SETTINGS_SCHEMA
+    environment = "envs/local-vlm.yaml"  # torch and transformers
+    cost_model = COST_LOCAL_GPU
 
     #: Diagnosis prompts (text only) go through the same chat template, without an image.
     supported_tasks: ClassVar[tuple[str, ...]] = ("localization", "captioning", "diagnosis")
+
+    @classmethod
+    def job_resources(cls, settings: dict[str, Any]) -> dict[str, int]:
+        """The model's GPUs; its weights pass through host memory on loading."""
+        gpus = job_gpus({"adapter": "hf_local", "settings": settings})
+        return {"gpu": gpus, "cpus": 1, "mem_mb": 32000 if gpus else 2000}
 
     def __init__(self, name: str, settings: dict[str, Any], *, cache_dir: Path | None = None):
         super().__init__(name, settings, cache_dir=cache_dir)

@@ -15,8 +15,8 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from novabench.cache import ResponseCache
+from novabench.models.base import COST_SERVICE, Response, Sample
 from novabench.models.base import Adapter as BaseAdapter
-from novabench.models.base import Response, Sample
 from novabench.models.chat_client import (
     DEFAULTS,
     GENERATION_KEYS,
@@ -49,6 +49,7 @@ class Adapter(BaseAdapter):
     """A chat-completions endpoint; settings are documented in config/README.md."""
 
     settings_schema = SETTINGS_SCHEMA
+    cost_model = COST_SERVICE
 
     @classmethod
     def api_resource(cls, settings: dict[str, Any]) -> str:

@@ -21,6 +21,7 @@ from novabench.models.base import Response, Sample
 
 class Adapter(BaseAdapter):
     box_format = "pixel_xyxy"
+    control = True  # the negative control
     supported_tasks = ("localization",)
     settings_schema: ClassVar[dict[str, Any]] = {
         "type": "object",

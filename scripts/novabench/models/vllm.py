@@ -73,6 +73,8 @@ class Adapter(ClientAdapter):
     """``vllm serve`` in the job, read through the chat-completions client."""
 
     settings_schema = SETTINGS_SCHEMA
+    environment = "envs/vllm.yaml"
+    starts_server = True
 
     def __init__(self, name: str, settings: dict[str, Any], *, cache_dir: Path | None = None):
         self.serve = serve_settings(name, settings)

@@ -66,11 +66,15 @@ AXES: dict[str, Callable[[pd.DataFrame], pd.Series]] = {
 
 def case_table(task, entries, dataset: pd.DataFrame) -> pd.DataFrame:
     """Per entry and case: the mean per-image breakdown metric, the case's diagnosis and
-    category, and the images it is defined on (``statistics/{task}_cases.csv``)."""
+    category, and the images it is defined on (``statistics/{task}_cases.csv``); no rows
+    for a task without a breakdown metric."""
     categories = pathology_category(dataset)
     parts = []
     for entry in entries:
-        label, values = task.breakdown_values(entry.per_image)
+        broken_down = task.breakdown_values(entry.per_image)
+        if broken_down is None:
+            continue
+        label, values = broken_down
         frame = pd.DataFrame(
             {
                 "case_id": dataset["case_id"].to_numpy(),

@@ -21,13 +21,12 @@ import pandas as pd
 
 from novabench.dataset.schema import RATER_PREFIX
 from novabench.errors import NovaError
+from novabench.models.base import is_control
 from novabench.spreadsheet import read_csv
 
 GROUP_MODEL, GROUP_CONTROL, GROUP_HUMAN = "model", "control", "human"
 GROUPS = (GROUP_MODEL, GROUP_CONTROL, GROUP_HUMAN)
 GROUP_TITLES = {GROUP_MODEL: "Models", GROUP_CONTROL: "Controls", GROUP_HUMAN: "Human reference"}
-# Adapters whose answers are controls rather than models under test (config/README.md).
-CONTROL_ADAPTERS = frozenset({"gold", "random"})
 DATASET_COLUMNS = ["filename", "case_id", "caption", "final_diagnosis", "gold_boxes", "rater_boxes"]
 
 
@@ -58,14 +57,15 @@ def model_group(name: str, models: Mapping[str, Any], controls: Sequence[str] | 
     """``human`` for raters, ``control`` for controls, else ``model``.
 
     Controls are the models named in ``reporting.controls`` or, when that is null, the
-    models whose adapter is ``gold`` or ``random`` (positive and negative controls).
+    models whose adapter declares its answers a control (``Adapter.control``: the positive
+    and negative controls).
     """
     if name.startswith(RATER_PREFIX):
         return GROUP_HUMAN
     if controls is not None:
         return GROUP_CONTROL if name in controls else GROUP_MODEL
     adapter = (models.get(name) or {}).get("adapter")
-    return GROUP_CONTROL if adapter in CONTROL_ADAPTERS else GROUP_MODEL
+    return GROUP_CONTROL if is_control(adapter) else GROUP_MODEL
 
 
 def reference_model(

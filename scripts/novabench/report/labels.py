@@ -113,6 +113,27 @@ class DatasetLabel:
         return f"DatasetLabel({self.path!r})"
 
 
+class TaskCaption:
+    """A task's own caption text of one figure family in the HTML report
+    (``Task.figure_caption``), with the dataset's label in it, read when it is shown
+    (``str``).
+
+    A parameter of the figure rules, so that the caption templates (workflow/report/*.rst)
+    name no task; like :class:`DatasetLabel`, never a reason to re-run a job.
+    """
+
+    def __init__(self, task: str, family: str, dataset: Any):
+        self.task, self.family, self.dataset = task, family, dataset
+
+    def __str__(self) -> str:
+        from novabench.tasks import get_task
+
+        return get_task(self.task).figure_caption(self.family, str(self.dataset))
+
+    def __repr__(self) -> str:
+        return f"TaskCaption({self.task!r}, {self.family!r})"
+
+
 def figure_note(manifest: Mapping[str, Any] | None) -> str | None:
     """The line a figure carries when its numbers are not on the full NOVA release (the
     synthetic sample, a subset, a partial copy); None on the release itself, so that

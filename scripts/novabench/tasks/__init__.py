@@ -5,13 +5,13 @@ so importing the registry (or one task) never loads the others.
 """
 
 from novabench.tasks.base import (
-    TASK_NAMES,
     AnswerContext,
     Answers,
     Metric,
     Parsed,
     ScoringContext,
     Task,
+    builtin_task_names,
     dataset_needs,
     get_task,
     register_task,
@@ -21,13 +21,13 @@ from novabench.tasks.base import (
 )
 
 __all__ = [
-    "TASK_NAMES",
     "AnswerContext",
     "Answers",
     "Metric",
     "Parsed",
     "ScoringContext",
     "Task",
+    "builtin_task_names",
     "dataset_needs",
     "get_task",
     "register_task",

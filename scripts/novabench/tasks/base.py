@@ -3,10 +3,17 @@
 A task is an object of a :class:`Task` subclass. Prediction, scoring, statistics, tables,
 figures and config checks ask the registry (:func:`get_task`) for the task and call these
 hooks; none of them branches on a task's name or imports a task's module. The built-in
-tasks are named in :data:`TASK_NAMES`; each is the module :func:`task_module` names, loaded
-on first use, whose ``TASK`` is its :class:`Task` object. So a module's static imports
-never pull in another task's code (what a job's code fingerprint relies on). A test
-registers a yes/no task from inside the test suite with :func:`register_task`.
+tasks are the subfolders of this package whose ``__init__`` assigns ``TASK`` (found by
+reading the files, :func:`builtin_task_names`); each is the module :func:`task_module`
+names, loaded on first use, whose ``TASK`` is its :class:`Task` object. So a module's
+static imports never pull in another task's code (what a job's code fingerprint relies
+on). A plug-in outside the package (the config's ``plugins:``) or a test registers a task
+with :func:`register_task`.
+
+A task owns everything about it: its block of the configuration (:meth:`Task.config_schema`,
+merged into the config schema when the configuration is read, novabench.config), its
+default prompt and judge, and the text of its figures' captions in the HTML report
+(:attr:`Task.figure_captions`).
 
 Hooks take plain data (dataset rows, prediction records, per-image tables), so they can
 be called from a notebook as well as from the pipeline.
@@ -14,9 +21,12 @@ be called from a notebook as well as from the pipeline.
 
 from __future__ import annotations
 
+import ast
 import importlib
+import pkgutil
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import cache
 from pathlib import Path
 from types import ModuleType
 from typing import Any, ClassVar, Protocol
@@ -114,6 +124,22 @@ class Task:
 
     name: ClassVar[str]
     title: ClassVar[str]  # e.g. "Anomaly localization" (table titles)
+    #: Where the task comes in the clinical workflow (tables, reports, the registry's order).
+    position: ClassVar[int] = 100
+    #: The prompt template when the config names none (relative to the workflow folder, or
+    #: absolute: a plug-in's prompt beside its module); None: config/prompts/<name>-v1.txt.
+    default_prompt: ClassVar[str | None] = None
+    #: JSON schema of the task's own keys of ``tasks.<name>`` (``enabled``, ``prompt`` and,
+    #: for a judged task, ``judge`` are every task's): merged into the config schema.
+    settings_schema: ClassVar[Mapping[str, Any]] = {}
+    #: reStructuredText of the HTML report's figure captions, by figure family: ``metrics``
+    #: (a sentence after the shared caption), ``breakdown`` (the metric broken down, as
+    #: the axis says it) and each of :attr:`figures`. ``{dataset}`` is the dataset's label.
+    figure_captions: ClassVar[Mapping[str, str]] = {}
+    #: Human raters' annotations of the dataset are scored on this task as a reference.
+    scores_raters: ClassVar[bool] = False
+    #: A model's audit sheet (``models.<name>.audit``) audits this task's judge.
+    audited: ClassVar[bool] = False
     caption: ClassVar[str]  # what the table's metrics are (LaTeX allowed)
     metrics: ClassVar[tuple[Metric, ...]]
     # Dataset columns the prompt, the gold control and the scorer read.
@@ -124,6 +150,9 @@ class Task:
     uses_image: ClassVar[bool] = True  # False: a text-only task (no image sent)
     needs_box_format: ClassVar[bool] = False  # answers are boxes in a declared convention
     needs_judge: ClassVar[bool] = False  # scored through a judge (tasks.<name>.judge)
+    #: The judge of a judged task when no config names one (``{name, kind, settings}``: an
+    #: installed package outside a checkout, a notebook); offline, so it costs nothing.
+    default_judge: ClassVar[Mapping[str, Any] | None] = None
     # The judge's per-image labels that judge agreement compares (the ``labels`` of the
     # verdict files; none: no agreement).
     agreement_labels: ClassVar[tuple[str, ...]] = ()
@@ -170,6 +199,28 @@ class Task:
         return self.name.capitalize()
 
     # --- configuration -----------------------------------------------------------------
+
+    def config_schema(self) -> dict[str, Any]:
+        """The JSON schema of ``tasks.<name>``: what every task has, then its own keys."""
+        properties: dict[str, Any] = {
+            "enabled": {"type": "boolean", "default": True},
+            "prompt": {
+                "$ref": "#/$defs/prompt",
+                "default": self.default_prompt or f"config/prompts/{self.name}-v1.txt",
+            },
+        }
+        if self.needs_judge:
+            judge: dict[str, Any] = {"$ref": "#/$defs/name"}
+            if self.default_judge is not None:
+                judge["default"] = self.default_judge["name"]
+            properties["judge"] = judge
+        properties.update(self.settings_schema)
+        return {
+            "type": "object",
+            "additionalProperties": False,
+            "default": {},
+            "properties": properties,
+        }
 
     def options(self, task_config: Mapping[str, Any]) -> dict[str, Any]:
         """The scoring options of ``tasks.<name>`` (only these re-run scoring on change)."""
@@ -255,6 +306,18 @@ class Task:
         from what the scoring stage wrote: no judge is built."""
         raise NotImplementedError
 
+    def figure_caption(self, family: str, dataset: str) -> str:
+        """The HTML report's caption text of one figure family (reStructuredText) on the
+        dataset labelled ``dataset``: :attr:`figure_captions`, else a plain default."""
+        text = self.figure_captions.get(family)
+        if text is None:
+            defaults = {
+                "metrics": "",
+                "breakdown": f"The headline per-image metric of {self.name}",
+            }
+            text = defaults.get(family, f"{self.name}: {family.replace('_', ' ')}, on {{dataset}}.")
+        return text.replace("{dataset}", dataset)
+
     def breakdown_values(self, per_image: pd.DataFrame) -> tuple[str, np.ndarray] | None:
         """(axis label, per-image values) of the metric broken down by sequence and plane;
         None: no breakdown figure."""
@@ -288,9 +351,6 @@ class Task:
         return tuple(m for m in self.metrics if m.headline)
 
 
-# The built-in tasks, in the order of the clinical workflow.
-TASK_NAMES = ("localization", "captioning", "diagnosis")
-
 # Tasks loaded so far, and tasks registered by hand (after the built-ins, in order).
 _REGISTRY: dict[str, Task] = {}
 
@@ -298,6 +358,31 @@ _REGISTRY: dict[str, Task] = {}
 def task_module(name: str) -> str:
     """The module that defines the built-in task ``name`` (its ``TASK``)."""
     return f"{__package__}.{name}"
+
+
+@cache
+def builtin_task_names() -> tuple[str, ...]:
+    """The subfolders of this package whose ``__init__`` assigns ``TASK``, by name: read,
+    not imported, so that finding the tasks loads none."""
+    folder = Path(__file__).parent
+    names = []
+    for module in pkgutil.iter_modules([str(folder)]):
+        init = folder / module.name / "__init__.py"
+        if module.ispkg and init.is_file() and _assigns_task(init):
+            names.append(module.name)
+    return tuple(sorted(names))
+
+
+def _assigns_task(path: Path) -> bool:
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    return any(
+        isinstance(node, ast.Assign | ast.AnnAssign)
+        and any(
+            isinstance(t, ast.Name) and t.id == "TASK"
+            for t in (node.targets if isinstance(node, ast.Assign) else [node.target])
+        )
+        for node in tree.body
+    )
 
 
 def register_task(task: Task) -> Task:
@@ -313,8 +398,10 @@ def unregister_task(name: str) -> None:
 
 
 def task_names() -> tuple[str, ...]:
-    """The built-in tasks, then the ones registered by hand, in registration order."""
-    return TASK_NAMES + tuple(name for name in _REGISTRY if name not in TASK_NAMES)
+    """The built-in tasks in the clinical workflow's order (``Task.position``), then the
+    ones registered by hand, in registration order."""
+    builtins = sorted(builtin_task_names(), key=lambda name: (get_task(name).position, name))
+    return (*builtins, *(name for name in _REGISTRY if name not in builtins))
 
 
 def dataset_needs() -> dict[str, dict[str, Any]]:
@@ -327,7 +414,7 @@ def get_task(name: str) -> Task:
     task = _REGISTRY.get(name)
     if task is not None:
         return task
-    if name not in TASK_NAMES:
+    if name not in builtin_task_names():
         raise ConfigError(f"unknown task {name!r}", f"use one of {', '.join(task_names())}")
     module = importlib.import_module(task_module(name))
     task = getattr(module, "TASK", None)

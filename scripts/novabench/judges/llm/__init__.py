@@ -46,7 +46,7 @@ from pathlib import Path
 from typing import Any
 
 from novabench.errors import ConfigError, NovaError
-from novabench.judges.base import JudgeKind, register_judge_kind
+from novabench.judges.base import JudgeKind, ServiceRequests, register_judge_kind
 from novabench.judges.llm.answers import (
     PairedVerdict,
     UnreadableAnswer,
@@ -173,3 +173,6 @@ class LLMKind(JudgeKind):
 
     def api_resource(self, settings) -> str:
         return api_resource(dict(settings))
+
+    def service_requests(self, judge_cfg, judge) -> list[ServiceRequests]:
+        return [judge.service_requests(judge_cfg["name"])]

@@ -12,8 +12,14 @@ from typing import Any, ClassVar, TypeVar
 from novabench.cache import ResponseCache
 from novabench.code_fingerprint import code_fingerprint
 from novabench.errors import NovaError
+from novabench.judges.base import ServiceRequests
 from novabench.judges.llm.answers import UnreadableAnswer
-from novabench.judges.llm.settings import check_settings, endpoint_problem, read_prompt
+from novabench.judges.llm.settings import (
+    TASK_PROTOCOLS,
+    check_settings,
+    endpoint_problem,
+    read_prompt,
+)
 from novabench.models import chat_client
 from novabench.provenance import sha256_text
 
@@ -29,6 +35,9 @@ class LLMJudge:
 
     task: ClassVar[str]
     protocol: ClassVar[str]  # how it asks (a key of PROMPT_SPECS)
+    #: Tokens of one answer, for the cost estimate until answers were measured.
+    answer_tokens: ClassVar[int]
+    requests_per_image: ClassVar[int] = 1
 
     def __init__(
         self,
@@ -39,7 +48,7 @@ class LLMJudge:
         resolve: Callable[[str], str] | None = None,
     ):
         self.name = name
-        if self.task == "captioning":  # the class decides the protocol, hence the prompt
+        if len(TASK_PROTOCOLS[self.task]) > 1:  # the class decides the protocol, hence the prompt
             settings = {**settings, "protocol": self.protocol}
         resolved = check_settings(name, settings, resolve)
         self.prompt_path = resolved["prompts"][self.task]
@@ -56,6 +65,21 @@ class LLMJudge:
     def adapter(self) -> chat_client.ChatClient:
         """The chat client, under the name callers used when it was a model adapter."""
         return self.client
+
+    def service_requests(self, name: str, select: Any = None) -> ServiceRequests:
+        """What the cost estimate counts of this judge (``select``: which pairs it gets)."""
+        config = self.client.config
+        prices = (config["price_per_million_input"], config["price_per_million_output"])
+        return ServiceRequests(
+            name,
+            self,
+            select,
+            self.template,
+            config["system_prompt"] or "",
+            prices,
+            self.answer_tokens,
+            self.requests_per_image,
+        )
 
     # -- record ------------------------------------------------------------------------------
 

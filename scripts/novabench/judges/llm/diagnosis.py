@@ -20,6 +20,7 @@ class LLMDiagnosisJudge(LLMJudge):
 
     task = "diagnosis"
     protocol = DIAGNOSIS_PROTOCOL
+    answer_tokens = 12  # one rank in a small JSON object
 
     def match_ranked(self, ranked: Sequence[str], reference: str) -> tuple[bool, bool]:
         return self.match_ranked_many([(ranked, reference)])[0]

@@ -21,6 +21,9 @@ class LLMKeywordJudge(LLMJudge):
 
     task = "captioning"
     protocol = "per-caption"
+    # Each caption's raw and standardized keywords in five categories and a label.
+    answer_tokens = 175
+    requests_per_image = 2  # the reference and the prediction
 
     def extract(self, text: str) -> KeywordSet:
         return self.extract_many([text])[0]

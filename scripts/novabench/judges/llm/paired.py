@@ -28,6 +28,7 @@ class LLMPairedCaptionJudge(LLMJudge):
 
     task = "captioning"
     protocol = "paired"
+    answer_tokens = 350  # both captions' keywords and both labels
 
     def judge_pair(self, reference: str, prediction: str) -> PairVerdict:
         """The (reference, prediction) KeywordSets of one pair; None: no verdict."""

@@ -14,12 +14,18 @@ from novabench.errors import ConfigError, NovaError, settings_error
 from novabench.io import resolve_path
 from novabench.models import chat_client
 
-TASKS = ("captioning", "diagnosis")
 #: How a caption judge asks: one request per (reference, prediction) pair (the paper's), or
 #: one per caption. A diagnosis judge always asks once per image for the ranked list.
 PROTOCOLS = ("paired", "per-caption")
 DEFAULT_PROTOCOL = "paired"
 DIAGNOSIS_PROTOCOL = "ranked-list"
+#: The tasks whose answers an llm judge reads, and the ways it can ask for each (the first
+#: is the default); the judge classes of this package implement each pair.
+TASK_PROTOCOLS: dict[str, tuple[str, ...]] = {
+    "captioning": PROTOCOLS,
+    "diagnosis": (DIAGNOSIS_PROTOCOL,),
+}
+TASKS = tuple(TASK_PROTOCOLS)
 # The default prompts ship inside the package (the one copy: the workflow's configurations
 # name them by their path in it), so an installed novabench finds them too.
 PROMPTS_DIR = paths.JUDGE_PROMPTS
@@ -72,7 +78,8 @@ def _default_resolve(path: str) -> str:
 
 def task_protocol(task: str, protocol: str) -> str:
     """How the judge of ``task`` asks: the caption protocol, or the diagnosis one."""
-    return protocol if task == "captioning" else DIAGNOSIS_PROTOCOL
+    protocols = TASK_PROTOCOLS[task]
+    return protocol if protocol in protocols else protocols[0]
 
 
 def check_settings(

@@ -31,6 +31,25 @@ def bertscore_settings(settings: Mapping[str, Any] | None) -> dict[str, Any]:
 class Captioning(Task):
     name = "captioning"
     title = "Image captioning"
+    position = 2
+    default_prompt = "config/prompts/captioning-v1.txt"
+    settings_schema: ClassVar[Mapping[str, Any]] = {
+        "bertscore": {
+            "description": "the encoder of BERT F1 (config/README.md)",
+            "type": "object",
+            "additionalProperties": False,
+            "default": {},
+            "properties": {
+                "enabled": {"type": "boolean", "default": True},
+                "model": {"type": "string", "minLength": 1, "default": "roberta-large"},
+                "revision": {"type": ["string", "null"], "minLength": 1, "default": None},
+                "num_layers": {"type": ["integer", "null"], "minimum": 0, "default": None},
+                "rescale_with_baseline": {"type": "boolean", "default": False},
+                "baseline": {"type": ["string", "null"], "minLength": 1, "default": None},
+            },
+        }
+    }
+    figure_captions: ClassVar[Mapping[str, str]] = {"breakdown": "Clinical F1 (%)"}
     caption = (
         "Clinical and Modality F1: per-image F1 of judge keywords (Modality: sequence and "
         "plane words), averaged over images. BLEU-4: corpus level; METEOR: mean over images; "
@@ -54,6 +73,7 @@ class Captioning(Task):
     reference_columns = ("caption",)
     required_references = ("caption",)
     needs_judge = True
+    default_judge: ClassVar[Mapping[str, Any]] = {"name": "keywords", "kind": "keyword-lexicon"}
     agreement_labels = ("abnormal",)
     figures = ("breakdown",)
     answer_tokens = 70  # one to three sentences

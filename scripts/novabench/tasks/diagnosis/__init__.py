@@ -20,6 +20,28 @@ LABEL_COLUMNS = ("top1_label", "reference_label")
 class Diagnosis(Task):
     name = "diagnosis"
     title = "Diagnostic reasoning"
+    position = 3
+    default_prompt = "config/prompts/diagnosis-v1.txt"
+    audited = True  # novabench.audit: a hand-labelled sample of the judge's verdicts
+    settings_schema: ClassVar[Mapping[str, Any]] = {
+        "findings": {
+            "description": "`reference` (the reference caption) or the name of a captioning model",
+            "$ref": "#/$defs/name",
+            "default": "reference",
+        },
+        "unit": {"type": "string", "enum": list(UNITS), "default": "image"},
+    }
+    figure_captions: ClassVar[Mapping[str, str]] = {
+        "metrics": "Entropy is in bits, without a CI; the dashed line is the reference "
+        "labels' entropy.",
+        "breakdown": "Top-1 accuracy (%)",
+        "labels": (
+            "Distribution of the top-1 predicted diagnoses against the reference diagnoses on "
+            "{dataset}, by rank (long tail): the share of images (%) each label covers. The "
+            "legend gives each model's coverage (distinct predicted over distinct reference "
+            "labels) and entropy (bits)."
+        ),
+    }
     caption = (
         "Top-1/Top-5: the reference diagnosis is the first / among the five ranked answers, "
         "as decided by the judge, an undecided verdict counted as no match. Undecided: share "
@@ -63,6 +85,11 @@ class Diagnosis(Task):
     # Diagnosis is text-only in NOVA: history and findings, no image.
     uses_image = False
     needs_judge = True
+    default_judge: ClassVar[Mapping[str, Any]] = {
+        "name": "matcher",
+        "kind": "diagnosis-matcher",
+        "settings": {"embedding_fallback": False},
+    }
     agreement_labels = ("top1_correct", "top5_correct")
     figures = ("breakdown", "labels")
     upstream_task = "captioning"

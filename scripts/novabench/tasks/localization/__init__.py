@@ -49,6 +49,30 @@ def entry_boxes(
 class Localization(Task):
     name = "localization"
     title = "Anomaly localization"
+    position = 1
+    default_prompt = "config/prompts/localization-v1.txt"
+    scores_raters = True  # the dataset's raters drew boxes too
+    figure_captions: ClassVar[Mapping[str, str]] = {
+        "metrics": "Counts (TP30, FP30) are in the table only.",
+        "breakdown": "Hit\\@30 (%, images with a gold box only)",
+        "iou": (
+            "Distribution of the best IoU per image (images with a gold box) on {dataset}: the "
+            "share of images (%) whose best IoU reaches each threshold. The curves pass through "
+            "Hit\\@30 and Hit\\@50."
+        ),
+        "lesion_size": (
+            "Lesion-level hit rate on {dataset}: the share of gold boxes (%) that some "
+            "predicted box overlaps with IoU of at least 0.3, by lesion size (square root of "
+            "the gold box area, pixels), one panel per group. Error bars: 95% case-bootstrap "
+            "CIs; n = gold boxes per size bin."
+        ),
+        "examples": (
+            "Example images of {dataset} (chosen with the bootstrap seed from different "
+            "cases): the reference column shows the gold boxes (green) and the human raters' "
+            "boxes (blue, dashed); each further column one model's boxes (orange) over the "
+            "gold boxes."
+        ),
+    }
     caption = (
         "mAP: COCO average precision (101-point interpolation, one class, score 1 for boxes "
         "without a confidence) at IoU 0.3, 0.5 and 0.50:0.05:0.95. ACC50 = TP/(TP+FP+FN) of a "
