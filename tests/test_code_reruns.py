@@ -7,6 +7,7 @@ those reading their outputs, and restoring the file makes the dry run a no-op ag
 
 from __future__ import annotations
 
+import ast
 import hashlib
 import json
 import re
@@ -16,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from novabench.code_fingerprint import code_fingerprint
+from novabench.code_fingerprint import code_fingerprint, syntax_digest
 
 ROOT = Path(__file__).resolve().parents[1]
 SNAKEMAKE = [sys.executable, "-m", "snakemake"]
@@ -76,9 +77,10 @@ def module_file(checkout: Path, module: str) -> Path:
 
 
 class edited:
-    """A file with one more line, for the length of a ``with`` block."""
+    """A file with one more line, for the length of a ``with`` block (a module's line is
+    code: a comment counts for nothing, see below)."""
 
-    def __init__(self, path: Path, line: str = "# edited\n"):
+    def __init__(self, path: Path, line: str = "EDITED = True\n"):
         self.path, self.line = path, line
 
     def __enter__(self):
@@ -88,6 +90,38 @@ class edited:
 
     def __exit__(self, *exc):
         self.path.write_bytes(self.original)
+
+
+class rewritten(edited):
+    """A file with its first ``old`` replaced by ``new``, for the length of a ``with`` block."""
+
+    def __init__(self, path: Path, old: str, new: str):
+        self.path, self.old, self.new = path, old, new
+
+    def __enter__(self):
+        self.original = self.path.read_bytes()
+        text = self.original.decode()
+        assert self.old in text, f"{self.old!r} not in {self.path}"
+        self.path.write_text(text.replace(self.old, self.new, 1))
+        return self.path
+
+
+JUDGE_MODULES = (
+    "novabench.judges.diagnosis_matcher",
+    "novabench.judges.keywords",
+    "novabench.judges.cascade",
+    "novabench.judges.llm",
+)
+
+
+@pytest.mark.parametrize("module", JUDGE_MODULES)
+def test_editing_a_judges_comments_and_docstrings_plans_nothing(checkout, module):
+    path = module_file(checkout, module)
+    with (
+        rewritten(path, '"""', '"""Reworded, at more length.\n\n'),
+        edited(path, "\n# A closing comment.\n"),
+    ):
+        assert planned(checkout) == set()
 
 
 def test_editing_a_localization_scorer_rescores_localization_only(checkout):
@@ -101,11 +135,12 @@ def test_editing_a_localization_scorer_rescores_localization_only(checkout):
     assert planned(checkout) == set()
 
 
-def test_editing_the_matchers_synonyms_rescores_diagnosis_only(checkout):
+def test_editing_a_line_of_the_matchers_synonyms_rescores_diagnosis_only(checkout):
     graph_root = checkout / "scripts"
     (synonyms,) = graph_root.rglob("diagnosis_synonyms.yaml")
-    with edited(synonyms, "# edited\n"):
+    with rewritten(synonyms, "  - possibly\n", "  - possibly\n  - conceivably\n"):
         jobs = planned(checkout)
+    assert "predict" not in rules(jobs)
     assert {(r, w) for r, w in jobs if r in ("predict", "score", "score_rater")} == {
         ("score", "task=diagnosis, model=gold"),
         ("score", "task=diagnosis, model=retrieval"),
@@ -196,6 +231,10 @@ def test_score_files_and_the_manifest_record_the_code(checkout):
     assert summary["code"] == plan.code("predict", task="localization", model="classical")
     manifest = json.loads((results / "manifest.json").read_text())
     files = manifest["code"]["files"]
-    entry = (ROOT / "scripts" / "score.py").read_bytes()
-    assert files["score.py"] == hashlib.sha256(entry).hexdigest()
+    # A module by its syntax (comments and docstrings out), a data file by its bytes.
+    entry = ast.parse((ROOT / "scripts" / "score.py").read_bytes())
+    assert files["score.py"] == syntax_digest(entry)
+    (synonyms,) = (ROOT / "scripts").rglob("diagnosis_synonyms.yaml")
+    data = next(v for k, v in files.items() if k.endswith("/diagnosis_synonyms.yaml"))
+    assert data == hashlib.sha256(synonyms.read_bytes()).hexdigest()
     assert any(name.startswith("novabench/models/classical") for name in files)
