@@ -410,3 +410,71 @@ def test_cli_judge_report_without_the_validation_folder_is_one_line(tmp_path, ca
         "checkout of the repository, or pass --validation-dir DIR\n"
     )
     assert not (tmp_path / "report.json").exists()
+
+
+# --- the registry of sets (resources/validation_sets.yaml) ---------------------------------
+
+
+def test_the_registry_lists_every_set_file_and_each_listed_file_exists():
+    from novabench.judges.validation import REGISTRY, VALIDATION_SETS
+
+    folder = validation_folder()
+    on_disk = {
+        path.name
+        for pattern in ("diagnoses*.jsonl", "captions*.jsonl")
+        for path in folder.glob(pattern)
+        if not path.stem.endswith("-second-rater")
+    }
+    assert {vset.filename for vset in VALIDATION_SETS} == on_disk, REGISTRY
+    fifth = next(vset for vset in VALIDATION_SETS if vset.key == "diagnosis-5")
+    assert fifth.tuned_on == ("tune",) and fifth.reported("heldout")  # the default half
+    assert fifth.fields[-1] == "match"
+
+
+REGISTERED = "sets:\n  - {key: diagnosis-9, task: diagnosis, file: diagnoses-9.jsonl, title: N}\n"
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "error"),
+    [
+        ("task: diagnosis", "task: staging", "at sets/0/task ('diagnosis-9'): 'staging' is not"),
+        ("title: N", "tuned_on: [tune]", "at sets/0 ('diagnosis-9'): 'title' is a required"),
+        ("title: N}", "title: N, tuned_on: [all]}", "at sets/0/tuned_on/0 ('diagnosis-9')"),
+        ("file: diagnoses-9", "file: ../diagnoses-9", "at sets/0/file ('diagnosis-9')"),
+        (
+            "sets:",
+            "sets:\n  - {key: diagnosis-9, task: diagnosis, file: d.jsonl, title: N}\n#",
+            "lists key 'diagnosis-9' twice",
+        ),
+        ("sets:", "set:", "at top level: Additional properties are not allowed"),
+    ],
+)
+def test_a_malformed_registry_is_one_line_naming_the_set(tmp_path, old, new, error):
+    from novabench.judges.validation import read_registry
+
+    path = tmp_path / "validation_sets.yaml"
+    path.write_text(REGISTERED.replace(old, new, 1))
+    with pytest.raises(NovaError) as caught:
+        read_registry(path)
+    message = str(caught.value)
+    assert error in message and f"registry {path}" in message and "\n" not in message
+    assert message.endswith(
+        "fix: correct validation_sets.yaml (its header says what each field holds)"
+    )
+
+
+def test_a_well_formed_registry_reads_into_sets(tmp_path):
+    from novabench.judges.validation import CAPTION_FIELDS, read_registry
+
+    path = tmp_path / "validation_sets.yaml"
+    path.write_text(
+        REGISTERED + "  - {key: c, task: captioning, file: c.jsonl, title: C, tuned_on: []}\n"
+    )
+    ninth, caption = read_registry(path)
+    assert (ninth.key, ninth.filename, ninth.tuned_on) == (
+        "diagnosis-9",
+        "diagnoses-9.jsonl",
+        ("tune",),
+    )
+    assert caption.fields == CAPTION_FIELDS and caption.tuned_on == ()
+    assert caption.reported("heldout") and not ninth.reported("tune")
