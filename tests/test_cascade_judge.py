@@ -17,8 +17,8 @@ from novabench.judges.base import _KINDS, JudgeKind, RankedVerdict, expand_judge
 from novabench.predict import run_predictions
 from novabench.score import score_predictions
 from openai_server import Fail, FakeOpenAI, Garbage, Reply
+from support import ROOT
 
-ROOT = Path(__file__).resolve().parents[1]
 PROMPTS = ROOT / "config" / "prompts"
 
 

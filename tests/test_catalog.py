@@ -14,6 +14,7 @@ import yaml
 from snakemake.exceptions import WorkflowError
 from snakemake.utils import validate
 
+import support
 from novabench.catalog import (
     FAMILIES,
     catalog_table,
@@ -25,8 +26,8 @@ from novabench.catalog import (
 from novabench.config import check_config, describe_validation_error, plan_from_files
 from novabench.errors import ConfigError
 from novabench.tokens import IMAGE_RULES
+from support import ROOT
 
-ROOT = Path(__file__).resolve().parents[1]
 CATALOG_DIR = ROOT / "config" / "models"
 SCHEMA = str(ROOT / "workflow" / "schemas" / "config.schema.yaml")
 DEFAULT = yaml.safe_load((ROOT / "config" / "config.yaml").read_text())
@@ -273,13 +274,8 @@ def test_a_dry_run_names_a_misspelled_setting_of_a_catalog_entry(tmp_path):
 def snakemake(workdir: Path, config_text: str, *args: str) -> subprocess.CompletedProcess:
     config = workdir / "config.yaml"
     config.write_text(config_text)
-    return subprocess.run(
-        [sys.executable, "-m", "snakemake", "--configfile", str(config), "-d", workdir, *args],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
+    # After the target: `--configfile` takes every word after it as a config file.
+    return support.snakemake(workdir, *args, "--configfile", str(config), timeout=600)
 
 
 def test_a_new_price_re_runs_no_prediction_but_a_new_setting_does(tmp_path, dataset):

@@ -11,16 +11,13 @@ import ast
 import hashlib
 import json
 import re
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
+import support
 from novabench.code_fingerprint import code_fingerprint, syntax_digest
-
-ROOT = Path(__file__).resolve().parents[1]
-SNAKEMAKE = [sys.executable, "-m", "snakemake"]
+from support import ROOT
 
 pytestmark = pytest.mark.slow
 
@@ -38,13 +35,7 @@ REPORT_JOBS = {
 
 
 def snakemake(checkout: Path, *args: str) -> str:
-    result = subprocess.run(
-        [*SNAKEMAKE, *args],
-        cwd=checkout,
-        capture_output=True,
-        text=True,
-        timeout=900,
-    )
+    result = support.snakemake(checkout, *args, timeout=900)
     assert result.returncode == 0, result.stderr[-4000:]
     return result.stdout + result.stderr
 

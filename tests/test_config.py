@@ -16,8 +16,8 @@ from novabench.answer_formats import BOX_FORMATS
 from novabench.config import check_config, describe_validation_error
 from novabench.dataset.schema import rater_slug
 from novabench.errors import ConfigError, NovaError
+from support import ROOT
 
-ROOT = Path(__file__).resolve().parents[1]
 SCHEMA = str(ROOT / "workflow" / "schemas" / "config.schema.yaml")
 DEFAULT = yaml.safe_load((ROOT / "config" / "config.yaml").read_text())
 

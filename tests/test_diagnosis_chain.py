@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 import re
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -18,10 +17,9 @@ import yaml
 
 from novabench.models import predictions_file
 from novabench.predict import read_predictions, run_predictions
+from support import ROOT, SNAKEMAKE
 from upstream import CASES, IMAGES
 
-ROOT = Path(__file__).resolve().parents[1]
-SNAKEMAKE = [sys.executable, "-m", "snakemake"]
 TARGET = "results/sample/predictions/diagnosis/retrieval.jsonl"
 
 # A captioning model's answers, written by hand: two usable captions, one blank answer

@@ -19,6 +19,7 @@ from novabench.judges.diagnosis_matcher import (
     MatchDecision,
 )
 from novabench.judges.vocabulary import DEFAULT_VOCABULARY, load_vocabulary
+from support import SCRIPTS
 
 
 @pytest.fixture(scope="module")
@@ -146,7 +147,7 @@ def test_the_matcher_never_reads_the_retrieval_corpus(tmp_path: Path) -> None:
     import subprocess
     import sys
 
-    scripts = Path(__file__).resolve().parents[1] / "scripts"
+    scripts = SCRIPTS
     corpus = scripts / "novabench" / "models" / "retrieval" / "corpus.yaml"
     assert corpus.is_file()
     code = f"""

@@ -5,7 +5,6 @@ a change to the matcher or its tables that moves any of them fails here with the
 """
 
 import json
-from pathlib import Path
 
 import pytest
 
@@ -13,8 +12,9 @@ from novabench.errors import NovaError
 from novabench.judges import validation
 from novabench.judges import verdict_snapshot as snap
 from novabench.judges.diagnosis_matcher import RULE_IDS
+from support import SNAPSHOTS
 
-SNAPSHOT = Path(__file__).parent / "snapshots" / "diagnosis_verdicts.jsonl"
+SNAPSHOT = SNAPSHOTS / "diagnosis_verdicts.jsonl"
 
 
 @pytest.fixture(scope="module")

@@ -49,8 +49,8 @@ from packaging.utils import canonicalize_name
 from packaging.version import Version
 
 from novabench import vllm_server
+from support import ROOT
 
-ROOT = Path(__file__).resolve().parents[1]
 SCRIPTS = ROOT / "scripts"
 ENV_DIR = ROOT / "envs"
 ENV_FILES = sorted(ENV_DIR.glob("*.yaml"))

@@ -23,8 +23,8 @@ from novabench.estimate import (
     expected_size,
     format_estimate,
 )
+from support import ROOT
 
-ROOT = Path(__file__).resolve().parents[1]
 CAPTIONING_PROMPT = (ROOT / "config" / "prompts" / "captioning-v1.txt").read_text()
 DIAGNOSIS_PROMPT = (ROOT / "config" / "prompts" / "diagnosis-v1.txt").read_text()
 BASE_URL = "http://127.0.0.1:9/v1"

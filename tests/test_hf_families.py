@@ -20,6 +20,8 @@ from pathlib import Path
 
 import pytest
 
+from support import ROOT
+
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 pytest.importorskip("accelerate")
@@ -34,7 +36,6 @@ from novabench.vlm_families import FAMILIES as KNOWN  # noqa: E402
 from novabench.vlm_families import family_of, family_problem  # noqa: E402
 from tiny_vlms import BOX, DEVICE, FAMILIES, build, script_generate  # noqa: E402
 
-ROOT = Path(__file__).resolve().parents[1]
 PROMPTS = ROOT / "config" / "prompts"
 TASKS = ("localization", "captioning", "diagnosis")
 CAPTION = "A ring-enhancing lesion in the left frontal lobe with surrounding oedema."

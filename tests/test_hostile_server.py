@@ -29,11 +29,10 @@ from novabench.models.openai_compatible import DEFAULTS, Adapter, ChatRequest
 from novabench.predict import read_predictions, run_predictions
 from novabench.redaction import KEY_VARIABLES_ENV, PLACEHOLDER, Redactor
 from openai_server import Fail, FakeOpenAI, Raw, Redirect, Reply, Trickle, completion
+from support import ROOT, snakemake
 from upstream import IMAGES, build_local_dataset, write_current
 
-ROOT = Path(__file__).resolve().parents[1]
 PROMPTS = ROOT / "config" / "prompts"
-SNAKEMAKE = Path(sys.executable).with_name("snakemake")
 
 
 def settings(server: FakeOpenAI, **more) -> dict:
@@ -423,16 +422,6 @@ def test_the_plan_names_every_configured_key_variable():
         "judges": {"j": {"kind": "llm", "settings": {"backend": {"api_key_env": "JUDGE_KEY"}}}},
     }
     assert Plan(config, ROOT).key_variables() == ["JUDGE_KEY", "OPENAI_API_KEY"]
-
-
-def snakemake(workdir: Path, *args: str, env: dict) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [str(SNAKEMAKE), "-s", str(ROOT / "Snakefile"), "-d", str(workdir), "--cores", "2", *args],
-        capture_output=True,
-        text=True,
-        env={**os.environ, **env},
-        timeout=300,
-    )
 
 
 @pytest.mark.slow

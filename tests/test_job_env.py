@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 
 from novabench.job_env import job_environment
+from support import ROOT
 
-ROOT = Path(__file__).resolve().parents[1]
 # What a dataset job and a figure job do with the libraries that keep state: `datasets`
 # reads the metadata, matplotlib draws and saves.
 JOB = """

@@ -4,7 +4,6 @@ or says "judge not validated", and the tables print one line of them."""
 
 import json
 import shutil
-from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -13,8 +12,9 @@ from novabench.cli import main
 from novabench.judges import figures, validation
 from novabench.judges.verdict_snapshot import configured_judge
 from novabench.report.tables import judge_line, table_note, task_table, write_task_tables
+from support import DATA
 
-FIXTURE = Path(__file__).parent / "data" / "judge_report"
+FIXTURE = DATA / "judge_report"
 OFFLINE_JUDGES = {
     "matcher": {"kind": "diagnosis-matcher", "settings": {"embedding_fallback": False}},
     "keywords": {"kind": "keyword-lexicon"},

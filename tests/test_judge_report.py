@@ -6,7 +6,6 @@ tests/data/judge_report/ and the stub judges' verdicts below.
 
 import json
 import math
-from pathlib import Path
 
 import pytest
 
@@ -22,9 +21,9 @@ from novabench.judges.validation import (
     write_report,
 )
 from openai_server import FakeOpenAI, Reply
+from support import DATA, ROOT
 
-FIXTURE = Path(__file__).parent / "data" / "judge_report"
-ROOT = Path(__file__).resolve().parents[1]
+FIXTURE = DATA / "judge_report"
 
 
 def wilson_by_formula(k: int, n: int, z: float = 1.959963984540054) -> list[float]:

@@ -4,11 +4,12 @@ within the protocol's hard constraints, and the README's counts the file's."""
 import json
 import re
 from collections import Counter
-from pathlib import Path
 
 import pytest
 
-SET_DIR = Path(__file__).resolve().parents[1] / "validation"
+from support import VALIDATION
+
+SET_DIR = VALIDATION
 CAPTIONS = SET_DIR / "captions-2.jsonl"
 README = SET_DIR / "README-captions-2.md"
 MODALITY = {"flair", "axial", "sagittal", "t1", "t2", "coronal", "dwi"}

@@ -7,11 +7,12 @@ where the README says it is, and the README's counts equal to the file's.
 import json
 import re
 from collections import Counter
-from pathlib import Path
 
 import pytest
 
-HERE = Path(__file__).resolve().parents[1] / "validation"
+from support import VALIDATION
+
+HERE = VALIDATION
 PAIRS = HERE / "diagnoses.jsonl"
 README = HERE / "README-diagnoses.md"
 SECTION = "## Diagnosis pairs (diagnoses.jsonl)"

@@ -8,11 +8,12 @@ its own tests, test_judge_validation_diagnoses.py: its README's tables differ.)
 import collections
 import json
 import re
-from pathlib import Path
 
 import pytest
 
-HERE = Path(__file__).resolve().parents[1] / "validation"
+from support import VALIDATION
+
+HERE = VALIDATION
 FIELDS = {"id", "split", "phenomenon", "reference", "prediction", "match", "why"}
 # Per set: the id pattern.
 SETS = {

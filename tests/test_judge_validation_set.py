@@ -8,11 +8,12 @@ and that the counts the README states are the file's counts.
 import json
 import re
 from collections import Counter
-from pathlib import Path
 
 import pytest
 
-SET_DIR = Path(__file__).resolve().parents[1] / "validation"
+from support import VALIDATION
+
+SET_DIR = VALIDATION
 CAPTIONS = SET_DIR / "captions.jsonl"
 README = SET_DIR / "README-captions.md"
 

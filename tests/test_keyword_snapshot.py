@@ -6,7 +6,6 @@ fails here with the list.
 """
 
 import json
-from pathlib import Path
 
 import pytest
 
@@ -14,8 +13,9 @@ from novabench.errors import NovaError
 from novabench.judges import keyword_snapshot as snap
 from novabench.judges import validation
 from novabench.judges.keywords import RULE_IDS
+from support import SNAPSHOTS
 
-SNAPSHOT = Path(__file__).parent / "snapshots" / "caption_keywords.jsonl"
+SNAPSHOT = SNAPSHOTS / "caption_keywords.jsonl"
 
 
 @pytest.fixture(scope="module")

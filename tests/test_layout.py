@@ -7,7 +7,8 @@ import os
 import re
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+from support import ROOT
+
 # What the pipeline and the package run. scripts/tools/ and scripts/benchmarks/ are not
 # here: they are developer tools run from a checkout (the API benchmarks start the loopback
 # test server tests/openai_server.py on purpose, to measure the adapter against it), and

@@ -6,7 +6,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+from support import ROOT
+
 BIN = Path(sys.executable).parent
 
 

@@ -13,7 +13,6 @@ import copy
 import hashlib
 import json
 import re
-import socket
 import subprocess
 import sys
 import threading
@@ -46,6 +45,7 @@ from novabench.score import score_predictions
 from novabench.tasks.captioning.metrics import score_captioning
 from novabench.tasks.diagnosis.metrics import score_diagnosis
 from openai_server import Fail, FakeOpenAI, Reply
+from support import ROOT, free_port
 from upstream import CASES, IMAGES
 
 
@@ -54,7 +54,6 @@ def verdict(modality, clinical, abnormal) -> KeywordSet:
     return KeywordSet(frozenset(modality) | frozenset(clinical), abnormal)
 
 
-ROOT = Path(__file__).resolve().parents[1]
 PROMPTS = ROOT / "config" / "prompts"
 JUDGE_PROMPTS = ROOT / "scripts" / "novabench" / "resources" / "prompts"
 KEYWORDS_PROMPT = JUDGE_PROMPTS / "judge-keywords-v1.txt"
@@ -114,12 +113,6 @@ def diagnosis_of(prompt: str) -> tuple[str, list[str]]:
     reference = prompt.split("Reference diagnosis:\n", 1)[1].split("\n\n", 1)[0]
     block = prompt.split("most likely first:\n", 1)[1].split("\n\n", 1)[0]
     return reference, [re.sub(r"^\d+\. ", "", line) for line in block.splitlines()]
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 # --- captioning: keywords -----------------------------------------------------------------

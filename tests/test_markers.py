@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import os
 import tomllib
-from pathlib import Path
 
 import pytest
 
-TESTS = Path(__file__).resolve().parent
+from support import TESTS
+
 MARKERS = tomllib.loads((TESTS.parent / "pyproject.toml").read_text())["tool"]["pytest"][
     "ini_options"
 ]["markers"]

@@ -1,7 +1,6 @@
 """Captioning metrics: BLEU-4 against sacrebleu, METEOR with WordNet, keyword and binary F1."""
 
 import json
-from pathlib import Path
 
 import pytest
 import sacrebleu
@@ -18,6 +17,7 @@ from novabench.tasks.captioning.metrics import (
     sentence_bleu4,
     tokenize,
 )
+from support import ROOT
 
 
 def verdict(modality, clinical, abnormal) -> KeywordSet:
@@ -502,9 +502,7 @@ def test_captioning_options_default_to_the_schema_defaults():
     from novabench.tasks import get_task
     from novabench.tasks.captioning import BERTSCORE_DEFAULTS
 
-    schema = yaml.safe_load(
-        (Path(__file__).parents[1] / "workflow/schemas/config.schema.yaml").read_text()
-    )
+    schema = yaml.safe_load((ROOT / "workflow/schemas/config.schema.yaml").read_text())
     properties = schema["properties"]["tasks"]["properties"]["captioning"]["properties"]
     defaults = {k: v["default"] for k, v in properties["bertscore"]["properties"].items()}
     assert defaults == BERTSCORE_DEFAULTS

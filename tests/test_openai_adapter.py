@@ -15,7 +15,6 @@ import logging
 import os
 import re
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -34,11 +33,10 @@ from novabench.predict import build_samples, read_predictions, run_predictions
 from novabench.score import score_predictions
 from novabench.tasks import get_task
 from openai_server import Fail, FakeOpenAI, Garbage, Hang, Reply, Reset, usage_for
+from support import ROOT, free_port, snakemake
 from upstream import CASES, IMAGES, build_local_dataset, write_current
 
-ROOT = Path(__file__).resolve().parents[1]
 PROMPTS = ROOT / "config" / "prompts"
-SNAKEMAKE = Path(sys.executable).with_name("snakemake")
 NORMAL = "case0002_001.png"  # the image without a gold box
 SIZE = 480
 
@@ -787,12 +785,6 @@ def test_requests_per_minute_spaces_the_sends():
 # --- checks before any job ------------------------------------------------------------------
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 def test_environment_check_names_the_missing_variable_and_the_unreachable_url(monkeypatch):
     monkeypatch.delenv("NOVA_UNSET_KEY", raising=False)
     with FakeOpenAI() as server:
@@ -832,16 +824,6 @@ def test_provider_resources_default_to_the_endpoint_host():
     assert api_resource({"base_url": "https://api.openai.com/v1"}) == "api_openai_com"
     assert api_resource({"base_url": "http://localhost:8000/v1"}) == "api_localhost_8000"
     assert api_resource({"base_url": "http://x/v1", "provider": "Gemini"}) == "api_gemini"
-
-
-def snakemake(workdir: Path, *args: str, env: dict | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [str(SNAKEMAKE), "-s", str(ROOT / "Snakefile"), "-d", str(workdir), "--cores", "2", *args],
-        capture_output=True,
-        text=True,
-        env={**os.environ, **(env or {})},
-        timeout=120,
-    )
 
 
 def workflow_config(tmp_path: Path, server: FakeOpenAI) -> tuple[Path, Path, str]:

@@ -19,7 +19,8 @@ from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 from packaging.version import Version
 
-ROOT = Path(__file__).resolve().parents[1]
+from support import ROOT
+
 PROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
 TASKS = ("localization", "captioning", "diagnosis")
 

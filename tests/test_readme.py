@@ -7,7 +7,8 @@ import re
 import subprocess
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+from support import ROOT
+
 README = (ROOT / "README.md").read_text(encoding="utf-8")
 # [text](target) and ![alt](target), not inside code spans.
 LINK = re.compile(r"!?\[[^\]]*\]\(([^)\s]+)\)")

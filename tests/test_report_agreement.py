@@ -11,6 +11,7 @@ import pytest
 from novabench.config import check_reporting
 from novabench.errors import ConfigError
 from novabench.report.agreement import agreement_table, cohen_kappa, judge_labels
+from support import ROOT
 from upstream import IMAGES
 
 
@@ -108,12 +109,11 @@ def test_reporting_config_checks():
 
 
 def test_the_agreement_table_names_its_dataset(dataset, tmp_path):
-    from pathlib import Path
 
     from novabench.predict import run_predictions
     from novabench.report.agreement import write_agreement
 
-    root = Path(__file__).resolve().parents[1]
+    root = ROOT
     predictions = tmp_path / "gold.jsonl"
     run_predictions(
         dataset=dataset,

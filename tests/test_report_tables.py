@@ -31,8 +31,8 @@ from novabench.report.tables import (
 from novabench.score import write_scores
 from novabench.tasks import get_task, task_names
 from novabench.tasks.localization.metrics import score_localization
+from support import ROOT
 
-ROOT = Path(__file__).resolve().parents[1]
 MODELS = {
     "model_a": {"adapter": "openai_compatible"},
     "model-b": {"adapter": "openai_compatible"},

@@ -3,14 +3,10 @@
 from __future__ import annotations
 
 import json
-import sys
-from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
-SNAKEMAKE = [sys.executable, "-m", "snakemake"]
-
+from support import ROOT
 
 # --- the HTML report's captions ----------------------------------------------------------
 

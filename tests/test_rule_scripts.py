@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 import logging
 import subprocess
-import sys
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -19,10 +18,9 @@ import yaml
 
 from novabench.errors import ConfigError, NovaError
 from novabench.rules import log, run
+from support import ROOT, SNAKEMAKE
 from upstream import write_current
 
-ROOT = Path(__file__).resolve().parents[1]
-SNAKEMAKE = [sys.executable, "-m", "snakemake"]
 ONE_LINE = "models.m.settings.path: no such file; fix: point it at the answers file"
 
 

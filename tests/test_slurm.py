@@ -21,10 +21,9 @@ import yaml
 
 from novabench.catalog import expand_models
 from slurm_cluster import install_packages, local_slurm, skip_reason
+from support import ROOT, SNAKEMAKE
 
-ROOT = Path(__file__).resolve().parents[1]
 PROFILES = ROOT / "workflow" / "profiles"
-SNAKEMAKE = [sys.executable, "-m", "snakemake"]
 
 # The shallow DAG of the cluster test: sample -> dataset -> (predict + score) per model.
 MODELS = ("gold", "random")

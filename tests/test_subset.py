@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -13,8 +12,7 @@ from novabench.dataset.subset import select_rows, write_subset
 from novabench.dataset.tags import dataset_tags, source_tag, subset_spec, subset_tag
 from novabench.errors import ConfigError
 from novabench.judges.vocabulary import load_vocabulary
-
-ROOT = Path(__file__).resolve().parents[1]
+from support import ROOT
 
 # Three cases of 1, 2 and 3 images; diagnoses of three categories and one unknown.
 CASES = ["a", "b", "b", "c", "c", "c"]

@@ -12,7 +12,6 @@ import os
 import re
 import subprocess
 import sys
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -34,9 +33,8 @@ from novabench.tasks import (
     task_names,
     unregister_task,
 )
+from support import ROOT
 from upstream import IMAGES
-
-ROOT = Path(__file__).resolve().parents[1]
 
 YES, NO = {"yes", "y", "true", "abnormal"}, {"no", "n", "false", "normal"}
 

@@ -29,8 +29,8 @@ from novabench.models.base import load_adapter
 from novabench.predict import build_samples, load_prompt, read_predictions, run_predictions
 from novabench.score import score_predictions
 from novabench.tasks import get_task
+from support import ROOT
 
-ROOT = Path(__file__).resolve().parents[1]
 PROMPT = ROOT / "config" / "prompts" / "localization-qwen25-v1.txt"
 MODEL_ID = "Qwen/Qwen2.5-VL-7B-Instruct"
 COMMIT = "0" * 40

@@ -6,32 +6,14 @@ import html
 import json
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pandas as pd
 import pytest
 
-from conftest import empty_home_environment
-
-ROOT = Path(__file__).resolve().parents[1]
-SNAKEMAKE = [sys.executable, "-m", "snakemake"]
+from support import ROOT, SNAKEMAKE, snakemake
 
 pytestmark = pytest.mark.slow
-
-
-def snakemake(workdir: Path, *args: str, home: Path | None = None) -> subprocess.CompletedProcess:
-    """Snakemake in ``workdir``: a copy of the checkout runs its own workflow, any other
-    folder this checkout's; HOME ``home`` if given."""
-    copy = (workdir / "Snakefile").is_file()
-    return subprocess.run(
-        [*SNAKEMAKE, *args] if copy else [*SNAKEMAKE, "-d", str(workdir), *args],
-        cwd=workdir if copy else ROOT,
-        env=empty_home_environment(workdir, home) if home else None,
-        capture_output=True,
-        text=True,
-        timeout=1200,
-    )
 
 
 def scores(workdir: Path, task: str, model: str) -> dict:

@@ -4,8 +4,6 @@ references missing, an image edited in place, a build that fails."""
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -15,9 +13,8 @@ import pytest
 from PIL import Image
 
 from novabench.provenance import sha256_file
+from support import snakemake
 from upstream import IMAGES, write_current
-
-ROOT = Path(__file__).resolve().parents[1]
 
 pytestmark = pytest.mark.slow
 
@@ -31,16 +28,6 @@ models:
   classical: {{enabled: false}}
   retrieval: {{enabled: false}}
 """
-
-
-def snakemake(workdir: Path, *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "snakemake", "-d", str(workdir), "--cores", "2", *args],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=1200,
-    )
 
 
 def blank_references(root: Path) -> None:
