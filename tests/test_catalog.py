@@ -202,7 +202,7 @@ def test_the_papers_models_send_what_they_sent_before_the_catalog():
 def test_the_papers_qwen_models_start_their_own_servers_and_share_the_hand_started_answers():
     # config/paper.yaml takes the managed entries under the paper's names; their address of
     # record, model id, generation settings and prompts are the hand-started entries', so
-    # both routes make the same cache keys (tests/test_vllm_serving.py shows the keys agree).
+    # both routes make the same cache keys (tests/models/test_vllm_serving.py shows the keys agree).
     paper = yaml.safe_load((ROOT / "config" / "paper.yaml").read_text())["models"]
     for name in ("qwen2.5-vl-72b", "qwen2-vl-72b"):
         managed, hand_started = RAW[paper[name]["from"]], RAW[name]

@@ -1,6 +1,6 @@
 """Jobs keep the libraries' state under results/: a run writes nothing in the home folder.
 
-The whole workflow run of tests/test_workflow.py runs with HOME pointing to an empty folder
+The whole workflow run of tests/workflow/test_workflow.py runs with HOME pointing to an empty folder
 and checks the same of every job."""
 
 from __future__ import annotations

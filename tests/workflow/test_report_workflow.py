@@ -1,4 +1,5 @@
-"""The HTML report's captions (which jobs a code edit re-plans: tests/test_code_reruns.py)."""
+"""The HTML report's captions (which jobs a code edit re-plans:
+tests/workflow/test_code_reruns.py)."""
 
 from __future__ import annotations
 

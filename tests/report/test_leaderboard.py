@@ -1,7 +1,8 @@
 """The leaderboard page as written: the paper tables' numbers and CIs, failure rates read
 from the score files, groups, escaping, provenance, and nothing loaded from elsewhere.
 
-What a browser makes of it (rendering, sorting, console) is tests/test_leaderboard_browser.py.
+What a browser makes of it (rendering, sorting, console) is
+tests/report/test_leaderboard_browser.py.
 """
 
 from __future__ import annotations

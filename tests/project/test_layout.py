@@ -25,8 +25,9 @@ DEV_TOOLS = [
     *sorted((ROOT / "scripts" / "benchmarks").rglob("*.py")),
 ]
 # A path under tests/, written out or joined from parts. A pointer to the test module that
-# checks a claim (tests/test_x.py) is documentation, not something the code reads.
-TESTS_PATH = re.compile(r"\btests/(?!test_\w+\.py\b)|[\"']tests[\"']")
+# checks a claim (tests/test_x.py, tests/judges/test_x.py) is documentation, not something
+# the code reads.
+TESTS_PATH = re.compile(r"\btests/(?!(?:\w+/)*test_\w+\.py\b)|[\"']tests[\"']")
 TESTS_DATA = re.compile(r"\btests/data\b|[\"']tests[\"']\s*/\s*[\"']data[\"']")
 
 
@@ -56,6 +57,8 @@ def test_the_pattern_catches_a_written_and_a_joined_tests_path():
     assert TESTS_PATH.search('FOLDER = "tests/data/judge_validation"')
     assert TESTS_PATH.search('ROOT / "tests" / "data"')
     assert not TESTS_PATH.search("see tests/test_refusals.py, which prints precision")
+    assert not TESTS_PATH.search("(tests/judges/test_diagnosis_matcher.py)")
+    assert TESTS_PATH.search('"tests/judges/data.yaml"')
 
 
 def test_dev_tools_read_no_test_data():
