@@ -42,14 +42,14 @@ def snakemake(
     """``snakemake --cores 2 ARGS`` in a subprocess, its output captured (``--cores`` in
     ``args`` overrides the 2). A copy of the checkout (``workdir`` holds a Snakefile) runs
     its own workflow, in it; any other folder is the working directory (``-d``) of this
-    checkout's workflow. ``env``: variables added to this process's environment."""
+    checkout's workflow. ``env``: its environment (None: this process's)."""
     workdir = Path(workdir)
     copy = (workdir / "Snakefile").is_file()
     where = [] if copy else ["-s", str(ROOT / "Snakefile"), "-d", str(workdir)]
     return subprocess.run(
         [*SNAKEMAKE, *where, "--cores", "2", *args],
         cwd=workdir if copy else ROOT,
-        env={**os.environ, **(env or {})},
+        env=env,
         capture_output=True,
         text=True,
         timeout=timeout,

@@ -6,7 +6,6 @@ import copy
 import os
 import re
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -246,14 +245,7 @@ def dry_run(config_text: str, workdir: Path) -> subprocess.CompletedProcess:
     config.write_text(config_text)
     # No key is needed to plan: every key variable of the catalog is removed.
     env = {k: v for k, v in os.environ.items() if not k.endswith("_API_KEY")}
-    return subprocess.run(
-        [sys.executable, "-m", "snakemake", "-n", "--configfile", str(config), "-d", workdir],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=600,
-        env=env,
-    )
+    return support.snakemake(workdir, "-n", "--configfile", str(config), env=env, timeout=600)
 
 
 def test_a_dry_run_plans_every_catalog_entry_offline(tmp_path):

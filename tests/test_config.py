@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import copy
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -12,6 +11,7 @@ import yaml
 from snakemake.exceptions import WorkflowError
 from snakemake.utils import validate
 
+import support
 from novabench.answer_formats import BOX_FORMATS
 from novabench.config import check_config, describe_validation_error
 from novabench.dataset.schema import rater_slug
@@ -165,13 +165,7 @@ def failed_dry_run(tmp_path, config_text: str) -> str:
     """The output of `snakemake -n` with this config, which must fail."""
     config = tmp_path / "config.yaml"
     config.write_text("dataset: {source: sample}\n" + config_text)
-    result = subprocess.run(
-        [sys.executable, "-m", "snakemake", "-n", "--configfile", str(config), "-d", str(tmp_path)],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    result = support.snakemake(tmp_path, "-n", "--configfile", str(config), timeout=120)
     assert result.returncode != 0
     return result.stderr + result.stdout
 
@@ -268,13 +262,7 @@ def test_model_settings_strings_take_the_adapters_types():
 
 
 def dry_run(tmp_path, *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "snakemake", "-n", "-d", str(tmp_path), *args],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    return support.snakemake(tmp_path, "-n", *args, timeout=120)
 
 
 # Snakemake's own notices on every run: the default profile it applies, config keys

@@ -452,7 +452,9 @@ def test_no_echoed_key_survives_a_pipeline_run_and_a_failed_run_loses_nothing(tm
         (tmp_path / "config.yaml").write_text(yaml.safe_dump(config))
         work = tmp_path / "work"
         target = "results/local-repo/scores/localization/api.json"
-        ran = snakemake(work, target, "--configfile", str(tmp_path / "config.yaml"), env=env)
+        ran = snakemake(
+            work, target, "--configfile", str(tmp_path / "config.yaml"), env={**os.environ, **env}
+        )
         assert ran.returncode == 0, ran.stderr[-3000:]
         assert len(server.requests) == 4
         summary = json.loads(
@@ -478,7 +480,9 @@ def test_no_echoed_key_survives_a_pipeline_run_and_a_failed_run_loses_nothing(tm
         failing["on"] = True
         model["settings"]["temperature"] = 0.3
         (tmp_path / "config.yaml").write_text(yaml.safe_dump(config))
-        failed = snakemake(work, target, "--configfile", str(tmp_path / "config.yaml"), env=env)
+        failed = snakemake(
+            work, target, "--configfile", str(tmp_path / "config.yaml"), env={**os.environ, **env}
+        )
     assert failed.returncode != 0
     output = failed.stdout + failed.stderr
     assert key not in output and "Traceback" not in output
