@@ -13,11 +13,8 @@ import copy
 import hashlib
 import json
 import re
-import subprocess
-import sys
 import threading
 import time
-from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -45,7 +42,7 @@ from novabench.score import score_predictions
 from novabench.tasks.captioning.metrics import score_captioning
 from novabench.tasks.diagnosis.metrics import score_diagnosis
 from openai_server import Fail, FakeOpenAI, Reply
-from support import ROOT, free_port
+from support import ROOT, free_port, snakemake
 from upstream import CASES, IMAGES
 
 
@@ -1021,23 +1018,8 @@ def test_the_configuration_names_the_package_default_prompts():
 
 
 def test_score_jobs_of_an_llm_judge_claim_its_provider_and_read_its_prompt(tmp_path):
-    snakemake = Path(sys.executable).with_name("snakemake")
     paper = ROOT / "config" / "paper.yaml"
-    dry = subprocess.run(
-        [
-            str(snakemake),
-            "-s",
-            str(ROOT / "Snakefile"),
-            "-d",
-            str(tmp_path),
-            "-n",
-            "--configfile",
-            str(paper),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    dry = snakemake(tmp_path, "-n", "--configfile", str(paper), timeout=120)
     assert dry.returncode == 0, dry.stderr[-3000:]
     jobs = {}  # score file -> its block of the dry-run listing
     for block in (dry.stdout + dry.stderr).split("rule score:")[1:]:
