@@ -15,8 +15,8 @@ dev=0
 
 # Debian packages: WordNet 3.0 for METEOR (the pipeline copies it into results/ for nltk);
 # with --dev as root also SLURM, munge and MariaDB, for the test that starts a throw-away
-# single-node SLURM cluster (tests/test_slurm.py), and chromium with its driver, for the
-# leaderboard's browser test (tests/test_leaderboard_browser.py).
+# single-node SLURM cluster (tests/workflow/test_slurm.py), and chromium with its driver, for the
+# leaderboard's browser test (tests/report/test_leaderboard_browser.py).
 if command -v apt-get >/dev/null; then
   apt_packages=()
   if [[ ! -f /usr/share/wordnet/index.noun || ! -f /usr/share/wordnet/index.sense ]]; then

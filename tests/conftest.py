@@ -7,13 +7,13 @@ subset is ``pytest -m "not slow and not slurm"``.
 from __future__ import annotations
 
 import functools
-import os
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+
+from support import ROOT, SNAKEMAKE, empty_home_environment
 
 # For tests of this file's own hooks (test_markers.py).
 pytest_plugins = ["pytester"]
@@ -64,21 +64,6 @@ def matcher():
     return DiagnosisMatcher(embedding_fallback=False)
 
 
-ROOT = Path(__file__).resolve().parents[1]
-
-
-def empty_home_environment(checkout: Path, home: Path) -> dict[str, str]:
-    """This process's environment with HOME ``home`` and no cache folder of its own."""
-    from novabench.job_env import job_environment
-
-    # The Hub cache stays the user's (a cached BERTScore encoder is still found).
-    hub = os.environ.get("HF_HUB_CACHE") or job_environment(checkout)["HF_HUB_CACHE"]
-    env = {**os.environ, "HOME": str(home), "HF_HUB_CACHE": hub}
-    for name in ("MPLCONFIGDIR", "XDG_CACHE_HOME", "XDG_CONFIG_HOME"):
-        env.pop(name, None)
-    return env
-
-
 @pytest.fixture(scope="session")
 def sample_checkout(tmp_path_factory) -> Path:
     """A copy of the checkout after one full run on the embedded sample (the default
@@ -94,7 +79,7 @@ def sample_checkout(tmp_path_factory) -> Path:
     for folder in ("workflow", "scripts", "config", "envs", "validation"):
         shutil.copytree(ROOT / folder, root / folder, ignore=ignore)
     result = subprocess.run(
-        [sys.executable, "-m", "snakemake", "--cores", "2"],
+        [*SNAKEMAKE, "--cores", "2"],
         cwd=root,
         env=empty_home_environment(root, home),
         capture_output=True,

@@ -24,13 +24,14 @@ import csv
 import fcntl
 import os
 import shutil
-import socket
 import subprocess
 import tempfile
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from support import free_port
 
 # Debian 12 packages: the scheduler and its authentication, then accounting.
 SLURM_PACKAGES = ("slurm-wlm", "munge", "slurmdbd", "mariadb-server")
@@ -95,12 +96,6 @@ def install_packages() -> None:
         done = subprocess.run(args, timeout=600, **quiet)
         if done.returncode != 0:
             raise RuntimeError(f"{' '.join(args)} failed:\n{done.stderr[-2000:]}")
-
-
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 @dataclass

@@ -22,6 +22,7 @@ from novabench.audit import (
 )
 from novabench.errors import NovaError
 from novabench.tasks.diagnosis.metrics import COLUMNS
+from support import ROOT
 
 # The per-image table's columns, as the scorer writes them.
 SCORE_COLUMNS = list(COLUMNS)
@@ -424,7 +425,7 @@ def _config(tmp_path, audit: str | None, tasks=("diagnosis",)):
 
     from novabench.config import read_config
 
-    root = Path(__file__).resolve().parents[1]
+    root = ROOT
     config = yaml.safe_load((root / "config" / "config.yaml").read_text())
     config = copy.deepcopy(config)
     config["models"]["retrieval"] = {"adapter": "retrieval", "tasks": list(tasks)}

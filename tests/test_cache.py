@@ -10,13 +10,11 @@ import subprocess
 import sys
 import threading
 import time
-from pathlib import Path
 
 import pytest
 
 from novabench.cache import CacheWriter, ResponseCache, request_key
-
-ROOT = Path(__file__).resolve().parents[1]
+from support import ROOT
 
 REQUEST = {
     "model": "gpt-4o-2024-08-06",

@@ -6,12 +6,12 @@ import copy
 import os
 import re
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 import yaml
 
+import support
 from novabench.catalog import (
     FAMILIES,
     catalog_table,
@@ -23,8 +23,8 @@ from novabench.catalog import (
 from novabench.config import plan_from_files, read_config
 from novabench.errors import ConfigError
 from novabench.tokens import IMAGE_RULES
+from support import ROOT
 
-ROOT = Path(__file__).resolve().parents[1]
 CATALOG_DIR = ROOT / "config" / "models"
 SCHEMA = str(ROOT / "workflow" / "schemas" / "config.schema.yaml")
 DEFAULT = yaml.safe_load((ROOT / "config" / "config.yaml").read_text())
@@ -192,7 +192,7 @@ def test_the_papers_models_send_what_they_sent_before_the_catalog():
 def test_the_papers_qwen_models_start_their_own_servers_and_share_the_hand_started_answers():
     # config/paper.yaml takes the managed entries under the paper's names; their address of
     # record, model id, generation settings and prompts are the hand-started entries', so
-    # both routes make the same cache keys (tests/test_vllm_serving.py shows the keys agree).
+    # both routes make the same cache keys (tests/models/test_vllm_serving.py shows the keys agree).
     paper = yaml.safe_load((ROOT / "config" / "paper.yaml").read_text())["models"]
     for name in ("qwen2.5-vl-72b", "qwen2-vl-72b"):
         managed, hand_started = RAW[paper[name]["from"]], RAW[name]
@@ -236,14 +236,7 @@ def dry_run(config_text: str, workdir: Path) -> subprocess.CompletedProcess:
     config.write_text(config_text)
     # No key is needed to plan: every key variable of the catalog is removed.
     env = {k: v for k, v in os.environ.items() if not k.endswith("_API_KEY")}
-    return subprocess.run(
-        [sys.executable, "-m", "snakemake", "-n", "--configfile", str(config), "-d", workdir],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=600,
-        env=env,
-    )
+    return support.snakemake(workdir, "-n", "--configfile", str(config), env=env, timeout=600)
 
 
 def test_a_dry_run_plans_every_catalog_entry_offline(tmp_path):
@@ -264,13 +257,8 @@ def test_a_dry_run_names_a_misspelled_setting_of_a_catalog_entry(tmp_path):
 def snakemake(workdir: Path, config_text: str, *args: str) -> subprocess.CompletedProcess:
     config = workdir / "config.yaml"
     config.write_text(config_text)
-    return subprocess.run(
-        [sys.executable, "-m", "snakemake", "--configfile", str(config), "-d", workdir, *args],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
+    # After the target: `--configfile` takes every word after it as a config file.
+    return support.snakemake(workdir, *args, "--configfile", str(config), timeout=600)
 
 
 def test_a_new_price_re_runs_no_prediction_but_a_new_setting_does(tmp_path, dataset):

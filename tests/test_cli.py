@@ -16,9 +16,9 @@ from novabench.predict import run_predictions
 from novabench.score import score_predictions
 from novabench.tasks import get_task
 from novabench.wordnet import DEBIAN_WORDNET_DIR, ensure_wordnet
+from support import ROOT
 from upstream import IMAGES, build_local_dataset, write_current
 
-ROOT = Path(__file__).resolve().parents[1]
 PROMPTS = ROOT / "config" / "prompts"
 NAMES = sorted(name for name, *_ in IMAGES)
 

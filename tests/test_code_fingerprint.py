@@ -85,8 +85,77 @@ def test_the_fingerprint_follows_content_not_place_or_time(tree, tmp_path):
     (tree / "novabench" / "words.yaml").write_text("a: 2\n")
     after_data = graph.fingerprint(["entry"])
     assert after_data != before
-    (tree / "novabench" / "pkg" / "sub.py").write_text("import novabench.leaf  # edited\n")
+    (tree / "novabench" / "pkg" / "sub.py").write_text("import novabench.leaf as leaf\n")
     assert graph.fingerprint(["entry"]) not in (before, after_data)
+
+
+DOCUMENTED = """\"\"\"A module.\"\"\"
+
+LIMIT = 3  # how many
+
+
+class Judge:
+    \"\"\"A class.\"\"\"
+
+    def verdict(self, text):
+        \"\"\"A method.\"\"\"
+        return len(text) > LIMIT
+
+
+async def fetch():
+    \"\"\"A coroutine.\"\"\"
+    return "not a docstring"
+"""
+
+REWORDED = """# A new comment line above the module's docstring shifts every line below.
+\"\"\"The module, described at more length
+over two lines.\"\"\"
+
+LIMIT = 3  # how many words
+
+
+class Judge:
+    \"\"\"The class, reworded.\"\"\"
+
+    def verdict(self, text):
+        # Why the limit.
+        \"\"\"The method, reworded.\"\"\"
+
+        return len(text) > LIMIT  # a trailing comment
+
+
+async def fetch():
+    \"\"\"The coroutine, reworded.\"\"\"
+    return "not a docstring"
+"""
+
+
+@pytest.mark.parametrize(
+    "edit",
+    [
+        ("LIMIT = 3", "LIMIT = 4"),  # one constant
+        ('"not a docstring"', '"not a docstring either"'),  # a string that is a value
+        ("> LIMIT", ">= LIMIT"),
+        ("return len", "x = 1\n        return len"),
+    ],
+)
+def test_a_code_edit_changes_the_module_hash_and_a_comment_or_docstring_does_not(tree, edit):
+    graph = CodeGraph(tree)
+    module = tree / "novabench" / "judge.py"
+    module.write_text(DOCUMENTED)
+    before = graph.fingerprint(["novabench.judge"])
+    module.write_text(REWORDED)
+    assert graph.fingerprint(["novabench.judge"]) == before
+    module.write_text(DOCUMENTED.replace(*edit))
+    assert graph.fingerprint(["novabench.judge"]) != before
+
+
+def test_a_file_name_in_a_docstring_is_no_data_edge(tree):
+    graph = CodeGraph(tree)
+    helpers = tree / "novabench" / "helpers.py"
+    helpers.write_text('"""Reads other.yaml."""\nVOCABULARY = "words.yaml"\n')
+    assert "novabench/data/other.yaml" not in names(graph, ["novabench.helpers"])
+    assert "novabench/words.yaml" in names(graph, ["novabench.helpers"])
 
 
 def test_an_unknown_root_is_named(tree):
@@ -182,6 +251,72 @@ def test_a_prediction_that_reads_upstream_answers_runs_their_parser(tmp_path):
     assert plan.code("predict", task="diagnosis", model="gold") != plain.code(
         "predict", task="diagnosis", model="gold"
     )
+
+
+JUDGE_MODULES = [
+    "novabench.judges.diagnosis_matcher",
+    "novabench.judges.keywords",
+    "novabench.judges.cascade",
+    "novabench.judges.llm",
+]
+
+
+@pytest.fixture
+def package_copy(tmp_path, monkeypatch):
+    """A copy of the package that ``code_fingerprint`` (so every judge's identity) reads."""
+    copy = tmp_path / "scripts"
+    shutil.copytree(
+        SCRIPTS / "novabench", copy / "novabench", ignore=shutil.ignore_patterns("__pycache__")
+    )
+    graph = CodeGraph(copy)
+    monkeypatch.setattr("novabench.code_fingerprint.code_graph", lambda: graph)
+    return graph
+
+
+def edit_in_place(path: Path, old: str, new: str) -> None:
+    text = path.read_text()
+    assert old in text, f"{old!r} not in {path}"
+    path.write_text(text.replace(old, new, 1))
+
+
+@pytest.mark.parametrize("module", JUDGE_MODULES)
+def test_a_judges_comments_and_docstrings_leave_its_fingerprint(package_copy, module):
+    from novabench.code_fingerprint import code_fingerprint
+
+    before = code_fingerprint(module)
+    path = package_copy.module_file(module)
+    edit_in_place(path, '"""', '"""Reworded: ')  # the module's docstring
+    edit_in_place(path, "\nfrom __future__", "\n# A comment above the imports.\nfrom __future__")
+    assert code_fingerprint(module) == before
+    edit_in_place(path, "\nfrom __future__", "\nLIMIT = 1\nfrom __future__")
+    assert code_fingerprint(module) != before
+
+
+@pytest.mark.parametrize(
+    ("kind", "task", "module"),
+    [
+        ("keyword-lexicon", "captioning", "novabench.judges.keywords"),
+        ("diagnosis-matcher", "diagnosis", "novabench.judges.diagnosis_matcher"),
+    ],
+)
+def test_a_judges_identity_follows_its_code_not_its_prose(package_copy, kind, task, module):
+    from novabench.judges import make_judge
+
+    def identity():
+        return make_judge({"kind": kind}, task).identity()
+
+    before = identity()
+    path = package_copy.module_file(module)
+    # The identity method's own docstring, and a comment line above it.
+    text = path.read_text()
+    method = text.index("    def identity(self)")
+    docstring = text.index('"""', method) + 3
+    path.write_text(
+        f"{text[:method]}    # Why.\n{text[method:docstring]}Reworded: {text[docstring:]}"
+    )
+    assert identity() == before
+    edit_in_place(path, "\nfrom __future__", "\nLIMIT = 1\nfrom __future__")
+    assert identity()["code"] != before["code"]
 
 
 def test_a_judges_identity_is_its_code():

@@ -4,12 +4,11 @@ from __future__ import annotations
 
 import copy
 import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 import yaml
 
+import support
 from novabench.answer_formats import BOX_FORMATS
 from novabench.config import (
     config_schema,
@@ -18,8 +17,8 @@ from novabench.config import (
 )
 from novabench.dataset.schema import rater_slug
 from novabench.errors import ConfigError, NovaError
+from support import ROOT
 
-ROOT = Path(__file__).resolve().parents[1]
 SCHEMA = str(ROOT / "workflow" / "schemas" / "config.schema.yaml")
 DEFAULT = yaml.safe_load((ROOT / "config" / "config.yaml").read_text())
 
@@ -163,13 +162,7 @@ def failed_dry_run(tmp_path, config_text: str) -> str:
     """The output of `snakemake -n` with this config, which must fail."""
     config = tmp_path / "config.yaml"
     config.write_text("dataset: {source: sample}\n" + config_text)
-    result = subprocess.run(
-        [sys.executable, "-m", "snakemake", "-n", "--configfile", str(config), "-d", str(tmp_path)],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    result = support.snakemake(tmp_path, "-n", "--configfile", str(config), timeout=120)
     assert result.returncode != 0
     return result.stderr + result.stdout
 
@@ -266,13 +259,7 @@ def test_model_settings_strings_take_the_adapters_types():
 
 
 def dry_run(tmp_path, *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "snakemake", "-n", "-d", str(tmp_path), *args],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    return support.snakemake(tmp_path, "-n", *args, timeout=120)
 
 
 # Snakemake's own notices on every run: the default profile it applies, config keys

@@ -7,12 +7,12 @@ import json
 import math
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
 
+import support
 from novabench import tokens
 from novabench.cache import ResponseCache, request_key
 from novabench.cli import main
@@ -23,8 +23,8 @@ from novabench.estimate import (
     expected_size,
     format_estimate,
 )
+from support import ROOT
 
-ROOT = Path(__file__).resolve().parents[1]
 CAPTIONING_PROMPT = (ROOT / "config" / "prompts" / "captioning-v1.txt").read_text()
 DIAGNOSIS_PROMPT = (ROOT / "config" / "prompts" / "diagnosis-v1.txt").read_text()
 BASE_URL = "http://127.0.0.1:9/v1"
@@ -246,13 +246,7 @@ def test_the_command_prints_the_estimate(workdir, capsys, monkeypatch):
 
 
 def dry_run(configfile: Path, workdir: Path) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "snakemake", "-n", "--configfile", str(configfile), "-d", workdir],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    return support.snakemake(workdir, "-n", "--configfile", str(configfile), timeout=300)
 
 
 def test_a_dry_run_of_the_paper_config_prints_the_estimate_once(tmp_path):

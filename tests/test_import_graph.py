@@ -4,14 +4,12 @@ registry, so that a task's static import closure is its own code and shared code
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 
 from novabench.code_fingerprint import CodeGraph
 from novabench.tasks import builtin_task_names, get_task, task_module
+from support import SCRIPTS
 
-SCRIPTS = Path(__file__).resolve().parents[1] / "scripts"
 PACKAGE = "novabench"
 # The graph the code fingerprints read (novabench.code_fingerprint).
 CODE = CodeGraph(SCRIPTS)

@@ -1,6 +1,6 @@
 """Jobs keep the libraries' state under results/: a run writes nothing in the home folder.
 
-The whole workflow run of tests/test_workflow.py runs with HOME pointing to an empty folder
+The whole workflow run of tests/workflow/test_workflow.py runs with HOME pointing to an empty folder
 and checks the same of every job."""
 
 from __future__ import annotations
@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 
 from novabench.job_env import job_environment
+from support import ROOT
 
-ROOT = Path(__file__).resolve().parents[1]
 # What a dataset job and a figure job do with the libraries that keep state: `datasets`
 # reads the metadata, matplotlib draws and saves.
 JOB = """

@@ -31,8 +31,8 @@ from novabench.models.base import adapter_kind, unregister_adapter
 from novabench.plugins import load_plugins
 from novabench.report.inputs import GROUP_CONTROL, GROUP_MODEL, model_group
 from novabench.tasks import builtin_task_names, register_task, unregister_task
+from support import ROOT
 
-ROOT = Path(__file__).resolve().parents[1]
 PLUGINS = ROOT / "tests" / "plugins"
 TOY_BACKEND, ANOMALY = PLUGINS / "toy_backend.py", PLUGINS / "anomaly"
 SNAKEMAKE = [sys.executable, "-m", "snakemake"]

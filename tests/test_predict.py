@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import math
-from pathlib import Path
 
 import pytest
 
@@ -14,9 +13,9 @@ from novabench.errors import ConfigError, NovaError
 from novabench.predict import read_predictions, run_predictions
 from novabench.records import STATUSES
 from novabench.score import score_predictions
+from support import ROOT
 from upstream import IMAGES
 
-ROOT = Path(__file__).resolve().parents[1]
 PROMPTS = ROOT / "config" / "prompts"
 
 

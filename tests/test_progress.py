@@ -16,8 +16,6 @@ from novabench import progress
 from novabench.predict import run_predictions
 from novabench.rules import run
 
-ROOT = Path(__file__).resolve().parents[1]
-
 
 class Terminal(io.StringIO):
     """A stderr that says it is a terminal."""

@@ -13,9 +13,9 @@ from novabench.predict import run_predictions
 from novabench.reading import read_predictions_file
 from novabench.records import read_verdicts, write_jsonl
 from novabench.score import score_verdicts
+from support import ROOT
 from upstream import CASES, IMAGES
 
-ROOT = Path(__file__).resolve().parents[1]
 NAMES = sorted(name for name, *_ in IMAGES)
 MATCHER = {
     "name": "matcher",

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 
@@ -12,8 +11,9 @@ from novabench.models.base import Response, Sample
 from novabench.predict import _record
 from novabench.refusals import clauses, refusal_reason
 from novabench.tasks import get_task
+from support import VALIDATION
 
-HELD_OUT = Path(__file__).resolve().parents[1] / "validation" / "refusals.jsonl"
+HELD_OUT = VALIDATION / "refusals.jsonl"
 
 
 def held_out() -> list[dict]:

@@ -18,7 +18,7 @@ What a test wants to see is set by environment variables:
 - ``VLLM_STAND_IN_PIDS=path``: write ``{"server": pid, "worker": pid, "argv": [...]}`` there.
 
 Tests run it through a small wrapper named ``vllm`` that calls this file with the test
-interpreter (``stand_in_executable`` in tests/test_vllm_serving.py).
+interpreter (``stand_in_executable`` in tests/models/test_vllm_serving.py).
 """
 
 from __future__ import annotations

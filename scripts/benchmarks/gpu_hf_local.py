@@ -309,7 +309,7 @@ def measure_batch(
 def tiny_tests() -> int:
     """The tiny-family hf_local tests with their models on the GPU."""
     env = {**os.environ, "NOVA_HF_TEST_DEVICE": "cuda"}
-    tests = ["tests/test_hf_local.py", "tests/test_hf_families.py"]
+    tests = ["tests/models/test_hf_local.py", "tests/models/test_hf_families.py"]
     command = [sys.executable, "-m", "pytest", *tests, "-q", "-p", "no:cacheprovider"]
     return subprocess.call(command, cwd=ROOT, env=env)
 

@@ -9,6 +9,11 @@ a job whose parameters changed). Its files are found, never listed by hand:
 - data files (vocabularies, knowledge base, prompts) from the file names a module writes
   as string literals; a test checks that every data file of the package is named so.
 
+A module counts by what it does, not how it is written: its hash is that of its syntax tree
+without docstrings (module, class and function) and, as the tree never holds them, without
+comments (:func:`syntax_digest`); editing either re-runs nothing and keeps every judge's
+identity. Data files count byte for byte.
+
 Plug-ins are loaded by name (model adapters by kind, judge kinds, each task's stages), so
 the graph holds none of them and a job names the ones it runs as further roots: editing
 the classical baseline re-runs its predictions only, editing a task's metrics re-scores
@@ -24,12 +29,13 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, TypeVar
 
 # scripts/: the package and the rules' entry scripts (top-level modules there).
 SCRIPTS = Path(__file__).resolve().parents[1]
 PACKAGE = "novabench"
 _NOT_DATA = {".py", ".pyc"}
+_DOCUMENTED = (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)
 T = TypeVar("T")
 
 
@@ -37,6 +43,47 @@ T = TypeVar("T")
 class _Source:
     imports: frozenset[str]  # modules of the package this file imports
     names: frozenset[str]  # string literals, some of which name data files
+    digest: str  # syntax_digest of the module
+
+
+def strip_docstrings(tree: ast.AST) -> ast.AST:
+    """``tree`` without the docstring of its module, classes and functions (in place):
+    text for readers, which no job's output depends on."""
+    for node in ast.walk(tree):
+        if isinstance(node, _DOCUMENTED) and node.body and _is_docstring(node.body[0]):
+            node.body = node.body[1:]
+    return tree
+
+
+def _is_docstring(statement: ast.stmt) -> bool:
+    return (
+        isinstance(statement, ast.Expr)
+        and isinstance(statement.value, ast.Constant)
+        and isinstance(statement.value.value, str)
+    )
+
+
+def canonical_dump(node: Any) -> str:
+    """``ast.dump(node, include_attributes=False)`` without the fields left empty (None,
+    []). Attributes (line and column numbers) stay out, or a comment line added above
+    would shift every node after it; empty fields stay out as Python versions differ in
+    them (3.12 added ``type_params``, 3.13's dump omits empty fields), and a job may
+    compute a judge's identity under another Python than the one that recorded it."""
+    if isinstance(node, ast.AST):
+        fields = (
+            f"{name}={canonical_dump(value)}"
+            for name, value in ast.iter_fields(node)
+            if value is not None and value != []
+        )
+        return f"{type(node).__name__}({', '.join(fields)})"
+    if isinstance(node, list):
+        return f"[{', '.join(canonical_dump(item) for item in node)}]"
+    return repr(node)
+
+
+def syntax_digest(tree: ast.AST) -> str:
+    """sha256 of a parsed module as it runs: docstrings and comments do not count."""
+    return hashlib.sha256(canonical_dump(strip_docstrings(tree)).encode()).hexdigest()
 
 
 class CodeGraph:
@@ -88,7 +135,8 @@ class CodeGraph:
         return _cached(self._sources, path, self._parse)
 
     def _parse(self, path: Path) -> _Source:
-        tree = ast.parse(path.read_bytes(), filename=str(path))
+        # Docstrings out first: a file name or import written in one is no edge either.
+        tree = strip_docstrings(ast.parse(path.read_bytes(), filename=str(path)))
         name = self._module_name(path)
         package = name if path.name == "__init__.py" else name.rpartition(".")[0]
         wanted: set[str] = set()
@@ -112,7 +160,7 @@ class CodeGraph:
                 prefix = ".".join(parts[:end])
                 if parts[0] == PACKAGE and self.module_file(prefix) is not None:
                     imports.add(prefix)
-        return _Source(frozenset(imports), frozenset(names))
+        return _Source(frozenset(imports), frozenset(names), syntax_digest(tree))
 
     def modules(self) -> list[str]:
         """Every module of the package, by name."""
@@ -149,10 +197,13 @@ class CodeGraph:
         return sorted(seen | data)
 
     def file_hash(self, path: Path) -> str:
+        """A module's :func:`syntax_digest`; a data file's sha256 of its bytes."""
+        if path.suffix == ".py":
+            return self._source(path).digest
         return _cached(self._hashes, path, lambda p: hashlib.sha256(p.read_bytes()).hexdigest())
 
     def listing(self, roots: Iterable[str]) -> dict[str, str]:
-        """``{path relative to the root: sha256}`` of :meth:`files`."""
+        """``{path relative to the root: file_hash}`` of :meth:`files`."""
         return {
             path.relative_to(self.root).as_posix(): self.file_hash(path)
             for path in self.files(roots)

@@ -380,8 +380,9 @@ class Plan:
         return code_fingerprint(*self.code_roots(job, **job_keys))
 
     def run_code_files(self) -> dict[str, str]:
-        """``{file: sha256}`` of the code and data behind the numbers the provenance
-        manifest describes: the dataset, every prediction, score and statistics job.
+        """``{file: hash}`` (``CodeGraph.file_hash``: a module's syntax, a data file's
+        bytes) of the code and data behind the numbers the provenance manifest describes:
+        the dataset, every prediction, score and statistics job.
         Figures and tables are drawn from those numbers; their code is the commit's, so
         that editing it re-draws them and rewrites no manifest."""
         numbers = ("sample", "dataset", "subset", "predict", "read", "score", "score_rater")

@@ -50,7 +50,7 @@ from novabench.io import atomic_write_text
 
 log = logging.getLogger("novabench.vllm")
 
-#: The release envs/vllm.yaml pins (tests/test_envs.py checks they agree); the
+#: The release envs/vllm.yaml pins (tests/workflow/test_envs.py checks they agree); the
 #: ``--limit-mm-per-prompt`` syntax below is this release's (JSON).
 VLLM_VERSION = "0.33.0"
 INSTALL_HINT = (

@@ -18,7 +18,7 @@ checkpoint itself:
 A ``model_type`` missing here still runs when ``transformers`` serves it as
 image-text-to-text with a chat template; its model must then declare ``box_format``.
 Every entry is exercised on a tiny random checkpoint of its own architecture in
-tests/test_hf_families.py, except the MoE variants (the processor and convention of their
+tests/models/test_hf_families.py, except the MoE variants (the processor and convention of their
 dense family), ``pixtral`` (the Mistral 3 processor) and ``florence2`` (refused unloaded).
 """
 

@@ -21,7 +21,7 @@ sys.path.insert(0, str(ROOT / "scripts"))
 from novabench.judges import keyword_snapshot, verdict_snapshot  # noqa: E402
 
 # Each snapshot's module, the judge it runs and its file: the expected output of
-# tests/test_diagnosis_snapshot.py and tests/test_keyword_snapshot.py.
+# tests/judges/test_verdict_snapshot.py and tests/judges/test_keyword_snapshot.py.
 SNAPSHOTS = {
     "diagnosis": (
         verdict_snapshot,

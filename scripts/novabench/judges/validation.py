@@ -20,9 +20,10 @@ to quote.
   (unread share 0) and for the rest; precision and recall of the judge's keywords against
   the hand keywords after the same cleaning; normal/abnormal accuracy; the worst pairs.
 
-A new set file is one entry of ``VALIDATION_SETS``; the sets expected next are listed
-already (a missing file is reported as not measured), so dropping the file into
-``validation/`` is all it takes.
+The sets are listed as data, in ``resources/validation_sets.yaml`` (:data:`REGISTRY`, read
+into ``VALIDATION_SETS``): a new set file is one entry there; a set listed before its file
+exists is reported as not measured, so dropping the file into ``validation/`` is all it
+then takes.
 
 A judge that calls a service (an LLM) is skipped with one line when its key or endpoint
 is missing; its answers are cached like a model's when it runs.
@@ -40,6 +41,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import jsonschema
+
 from novabench import paths
 from novabench.caption_keywords import MODALITY_KEYWORDS, set_f1, split_keywords
 from novabench.errors import NovaError
@@ -53,6 +56,7 @@ from novabench.judges.base import (
 )
 from novabench.judges.figures import REMEASURE, read_record, verdict_identity
 from novabench.judges.llm import clean_keyword
+from novabench.yaml_data import read_yaml
 
 SPLITS = ("heldout", "tune")
 # The held-out pairs of a fresh set that repeat no pair of a set the judges were tuned on
@@ -104,77 +108,78 @@ class ValidationSet:
         return split == "heldout" and split not in self.tuned_on
 
 
-VALIDATION_SETS = (
-    # Each diagnosis set was measured once (the first on its held-out half, the second
-    # and third whole and then on their held-out half after tuning on the other, the
-    # fourth and the sixth whole) and then used whole to tune the matcher; the fifth,
-    # written blind after the fourth, is split, and its held-out half is the one to quote.
-    # Each set's README gives its labelling rules.
-    ValidationSet(
-        "diagnosis",
-        "diagnosis",
-        "diagnoses.jsonl",
-        DIAGNOSIS_FIELDS,
-        "Diagnosis, first set",
-        ("tune", "heldout"),
-    ),
-    ValidationSet(
-        "diagnosis-2",
-        "diagnosis",
-        "diagnoses-2.jsonl",
-        DIAGNOSIS_FIELDS,
-        "Diagnosis, second set",
-        ("tune", "heldout"),
-    ),
-    ValidationSet(
-        "diagnosis-3",
-        "diagnosis",
-        "diagnoses-3.jsonl",
-        DIAGNOSIS_FIELDS,
-        "Diagnosis, third set",
-        ("tune", "heldout"),
-    ),
-    ValidationSet(
-        "diagnosis-4",
-        "diagnosis",
-        "diagnoses-4.jsonl",
-        DIAGNOSIS_FIELDS,
-        "Diagnosis, fourth set",
-        ("heldout",),  # written all held out, then tuned on whole
-    ),
-    ValidationSet(
-        "diagnosis-5",
-        "diagnosis",
-        "diagnoses-5.jsonl",
-        DIAGNOSIS_FIELDS,
-        "Diagnosis, fifth set",
-    ),
-    ValidationSet(
-        "diagnosis-6",
-        "diagnosis",
-        "diagnoses-6.jsonl",
-        DIAGNOSIS_FIELDS,
-        "Diagnosis, sixth set",
-        ("heldout",),  # written blind and all held out, measured once, then tuned on whole
-    ),
-    # Written blind after the sixth was tuned on, all held out, never tuned on.
-    ValidationSet(
-        "diagnosis-7", "diagnosis", "diagnoses-7.jsonl", DIAGNOSIS_FIELDS, "Diagnosis, seventh set"
-    ),
-    # Written blind after the matcher's broader names became undecided, all held out, never
-    # tuned on: the newest measurement.
-    ValidationSet(
-        "diagnosis-8", "diagnosis", "diagnoses-8.jsonl", DIAGNOSIS_FIELDS, "Diagnosis, eighth set"
-    ),
-    ValidationSet("captioning", "captioning", "captions.jsonl", CAPTION_FIELDS, "Captioning"),
-    ValidationSet(
-        "captioning-2",
-        "captioning",
-        "captions-2.jsonl",
-        CAPTION_FIELDS,
-        "Captioning, second set",
-    ),
-)
+#: The registry of sets, as data (its header says what each field holds).
+REGISTRY = paths.RESOURCES / "validation_sets.yaml"
+FIELDS_BY_TASK = {"diagnosis": DIAGNOSIS_FIELDS, "captioning": CAPTION_FIELDS}
+REGISTRY_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "additionalProperties": False,
+    "required": ["sets"],
+    "properties": {
+        "sets": {
+            "type": "array",
+            "minItems": 1,
+            "items": {
+                "type": "object",
+                "additionalProperties": False,
+                "required": ["key", "task", "file", "title"],
+                "properties": {
+                    "key": {"type": "string", "pattern": "^[a-z0-9][a-z0-9-]*$"},
+                    "task": {"enum": sorted(FIELDS_BY_TASK)},
+                    # A file name of the validation folder, no path.
+                    "file": {"type": "string", "pattern": r"^[^/\\]+\.jsonl$"},
+                    "title": {"type": "string", "minLength": 1},
+                    "tuned_on": {
+                        "type": "array",
+                        "items": {"enum": list(SPLITS)},
+                        "uniqueItems": True,
+                    },
+                },
+            },
+        },
+    },
+}
+
+
+def check_registry(data: Any, path: Path) -> None:
+    """The registry's shape (REGISTRY_SCHEMA), and no key or file listed twice; NovaError
+    in one line naming the file and the set."""
+    fix = f"correct {Path(path).name} (its header says what each field holds)"
+    try:
+        jsonschema.validate(data, REGISTRY_SCHEMA)
+    except jsonschema.ValidationError as exc:
+        where = "/".join(str(part) for part in exc.absolute_path) or "top level"
+        if len(exc.absolute_path) >= 2:
+            entry = data["sets"][exc.absolute_path[1]]
+            if isinstance(entry, dict) and isinstance(entry.get("key"), str):
+                where += f" ({entry['key']!r})"
+        message = f"malformed validation-set registry {path} at {where}: {exc.message}"
+        raise NovaError(message, fix) from None
+    for field in ("key", "file"):
+        values = [entry[field] for entry in data["sets"]]
+        twice = sorted({v for v in values if values.count(v) > 1})
+        if twice:
+            raise NovaError(f"validation-set registry {path} lists {field} {twice[0]!r} twice", fix)
+
+
+def read_registry(path: Path = REGISTRY) -> tuple[ValidationSet, ...]:
+    """The sets the registry at ``path`` lists, in its order."""
+    _, data = read_yaml(path, "validation-set registry", "restore it from the repository")
+    check_registry(data, path)
+    return tuple(
+        ValidationSet(
+            key=entry["key"],
+            task=entry["task"],
+            filename=entry["file"],
+            fields=FIELDS_BY_TASK[entry["task"]],
+            title=entry["title"],
+            tuned_on=tuple(entry.get("tuned_on", ("tune",))),
+        )
+        for entry in data["sets"]
+    )
+
+
+VALIDATION_SETS = read_registry()
 SETS_BY_KEY = {s.key: s for s in VALIDATION_SETS}
 
 

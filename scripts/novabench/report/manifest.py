@@ -1,10 +1,10 @@
 """``results/<tag>/manifest.json``: what produced the results, in one file.
 
-Records the code (git commit, or null outside a git checkout, and the sha256 of every
-module and data file the jobs ran, with each prediction and score file's code
-fingerprint), the software (Python,
-Snakemake and key package versions), the configuration (its sha256 and, with secrets
-removed, the model settings), the dataset (source, revision, sha256), per prediction file
+Records the code (git commit, or null outside a git checkout, and the hash of every
+module and data file the jobs ran, as ``novabench.code_fingerprint`` hashes them, with
+each prediction and score file's code fingerprint), the software (Python, Snakemake
+and key package versions), the configuration (its sha256 and, with secrets removed, the
+model settings), the dataset (source, revision, sha256), per prediction file
 the prompt and model identity hashes, per score file the judge identity and input hashes,
 and every seed. A key whose name contains key, token, secret or password is dropped
 wherever it appears, with its value: API key *variables* are not secret, but a rule that
@@ -197,7 +197,7 @@ def build_manifest(
 
     ``prompts`` are the prompt templates used; ``git`` the state of the workflow's
     checkout (:func:`git_state`; computed at DAG build time so a new commit re-runs the
-    manifest rule); ``code_files`` the sha256 of every module and data file behind the
+    manifest rule); ``code_files`` the hash of every module and data file behind the
     run's jobs (``Plan.run_code_files``), which each job's ``code`` fingerprint covers.
     """
     from novabench import __version__

@@ -1,0 +1,256 @@
+"""The judges' held-out figures recorded by judge identity (validation/judge_figures.json):
+the committed record holds the pipeline's judges, a score file finds its judge's figures
+or says "judge not validated", and the tables print one line of them."""
+
+import json
+import shutil
+
+import pandas as pd
+import pytest
+
+from novabench.cli import main
+from novabench.judges import figures, validation
+from novabench.judges.verdict_snapshot import configured_judge
+from novabench.report.tables import judge_line, table_note, task_table, write_task_tables
+from support import DATA
+
+FIXTURE = DATA / "judge_report"
+OFFLINE_JUDGES = {
+    "matcher": {"kind": "diagnosis-matcher", "settings": {"embedding_fallback": False}},
+    "keywords": {"kind": "keyword-lexicon"},
+}
+STALE = f"re-measure the judges and rewrite the record: {figures.REMEASURE}"
+
+
+# --- the committed record ----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("task", ["captioning", "diagnosis"])
+def test_the_record_holds_the_pipelines_judges(task):
+    identity = configured_judge(task).identity()
+    found = figures.lookup(identity, task)
+    assert found["validated"], f"{task}: {found['reason']}; {STALE}"
+
+
+@pytest.mark.parametrize("task", ["captioning", "diagnosis"])
+def test_the_record_was_measured_on_the_current_held_out_sets(task):
+    # Every held-out half that is a measurement, as the files are now: an added or edited
+    # set makes the recorded figures stale.
+    folder = validation.validation_folder()
+    expected = []
+    for vset in validation.VALIDATION_SETS:
+        path = folder / vset.filename
+        if vset.task != task or not vset.reported("heldout") or not path.is_file():
+            continue
+        pairs = validation.read_pairs(path, vset.fields)
+        record = validation._file_record(path, pairs)
+        if record["heldout"]:
+            expected.append((vset.key, record["sha256"], record["heldout"]))
+    found = figures.lookup(configured_judge(task).identity(), task)
+    measured = [(s["set"], s["sha256"], s["n"]) for s in found["figures"]["sets"]]
+    assert measured == expected, STALE
+
+
+# --- looking a judge up ------------------------------------------------------------------------
+
+
+def record_of(entry_identity, task="diagnosis", pooled=None, sets=()):
+    pooled = pooled or {
+        "decided_accuracy": {"k": 97, "n": 100, "rate": 0.97, "ci95": [0.915, 0.99]},
+        "decided_false_match": {"k": 1, "n": 50, "rate": 0.02, "ci95": [0.004, 0.105]},
+        "decided_missed": {"k": 2, "n": 50, "rate": 0.04, "ci95": [0.011, 0.135]},
+        "undecided": {"k": 14, "n": 114, "rate": 14 / 114, "ci95": [0.07, 0.19]},
+        "accuracy": {"k": 97, "n": 114, "rate": 97 / 114, "ci95": [0.77, 0.9]},
+        "n": 114,
+    }
+    entry = {"task": task, "identity": entry_identity, "pooled": pooled, "sets": list(sets)}
+    return {"about": "test", "judges": [entry]}
+
+
+def test_a_matching_identity_finds_its_figures_and_a_changed_one_does_not(tmp_path, matcher):
+    identity = matcher.identity()
+    path = tmp_path / figures.RECORD_NAME
+    path.write_text(json.dumps(record_of(figures.verdict_identity(identity))))
+    found = figures.lookup(identity, "diagnosis", path)
+    assert found["validated"] and found["figures"]["pooled"]["n"] == 114
+    # Another task, or one edit of the matcher's code: not this judge.
+    assert not figures.lookup(identity, "captioning", path)["validated"]
+    changed = {**identity, "code": "0" * 16}
+    missing = figures.lookup(changed, "diagnosis", path)
+    assert missing == {
+        "validated": False,
+        "reason": "its identity is not in judge_figures.json (its code, tables or settings "
+        "changed, or it was never measured); re-measure with `novabench judge-report --record`",
+    }
+    # What an LLM judge was served so far changes none of its verdicts.
+    served = {**identity, "served": {"model": ["x"], "answers": 3}}
+    assert figures.lookup(served, "diagnosis", path)["validated"]
+    assert not figures.lookup(identity, "diagnosis", tmp_path / "none.json")["validated"]
+
+
+def test_an_unreadable_record_names_the_file_and_the_command(tmp_path, matcher):
+    path = tmp_path / figures.RECORD_NAME
+    path.write_text('{"judges": [{"task": "diagnosis"}]}')
+    with pytest.raises(Exception, match=r"cannot read the judge figures .*judge-report --record"):
+        figures.lookup(matcher.identity(), "diagnosis", path)
+
+
+def payload(identity, validation_entry):
+    return {
+        "task": "diagnosis",
+        "model": "m",
+        "metrics": {"Top-1": 50.0, "Top-5": 60.0, "n_images": 4, "n_ok": 4},
+        "judge": identity,
+        "judge_validation": validation_entry,
+    }
+
+
+def test_the_line_gives_the_figures_or_says_judge_not_validated(tmp_path, matcher):
+    identity = matcher.identity()
+    path = tmp_path / figures.RECORD_NAME
+    sets = [{"set": "diagnosis-5", "n": 114}]
+    path.write_text(json.dumps(record_of(figures.verdict_identity(identity), sets=sets)))
+    found = figures.lookup(identity, "diagnosis", path)
+    code = identity["code"][:8]
+    assert judge_line(payload(identity, found)) == (
+        f"diagnosis-matcher (code {code}); held-out: decided accuracy 97.0% [91.5-99.0], "
+        "false matches 2.0% and missed 4.0% of decided non-matches and matches, undecided "
+        "12% (held-out pairs of diagnosis-5, n=114)"
+    )
+    changed = {**identity, "code": "f" * 16}
+    not_found = figures.lookup(changed, "diagnosis", path)
+    assert judge_line(payload(changed, not_found)) == (
+        "diagnosis-matcher (code ffffffff), judge not validated"
+    )
+    # A score file written before the record: no figures to show either.
+    assert judge_line({"judge": identity}).endswith(", judge not validated")
+    assert judge_line({"judge": None}) is None
+
+
+def test_a_caption_judge_line_gives_its_error_on_pairs_read_fully_and_the_rest():
+    pooled = {
+        "clinical_f1": {"mad": 3.64, "n": 98},
+        "clinical_f1_read_fully": {"mad": 1.7, "n": 16},
+        "clinical_f1_not_read_fully": {"mad": 4.02, "n": 82},
+        "unread_known": 98,
+        "read_fully": 16,
+        "n": 98,
+    }
+    found = {"validated": True, "figures": {"task": "captioning", "pooled": pooled, "sets": []}}
+    assert figures.figures_line("keyword-lexicon (code 12345678)", found) == (
+        "keyword-lexicon (code 12345678); held-out: Clinical F1 off by 1.7 points per pair "
+        "read fully (n=16), 4.0 per pair with unread words (n=82) (n=98)"
+    )
+
+
+def test_the_rendered_table_says_judge_not_validated(tmp_path, matcher):
+    identity = {**matcher.identity(), "code": "f" * 16}
+    line = judge_line(payload(identity, figures.lookup(identity, "diagnosis", tmp_path / "x")))
+    estimates = {"m": {"Top-1": 50.0, "Top-5": 60.0}}
+    table = task_table("diagnosis", pd.DataFrame(columns=["model", "group"]), estimates)
+    context = {"judge": line, "n_images": 4, "n_cases": 2}
+    paths = write_task_tables("diagnosis", table, context, tmp_path)
+    for ext in ("md", "tex"):
+        assert "diagnosis-matcher (code ffffffff), judge not validated" in paths[ext].read_text()
+    assert "Judge: diagnosis-matcher (code ffffffff), judge not validated." in table_note(
+        "diagnosis", context
+    )
+
+
+# --- measuring and recording -----------------------------------------------------------------
+
+
+def test_record_writes_the_measured_judges_and_keeps_the_others(tmp_path, capsys, matcher):
+    folder = tmp_path / "validation"
+    shutil.copytree(FIXTURE, folder)
+    other = {"name": "llm/judge-llm", "code": "1" * 16}
+    (folder / figures.RECORD_NAME).write_text(
+        json.dumps(
+            {
+                "judges": [
+                    {"task": "diagnosis", "identity": other, "pooled": {"n": 1}},
+                    # An older matcher: replaced by the one measured now.
+                    {
+                        "task": "diagnosis",
+                        "identity": {"name": "diagnosis-matcher", "code": "0" * 16},
+                        "pooled": {"n": 1},
+                    },
+                ]
+            }
+        )
+    )
+    config = tmp_path / "config" / "config.yaml"
+    config.parent.mkdir()
+    config.write_text(json.dumps({"judges": OFFLINE_JUDGES}))
+    argv = ["judge-report", "--config", str(config), "--validation-dir", str(folder)]
+    assert main([*argv, "--out-dir", str(tmp_path / "out"), "--record"]) == 0
+    assert "recorded the held-out figures of " in capsys.readouterr().out
+    entries = figures.read_record(folder / figures.RECORD_NAME)
+    names = sorted((e["task"], e["identity"]["name"]) for e in entries)
+    assert names == [
+        ("captioning", "keyword-lexicon"),
+        ("diagnosis", "diagnosis-matcher"),
+        ("diagnosis", "llm/judge-llm"),
+    ]
+    # Only the fifth set's held-out half is a measurement (the others were tuned on): 5
+    # pairs, every one decided, 4 right; the missed one is a true match.
+    found = figures.lookup(matcher.identity(), "diagnosis", folder / figures.RECORD_NAME)
+    pooled = found["figures"]["pooled"]
+    assert [s["set"] for s in found["figures"]["sets"]] == ["diagnosis-5"]
+    assert (pooled["decided_accuracy"]["k"], pooled["decided_accuracy"]["n"]) == (4, 5)
+    assert (pooled["decided_missed"]["k"], pooled["decided_missed"]["n"]) == (1, 2)
+    assert (pooled["undecided"]["k"], pooled["n"]) == (0, 5)
+    assert pooled["decided_accuracy"]["ci95"] == pytest.approx(validation.wilson(4, 5))
+
+
+def test_pooled_figures_sum_counts_and_weigh_means_by_pairs():
+    # A held-out set beside the fifth's held-out half (the sixth set is tuned on now).
+
+    def held(k, n, mad, n_f1):
+        prop = {"k": k, "n": n, "rate": k / n, "ci95": None}
+        return {
+            "n": n,
+            **dict.fromkeys(figures_keys(), prop),
+            "clinical_f1_mad": mad,
+            "clinical_f1_n": n_f1,
+            "clinical_f1_read_fully": {"mad": mad, "n": n_f1},
+            "clinical_f1_not_read_fully": {"mad": None, "n": 0},
+            "unread_known": n,
+            "read_fully": n,
+        }
+
+    def figures_keys():
+        return validation.DIAGNOSIS_FIGURES
+
+    results = {
+        "diagnosis-5": {"heldout": held(3, 4, 2.0, 4)},
+        "diagnosis-7": {"heldout": held(5, 6, 4.0, 6)},
+    }
+    files = {"diagnosis-5": {"sha256": "a"}, "diagnosis-7": {"sha256": "b"}}
+    pooled = validation.heldout_figures("diagnosis", results, files)["pooled"]
+    assert (pooled["decided_accuracy"]["k"], pooled["decided_accuracy"]["n"]) == (8, 10)
+    assert pooled["decided_accuracy"]["ci95"] == pytest.approx(validation.wilson(8, 10))
+    captions = {
+        "captioning": {"heldout": held(1, 4, 2.0, 4)},
+        "captioning-2": {"heldout": held(1, 6, 4.0, 6)},
+    }
+    pooled = validation.heldout_figures(
+        "captioning", captions, {"captioning": {"sha256": "a"}, "captioning-2": {"sha256": "b"}}
+    )["pooled"]
+    assert pooled["clinical_f1"] == {"mad": pytest.approx((2.0 * 4 + 4.0 * 6) / 10), "n": 10}
+    # A tuned-on half is no measurement: nothing to record.
+    tuned = {"diagnosis-2": {"heldout": held(3, 4, 2.0, 4)}}
+    assert validation.heldout_figures("diagnosis", tuned, {"diagnosis-2": {"sha256": "c"}}) is None
+    tuned = {"diagnosis-6": {"heldout": held(3, 4, 2.0, 4)}}
+    assert validation.heldout_figures("diagnosis", tuned, {"diagnosis-6": {"sha256": "d"}}) is None
+
+
+def test_a_cascades_stages_are_looked_up_without_their_run_counts():
+    # A cascade nests its stages' identities: what an LLM stage was served so far, and its
+    # failure allowance, change no verdict at any depth.
+    def cascade(answers):
+        llm = {"name": "llm", "code": "c", "served": {"answers": answers}, "max_failure_rate": 0}
+        return {"name": "cascade", "first": {"name": "m", "code": "a"}, "second": llm}
+
+    assert figures.verdict_identity(cascade(40)) == figures.verdict_identity(cascade(7))
+    assert "served" not in figures.verdict_identity(cascade(40))["second"]

@@ -1,0 +1,63 @@
+"""What many test modules share: where the checkout and the tests' own files are, running
+Snakemake on a workflow, a free loopback port. Importable from every test module (pytest's
+``pythonpath`` holds tests/), wherever the module lies under tests/."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+# The checkout, and the test suite's folders in it.
+ROOT = Path(__file__).resolve().parents[1]
+TESTS = ROOT / "tests"
+DATA = TESTS / "data"
+SNAPSHOTS = TESTS / "snapshots"
+SCRIPTS = ROOT / "scripts"
+VALIDATION = ROOT / "validation"
+# This interpreter's Snakemake, whichever environment runs the tests.
+SNAKEMAKE = [sys.executable, "-m", "snakemake"]
+
+
+def empty_home_environment(checkout: Path, home: Path) -> dict[str, str]:
+    """This process's environment with HOME ``home`` and no cache folder of its own."""
+    from novabench.job_env import job_environment
+
+    # The Hub cache stays the user's (a cached BERTScore encoder is still found).
+    hub = os.environ.get("HF_HUB_CACHE") or job_environment(checkout)["HF_HUB_CACHE"]
+    env = {**os.environ, "HOME": str(home), "HF_HUB_CACHE": hub}
+    for name in ("MPLCONFIGDIR", "XDG_CACHE_HOME", "XDG_CONFIG_HOME"):
+        env.pop(name, None)
+    return env
+
+
+def snakemake(
+    workdir: Path,
+    *args: str,
+    env: dict[str, str] | None = None,
+    timeout: float = 1200,
+) -> subprocess.CompletedProcess:
+    """``snakemake --cores 2 ARGS`` in a subprocess, its output captured (``--cores`` in
+    ``args`` overrides the 2). A copy of the checkout (``workdir`` holds a Snakefile) runs
+    its own workflow, in it; any other folder is the working directory (``-d``) of this
+    checkout's workflow. ``env``: its environment (None: this process's)."""
+    workdir = Path(workdir)
+    copy = (workdir / "Snakefile").is_file()
+    where = [] if copy else ["-s", str(ROOT / "Snakefile"), "-d", str(workdir)]
+    return subprocess.run(
+        [*SNAKEMAKE, *where, "--cores", "2", *args],
+        cwd=workdir if copy else ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+
+
+def free_port() -> int:
+    """A loopback TCP port no one listens on (now)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
