@@ -6,12 +6,14 @@ import hashlib
 import json
 import math
 from pathlib import Path
+from typing import ClassVar
 
 import pytest
 import yaml
 
 from novabench import cli
 from novabench.errors import NovaError
+from novabench.judges.base import _KINDS, JudgeKind
 from novabench.predict import run_predictions
 from novabench.score import score_predictions
 from novabench.tasks import get_task
@@ -414,6 +416,59 @@ def test_the_command_judges_as_the_pipeline_configures_it(task):
     assert outside == (None if default is None else {"settings": {}, **default})
     if task == "diagnosis":
         assert outside["settings"]["embedding_fallback"] is False
+
+
+class _SwitchedKind(JudgeKind):
+    """A judge kind with a command-line switch whose ``strict`` mode needs a package."""
+
+    name = "switched"
+    tasks = ("diagnosis",)
+    cli_switches: ClassVar[dict[str, str]] = {"strict": "judge strictly (needs strictlib)"}
+
+    def missing_dependencies(self, settings):
+        if not settings.get("strict"):
+            return []
+        return [NovaError("strict judging needs strictlib", "pip install strictlib")]
+
+
+@pytest.fixture
+def switched(monkeypatch):
+    """The kind registered, and a config whose diagnosis judge is one."""
+    monkeypatch.setitem(_KINDS, _SwitchedKind.name, _SwitchedKind())
+    judges = {"sw": {"kind": "switched", "settings": {"strict": False}}}
+    return {"tasks": {"diagnosis": {"judge": "sw"}}, "judges": judges}
+
+
+def test_a_judge_kind_declares_its_command_line_switches(switched):
+    # The switch is the kind's: offered by the score command, set on its judge.
+    args = cli.make_parser().parse_args(
+        ["score", "--task", "diagnosis", "--predictions", "p", "--dataset", "d"]
+    )
+    assert args.judge_strict is None and args.judge_embedding_fallback is None
+    args = cli.make_parser().parse_args(
+        ["score", "--task", "diagnosis", "--predictions", "p", "--dataset", "d", "--no-strict"]
+    )
+    assert args.judge_strict is False
+    judge = cli.judge_config("diagnosis", None, {"strict": False}, switched)
+    assert judge["kind"] == "switched" and judge["settings"] == {"strict": False}
+    # The kind says what its settings need that is not installed.
+    with pytest.raises(NovaError, match="strict judging needs strictlib"):
+        cli.judge_config("diagnosis", None, {"strict": True}, switched)
+    # Another kind's switch is refused, naming the kind it belongs to.
+    with pytest.raises(NovaError, match=r"--no-embedding-fallback is a setting of the diagnosis-m"):
+        cli.judge_config("diagnosis", None, {"embedding_fallback": False}, switched)
+    with pytest.raises(NovaError, match=r"--strict is a setting of the switched judge"):
+        cli.judge_config("diagnosis", "diagnosis-matcher", {"strict": True}, switched)
+
+
+def test_the_matcher_names_the_packages_its_embedding_step_needs(monkeypatch):
+    import importlib.util
+
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name: None)
+    with pytest.raises(NovaError, match=r"embedding step needs torch.*--no-embedding-fallback"):
+        cli.judge_config("diagnosis", "diagnosis-matcher", {"embedding_fallback": True}, {})
+    judge = cli.judge_config("diagnosis", "diagnosis-matcher", {"embedding_fallback": False}, {})
+    assert judge["settings"]["embedding_fallback"] is False
 
 
 def test_a_configfile_outside_a_checkout_is_refused_in_one_line(tmp_path):

