@@ -564,10 +564,6 @@ def cmd_judge_report(args: argparse.Namespace) -> int:
     return 0
 
 
-def _points(value: float | None) -> str:
-    return "n/a" if value is None else f"{value:.1f}"
-
-
 def _agreement_lines(vset: Any, splits: dict[str, Any]) -> list[str]:
     """One line per held-out subset of a set's agreement numbers."""
     from novabench.judges.validation import NEW_PAIRS
@@ -577,24 +573,7 @@ def _agreement_lines(vset: Any, splits: dict[str, Any]) -> list[str]:
         held = splits.get(subset)
         if not held or not held["n"]:
             continue
-        if vset.task == "diagnosis":
-            line = (
-                f"accuracy as scored {held['accuracy']['k']}/{held['accuracy']['n']}, false "
-                f"matches {held['false_match']['k']}/{held['false_match']['n']}, missed "
-                f"{held['missed']['k']}/{held['missed']['n']}; undecided "
-                f"{held['undecided']['k']}/{held['undecided']['n']}, decided accuracy "
-                f"{held['decided_accuracy']['k']}/{held['decided_accuracy']['n']}; hand share "
-                f"of true matches inside the bracket: "
-                f"{ {True: 'yes', False: 'no', None: 'n/a'}[held['bracket']['inside']] }"
-            )
-        else:
-            line = f"Clinical F1 mean abs. difference {_points(held['clinical_f1_mad'])}"
-            if held.get("unread_known"):
-                fully, rest = held["clinical_f1_read_fully"], held["clinical_f1_not_read_fully"]
-                line += (
-                    f" ({_points(fully['mad'])} on {fully['n']} pairs read fully, "
-                    f"{_points(rest['mad'])} on {rest['n']} with unread words)"
-                )
+        line = vset.measure.summary(held)
         # Which numbers are tuning numbers: a half once held out, since tuned on, is one.
         lines.append(f"{vset.split_label(subset)}, n={held['n']}): {line}")
     return lines

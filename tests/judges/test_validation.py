@@ -430,7 +430,10 @@ def test_the_registry_lists_every_set_file_and_each_listed_file_exists():
     assert fifth.fields[-1] == "match"
 
 
-REGISTERED = "sets:\n  - {key: diagnosis-9, task: diagnosis, file: diagnoses-9.jsonl, title: N}\n"
+REGISTERED = (
+    "sets:\n  - {key: diagnosis-9, task: diagnosis, measure: match, file: diagnoses-9.jsonl, "
+    "title: N}\n"
+)
 
 
 @pytest.mark.parametrize(
@@ -438,11 +441,14 @@ REGISTERED = "sets:\n  - {key: diagnosis-9, task: diagnosis, file: diagnoses-9.j
     [
         ("task: diagnosis", "task: staging", "at sets/0/task ('diagnosis-9'): 'staging' is not"),
         ("title: N", "tuned_on: [tune]", "at sets/0 ('diagnosis-9'): 'title' is a required"),
+        ("measure: match, ", "", "at sets/0 ('diagnosis-9'): 'measure' is a required"),
+        ("measure: match", "measure: bleu", "at sets/0/measure ('diagnosis-9'): 'bleu' is not"),
         ("title: N}", "title: N, tuned_on: [all]}", "at sets/0/tuned_on/0 ('diagnosis-9')"),
         ("file: diagnoses-9", "file: ../diagnoses-9", "at sets/0/file ('diagnosis-9')"),
         (
             "sets:",
-            "sets:\n  - {key: diagnosis-9, task: diagnosis, file: d.jsonl, title: N}\n#",
+            "sets:\n  - {key: diagnosis-9, task: diagnosis, measure: match, file: d.jsonl, "
+            "title: N}\n#",
             "lists key 'diagnosis-9' twice",
         ),
         ("sets:", "set:", "at top level: Additional properties are not allowed"),
@@ -463,11 +469,12 @@ def test_a_malformed_registry_is_one_line_naming_the_set(tmp_path, old, new, err
 
 
 def test_a_well_formed_registry_reads_into_sets(tmp_path):
-    from novabench.judges.validation import CAPTION_FIELDS, read_registry
+    from novabench.judges.validation import CAPTION_FIELDS, MEASURES, read_registry
 
     path = tmp_path / "validation_sets.yaml"
     path.write_text(
-        REGISTERED + "  - {key: c, task: captioning, file: c.jsonl, title: C, tuned_on: []}\n"
+        REGISTERED + "  - {key: c, task: captioning, measure: keywords, file: c.jsonl, "
+        "title: C, tuned_on: []}\n"
     )
     ninth, caption = read_registry(path)
     assert (ninth.key, ninth.filename, ninth.tuned_on) == (
@@ -475,5 +482,7 @@ def test_a_well_formed_registry_reads_into_sets(tmp_path):
         "diagnoses-9.jsonl",
         ("tune",),
     )
+    # What a set's lines hold and how they measure a judge is its registry entry's measure.
+    assert ninth.measure is MEASURES["match"] and caption.measure is MEASURES["keywords"]
     assert caption.fields == CAPTION_FIELDS and caption.tuned_on == ()
     assert caption.reported("heldout") and not ninth.reported("tune")

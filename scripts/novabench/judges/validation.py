@@ -56,6 +56,7 @@ from novabench.judges.base import (
 )
 from novabench.judges.figures import REMEASURE, read_record, verdict_identity
 from novabench.judges.llm import clean_keyword
+from novabench.tasks.base import builtin_task_names
 from novabench.yaml_data import read_yaml
 
 SPLITS = ("heldout", "tune")
@@ -76,16 +77,36 @@ CAPTION_FIELDS = (
 
 
 @dataclass(frozen=True)
+class Measure:
+    """How a set's hand labels measure a judge (the registry's ``measure`` of a set): the
+    fields of its lines, the judge's agreement with them per half, that agreement as
+    Markdown and as the one line the command prints, and the figures the judge record
+    keeps per quotable held-out half and pooled over several."""
+
+    fields: tuple[str, ...]
+    agreement: Callable[[Any, list[dict[str, Any]]], dict[str, Any]]
+    markdown: Callable[[str, dict[str, Any], ValidationSet], list[str]]
+    summary: Callable[[Mapping[str, Any]], str]
+    set_figures: Callable[[Mapping[str, Any]], dict[str, Any]]
+    pooled: Callable[[Sequence[Mapping[str, Any]]], dict[str, Any]]
+
+
+@dataclass(frozen=True)
 class ValidationSet:
     """One hand-labelled set: its key in the report, the task it measures, its file, and
     the halves that were used to tune the judges (their numbers are not independent)."""
 
     key: str
     task: str
+    measure: Measure
     filename: str
-    fields: tuple[str, ...]
     title: str
     tuned_on: tuple[str, ...] = ("tune",)
+
+    @property
+    def fields(self) -> tuple[str, ...]:
+        """The fields every line of the set holds."""
+        return self.measure.fields
 
     def split_title(self, split: str) -> str:
         if split == NEW_PAIRS:
@@ -106,81 +127,6 @@ class ValidationSet:
     def reported(self, split: str) -> bool:
         """The half to quote: held out and never used for tuning."""
         return split == "heldout" and split not in self.tuned_on
-
-
-#: The registry of sets, as data (its header says what each field holds).
-REGISTRY = paths.RESOURCES / "validation_sets.yaml"
-FIELDS_BY_TASK = {"diagnosis": DIAGNOSIS_FIELDS, "captioning": CAPTION_FIELDS}
-REGISTRY_SCHEMA: dict[str, Any] = {
-    "type": "object",
-    "additionalProperties": False,
-    "required": ["sets"],
-    "properties": {
-        "sets": {
-            "type": "array",
-            "minItems": 1,
-            "items": {
-                "type": "object",
-                "additionalProperties": False,
-                "required": ["key", "task", "file", "title"],
-                "properties": {
-                    "key": {"type": "string", "pattern": "^[a-z0-9][a-z0-9-]*$"},
-                    "task": {"enum": sorted(FIELDS_BY_TASK)},
-                    # A file name of the validation folder, no path.
-                    "file": {"type": "string", "pattern": r"^[^/\\]+\.jsonl$"},
-                    "title": {"type": "string", "minLength": 1},
-                    "tuned_on": {
-                        "type": "array",
-                        "items": {"enum": list(SPLITS)},
-                        "uniqueItems": True,
-                    },
-                },
-            },
-        },
-    },
-}
-
-
-def check_registry(data: Any, path: Path) -> None:
-    """The registry's shape (REGISTRY_SCHEMA), and no key or file listed twice; NovaError
-    in one line naming the file and the set."""
-    fix = f"correct {Path(path).name} (its header says what each field holds)"
-    try:
-        jsonschema.validate(data, REGISTRY_SCHEMA)
-    except jsonschema.ValidationError as exc:
-        where = "/".join(str(part) for part in exc.absolute_path) or "top level"
-        if len(exc.absolute_path) >= 2:
-            entry = data["sets"][exc.absolute_path[1]]
-            if isinstance(entry, dict) and isinstance(entry.get("key"), str):
-                where += f" ({entry['key']!r})"
-        message = f"malformed validation-set registry {path} at {where}: {exc.message}"
-        raise NovaError(message, fix) from None
-    for field in ("key", "file"):
-        values = [entry[field] for entry in data["sets"]]
-        twice = sorted({v for v in values if values.count(v) > 1})
-        if twice:
-            raise NovaError(f"validation-set registry {path} lists {field} {twice[0]!r} twice", fix)
-
-
-def read_registry(path: Path = REGISTRY) -> tuple[ValidationSet, ...]:
-    """The sets the registry at ``path`` lists, in its order."""
-    _, data = read_yaml(path, "validation-set registry", "restore it from the repository")
-    check_registry(data, path)
-    return tuple(
-        ValidationSet(
-            key=entry["key"],
-            task=entry["task"],
-            filename=entry["file"],
-            fields=FIELDS_BY_TASK[entry["task"]],
-            title=entry["title"],
-            tuned_on=tuple(entry.get("tuned_on", ("tune",))),
-        )
-        for entry in data["sets"]
-    )
-
-
-VALIDATION_SETS = read_registry()
-SETS_BY_KEY = {s.key: s for s in VALIDATION_SETS}
 
 
 # --- reading the sets ---------------------------------------------------------------------
@@ -506,8 +452,6 @@ def caption_agreement(judge: Any, pairs: list[dict[str, Any]]) -> dict[str, Any]
 
 # --- every configured judge -------------------------------------------------------------------
 
-AGREEMENT = {"diagnosis": diagnosis_agreement, "captioning": caption_agreement}
-
 
 def _skip_reason(name: str, cfg: Mapping[str, Any], task: str, resolve) -> str | None:
     kind = judge_kind(cfg["kind"])
@@ -532,7 +476,8 @@ def judge_agreement(
         entry: dict[str, Any] = {"kind": cfg["kind"], "tasks": {}, "skipped": {}}
         built: dict[str, Any] = {}  # one judge per task, shared by that task's sets
         for key, set_pairs in pairs.items():
-            task = SETS_BY_KEY[key].task if key in SETS_BY_KEY else key
+            vset = SETS_BY_KEY[key]
+            task = vset.task
             reason = _skip_reason(name, cfg, task, resolve)
             if reason is None or not set_pairs:
                 continue
@@ -542,7 +487,7 @@ def judge_agreement(
             if task not in built:
                 built[task] = make_judge({**cfg, "name": name}, task, cache_dir)
                 entry.setdefault("identity", {})[task] = built[task].identity()
-            entry["tasks"][key] = AGREEMENT[task](built[task], set_pairs)
+            entry["tasks"][key] = vset.measure.agreement(built[task], set_pairs)
         out[name] = entry
     return out
 
@@ -801,7 +746,6 @@ def render_markdown(report: dict[str, Any]) -> str:
         "improve the judges.",
         "",
     ]
-    render = {"diagnosis": diagnosis_markdown, "captioning": caption_markdown}
     for name, entry in report["judges"].items():
         lines += [f"## Judge `{name}` (kind {entry['kind']})", ""]
         for key, reason in entry["skipped"].items():
@@ -811,7 +755,7 @@ def render_markdown(report: dict[str, Any]) -> str:
             lines += [f"### {key} ({vset.filename})", ""]
             for split in (s for s in (*SPLITS, NEW_PAIRS) if s in splits):
                 if splits[split]["n"]:  # a set written all held out has no tuning half
-                    lines += render[vset.task](split, splits[split], vset)
+                    lines += vset.measure.markdown(split, splits[split], vset)
         if not entry["tasks"] and not entry["skipped"]:
             lines += ["No task of this judge has a validation set.", ""]
     return "\n".join(lines).rstrip() + "\n"
@@ -840,6 +784,18 @@ def _pooled_mean(parts: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     return {"mad": mad, "n": n}
 
 
+def _diagnosis_pooled(sets: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    return {key: _pooled_proportion([s[key] for s in sets]) for key in DIAGNOSIS_FIGURES}
+
+
+def _caption_pooled(sets: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    means = ("clinical_f1", "clinical_f1_read_fully", "clinical_f1_not_read_fully")
+    pooled = {key: _pooled_mean([s[key] for s in sets]) for key in means}
+    pooled["unread_known"] = sum(s["unread_known"] for s in sets)
+    pooled["read_fully"] = sum(s["read_fully"] for s in sets)
+    return pooled
+
+
 def _diagnosis_set(held: Mapping[str, Any]) -> dict[str, Any]:
     return {key: held[key] for key in DIAGNOSIS_FIGURES}
 
@@ -860,25 +816,25 @@ def heldout_figures(
     """One judge's figures on ``task`` from its judge-report results (``results`` keyed by
     set, ``files`` the report's ``validation_sets``): per quotable held-out half and
     pooled; None when no such half was measured."""
-    sets = []
+    sets, measures = [], set()
     for key, splits in results.items():
         vset = SETS_BY_KEY[key]
         held = splits.get("heldout") or {}
         if vset.task != task or not vset.reported("heldout") or not held.get("n"):
             continue
-        figures = _diagnosis_set(held) if task == "diagnosis" else _caption_set(held)
+        measures.add(vset.measure)
+        figures = vset.measure.set_figures(held)
         record = files[key]
         measured = {"set": key, "file": vset.filename, "sha256": record["sha256"]}
         sets.append({**measured, "half": "heldout", "n": held["n"], **figures})
     if not sets:
         return None
-    if task == "diagnosis":
-        pooled = {key: _pooled_proportion([s[key] for s in sets]) for key in DIAGNOSIS_FIGURES}
-    else:
-        means = ("clinical_f1", "clinical_f1_read_fully", "clinical_f1_not_read_fully")
-        pooled = {key: _pooled_mean([s[key] for s in sets]) for key in means}
-        pooled["unread_known"] = sum(s["unread_known"] for s in sets)
-        pooled["read_fully"] = sum(s["read_fully"] for s in sets)
+    if len(measures) > 1:
+        raise NovaError(
+            f"the validation sets of {task} are measured in more than one way",
+            f"give every set of {task} the same measure in {REGISTRY.name}",
+        )
+    pooled = measures.pop().pooled(sets)
     pooled["n"] = sum(s["n"] for s in sets)
     return {"task": task, "pooled": pooled, "sets": sets}
 
@@ -916,3 +872,131 @@ def write_record(report: Mapping[str, Any], path: Path) -> list[dict[str, Any]]:
     # Whole or not at all: the record is committed data every score file reads.
     atomic_write_text(Path(path), json.dumps(body, indent=2, sort_keys=True) + "\n")
     return new
+
+
+# --- one line per half, as the command prints it -------------------------------------------
+
+
+def _count(p: Mapping[str, Any]) -> str:
+    return f"{p['k']}/{p['n']}"
+
+
+def diagnosis_summary(held: Mapping[str, Any]) -> str:
+    inside = {True: "yes", False: "no", None: "n/a"}[held["bracket"]["inside"]]
+    return (
+        f"accuracy as scored {_count(held['accuracy'])}, false matches "
+        f"{_count(held['false_match'])}, missed {_count(held['missed'])}; undecided "
+        f"{_count(held['undecided'])}, decided accuracy {_count(held['decided_accuracy'])}; "
+        f"hand share of true matches inside the bracket: {inside}"
+    )
+
+
+def caption_summary(held: Mapping[str, Any]) -> str:
+    line = f"Clinical F1 mean abs. difference {_f1(held['clinical_f1_mad'])}"
+    if held.get("unread_known"):
+        fully, rest = held["clinical_f1_read_fully"], held["clinical_f1_not_read_fully"]
+        line += (
+            f" ({_f1(fully['mad'])} on {fully['n']} pairs read fully, "
+            f"{_f1(rest['mad'])} on {rest['n']} with unread words)"
+        )
+    return line
+
+
+# --- the registry of sets ----------------------------------------------------------------------
+
+#: The ways a set measures a judge, by the name the registry gives as a set's ``measure``:
+#: ``match`` (each pair's hand label says whether the prediction names the reference's
+#: disease) and ``keywords`` (each caption's hand keywords and normal/abnormal label).
+MEASURES: dict[str, Measure] = {
+    "match": Measure(
+        DIAGNOSIS_FIELDS,
+        diagnosis_agreement,
+        diagnosis_markdown,
+        diagnosis_summary,
+        _diagnosis_set,
+        _diagnosis_pooled,
+    ),
+    "keywords": Measure(
+        CAPTION_FIELDS,
+        caption_agreement,
+        caption_markdown,
+        caption_summary,
+        _caption_set,
+        _caption_pooled,
+    ),
+}
+
+#: The registry of sets, as data (its header says what each field holds).
+REGISTRY = paths.RESOURCES / "validation_sets.yaml"
+REGISTRY_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "additionalProperties": False,
+    "required": ["sets"],
+    "properties": {
+        "sets": {
+            "type": "array",
+            "minItems": 1,
+            "items": {
+                "type": "object",
+                "additionalProperties": False,
+                "required": ["key", "task", "measure", "file", "title"],
+                "properties": {
+                    "key": {"type": "string", "pattern": "^[a-z0-9][a-z0-9-]*$"},
+                    # A built-in task (found by reading its folder: no task is loaded).
+                    "task": {"enum": list(builtin_task_names())},
+                    "measure": {"enum": sorted(MEASURES)},
+                    # A file name of the validation folder, no path.
+                    "file": {"type": "string", "pattern": r"^[^/\\]+\.jsonl$"},
+                    "title": {"type": "string", "minLength": 1},
+                    "tuned_on": {
+                        "type": "array",
+                        "items": {"enum": list(SPLITS)},
+                        "uniqueItems": True,
+                    },
+                },
+            },
+        },
+    },
+}
+
+
+def check_registry(data: Any, path: Path) -> None:
+    """The registry's shape (REGISTRY_SCHEMA), and no key or file listed twice; NovaError
+    in one line naming the file and the set."""
+    fix = f"correct {Path(path).name} (its header says what each field holds)"
+    try:
+        jsonschema.validate(data, REGISTRY_SCHEMA)
+    except jsonschema.ValidationError as exc:
+        where = "/".join(str(part) for part in exc.absolute_path) or "top level"
+        if len(exc.absolute_path) >= 2:
+            entry = data["sets"][exc.absolute_path[1]]
+            if isinstance(entry, dict) and isinstance(entry.get("key"), str):
+                where += f" ({entry['key']!r})"
+        message = f"malformed validation-set registry {path} at {where}: {exc.message}"
+        raise NovaError(message, fix) from None
+    for field in ("key", "file"):
+        values = [entry[field] for entry in data["sets"]]
+        twice = sorted({v for v in values if values.count(v) > 1})
+        if twice:
+            raise NovaError(f"validation-set registry {path} lists {field} {twice[0]!r} twice", fix)
+
+
+def read_registry(path: Path = REGISTRY) -> tuple[ValidationSet, ...]:
+    """The sets the registry at ``path`` lists, in its order."""
+    _, data = read_yaml(path, "validation-set registry", "restore it from the repository")
+    check_registry(data, path)
+    return tuple(
+        ValidationSet(
+            key=entry["key"],
+            task=entry["task"],
+            measure=MEASURES[entry["measure"]],
+            filename=entry["file"],
+            title=entry["title"],
+            tuned_on=tuple(entry.get("tuned_on", ("tune",))),
+        )
+        for entry in data["sets"]
+    )
+
+
+VALIDATION_SETS = read_registry()
+SETS_BY_KEY = {s.key: s for s in VALIDATION_SETS}
