@@ -29,7 +29,7 @@ from novabench.errors import ConfigError
 from novabench.judges import judge_kinds
 from novabench.models.base import adapter_kind, unregister_adapter
 from novabench.plugins import load_plugins
-from novabench.report.inputs import GROUP_CONTROL, GROUP_MODEL, model_group
+from novabench.report.inputs import GROUP_CONTROL, GROUP_MODEL, model_group, report_models
 from novabench.tasks import builtin_task_names, register_task, unregister_task
 from support import ROOT
 
@@ -69,7 +69,7 @@ def test_a_plugin_backend_and_task_join_the_plan_without_a_central_edit(plugins)
     # The backend's class decides its environment, resources and report group.
     assert plan.predict_environment("toy") == "envs/inference.yaml"
     assert plan.predict_resources("toy") == {"gpu": 0, "cpus": 1, "mem_mb": 500}
-    models = {"toy": {"adapter": "toy"}, "gold": {"adapter": "gold"}}
+    models = report_models({"toy": {"adapter": "toy"}, "gold": {"adapter": "gold"}})
     assert model_group("toy", models, None) == GROUP_MODEL
     assert model_group("gold", models, None) == GROUP_CONTROL
 
@@ -93,6 +93,67 @@ def test_a_missing_plugin_is_one_line():
 def test_an_unknown_backend_kind_is_one_line():
     with pytest.raises(ConfigError, match="unknown adapter 'nope'; fix: use one of the modules"):
         adapter_kind("nope")
+
+
+# What a planned workflow passes its report jobs as ``models`` (sys.argv: the workdir and the
+# config files), as JSON by rule.
+REPORT_PARAMS = """
+import json, sys
+from pathlib import Path
+from snakemake.api import SnakemakeApi
+from snakemake.settings.types import ConfigSettings, DAGSettings, OutputSettings, ResourceSettings
+
+with SnakemakeApi(OutputSettings()) as api:
+    planned = api.workflow(
+        snakefile=Path("Snakefile").resolve(),
+        workdir=Path(sys.argv[1]),
+        config_settings=ConfigSettings(configfiles=[Path(p) for p in sys.argv[2:]]),
+        resource_settings=ResourceSettings(cores=1),
+    )
+    planned.dag(DAGSettings())
+    rules = planned._workflow.rules
+    print(json.dumps({r.name: dict(r.params.items()).get("models") for r in rules}, default=str))
+"""
+
+
+def report_params(tmp_path: Path, backend: Path) -> dict[str, dict]:
+    config = toy_config(plugins=[str(backend), str(ANOMALY)])
+    configfile = tmp_path / "toy.yaml"
+    configfile.write_text(yaml.safe_dump({k: config[k] for k in ("plugins", "models")}))
+    done = subprocess.run(
+        [sys.executable, "-c", REPORT_PARAMS, str(tmp_path), "config/config.yaml", configfile],
+        cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": str(ROOT / "scripts")},
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr[-4000:]
+    return {rule: models for rule, models in json.loads(done.stdout).items() if models}
+
+
+def test_a_backends_control_role_is_a_parameter_of_the_report_jobs(tmp_path):
+    """The report groups models by their adapter's ``control``: flipping it changes the
+    report jobs' parameters, so Snakemake re-runs them (the report imports no adapter)."""
+    model = report_params(tmp_path, TOY_BACKEND)
+    control = tmp_path / "control" / TOY_BACKEND.name
+    control.parent.mkdir()
+    text = TOY_BACKEND.read_text()
+    control.write_text(text.replace("control: ClassVar[bool] = False", "control = True"))
+    flipped = report_params(tmp_path, control)
+    assert {"statistics", "figure_metrics"} <= set(model) and set(flipped) == set(model)
+    for rule in model:
+        assert model[rule]["toy"] == {"adapter": "toy", "control": False}, rule
+        assert flipped[rule]["toy"] == {"adapter": "toy", "control": True}, rule
+        assert flipped[rule]["gold"] == {"adapter": "gold", "control": True}
+
+
+def test_the_report_reads_the_role_from_its_parameter():
+    # What the planned workflow says, whatever the adapter's class says now.
+    assert model_group("gold", {"gold": {"adapter": "gold", "control": False}}, None) == (
+        GROUP_MODEL
+    )
+    assert model_group("toy", {"toy": {"adapter": "toy", "control": True}}, None) == (GROUP_CONTROL)
 
 
 # --- no central file names a plug-in -------------------------------------------------------

@@ -19,7 +19,7 @@ import yaml
 
 from novabench.report import failures
 from novabench.report.failures import Limits
-from novabench.report.inputs import load_entries
+from novabench.report.inputs import load_entries, report_models
 from novabench.report.statistics import task_statistics
 from novabench.report.tables import (
     latex_escape,
@@ -33,11 +33,14 @@ from novabench.tasks import get_task, task_names
 from novabench.tasks.localization.metrics import score_localization
 from support import ROOT
 
-MODELS = {
-    "model_a": {"adapter": "openai_compatible"},
-    "model-b": {"adapter": "openai_compatible"},
-    "gold": {"adapter": "gold"},
-}
+# As the workflow passes them: each model's adapter and whether it answers as a control.
+MODELS = report_models(
+    {
+        "model_a": {"adapter": "openai_compatible"},
+        "model-b": {"adapter": "openai_compatible"},
+        "gold": {"adapter": "gold"},
+    }
+)
 
 
 def synthetic_dataset(seed: int = 0, n_cases: int = 10):
@@ -285,7 +288,7 @@ def test_a_model_missing_a_third_of_the_images_is_marked_and_never_bold(tmp_path
     missing = {("partial", f) for f in names[::3]}
     assert len(names) == 21 and len(missing) == 7
     answers["partial"] = dict(answers["gold"])
-    models = {**MODELS, "partial": {"adapter": "predictions_file"}}
+    models = {**MODELS, **report_models({"partial": {"adapter": "predictions_file"}})}
     score_paths, verdicts = score_models(tmp_path, frame, answers, missing)
     _, stats_path = bootstrap_statistics(tmp_path, frame, score_paths, verdicts, models)
     out = tmp_path / "tables"

@@ -21,6 +21,7 @@ from novabench.plugins import load_plugins
 from novabench.predict import read_predictions, run_predictions
 from novabench.records import read_verdicts
 from novabench.report.bootstrap import weighted_mean
+from novabench.report.inputs import report_models
 from novabench.report.statistics import write_task_statistics
 from novabench.report.tables import write_all_tables
 from novabench.score import score_predictions
@@ -154,7 +155,7 @@ def test_a_task_registered_in_a_test_runs_end_to_end(anomaly_task, dataset, tmp_
         dataset_path=dataset,
         score_paths=score_paths,
         verdicts=verdicts,
-        models=models,
+        models=report_models(models),  # as the workflow passes them
         reporting={"bootstrap": {"resamples": 200, "seed": 1, "confidence": 0.95}},
         out=tmp_path / "statistics" / "anomaly.csv",
         breakdown_out=tmp_path / "statistics" / "anomaly_breakdown.csv",

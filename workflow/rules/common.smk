@@ -19,6 +19,7 @@ from novabench.redaction import export_key_variables  # noqa: E402
 from novabench.dataset.schema import rater_slug  # noqa: E402
 from novabench.dataset.tags import dataset_tags, subset_spec  # noqa: E402
 from novabench.report.breakdowns import AXES as BREAKDOWN_AXES  # noqa: E402
+from novabench.report.inputs import report_models  # noqa: E402
 from novabench.report.scored import (  # noqa: E402
     left_out_line,
     recorded_adapters,
@@ -309,12 +310,15 @@ REPORT_SETTINGS = {
     for key, value in config["reporting"].items()
     if key not in ("min_answered", "max_error_rate", "models")
 }
-# Only what the report reads of each model (its adapter decides control or model), so
-# that editing a model's settings does not re-run the report.
-REPORT_MODELS = {
-    **recorded_adapters(Path(results("")), SHOWN_ELSEWHERE),
-    **{name: {"adapter": m["adapter"]} for name, m in config["models"].items()},
-}
+# Only what the report reads of each model (its adapter, and whether that adapter answers
+# as a control), so that editing a model's settings does not re-run the report and
+# changing an adapter's role does.
+REPORT_MODELS = report_models(
+    {
+        **recorded_adapters(Path(results("")), SHOWN_ELSEWHERE),
+        **{name: {"adapter": m["adapter"]} for name, m in config["models"].items()},
+    }
+)
 # Task-specific figure families (results/<tag>/figures/{task}_{family}); `breakdown` has a rule
 # of its own (it also writes its numbers).
 TASK_FIGURES = {

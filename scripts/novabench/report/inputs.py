@@ -53,19 +53,29 @@ class Entry:
         return out
 
 
+def report_models(adapters: Mapping[str, Mapping[str, Any]]) -> dict[str, dict[str, Any]]:
+    """``{model: {"adapter", "control"}}`` of ``{model: {"adapter": ...}}``: whether each
+    adapter declares its answers a control (``Adapter.control``), decided when the workflow
+    is planned, so that the role is a parameter of the report's jobs (changing it re-runs
+    them) and the report imports no adapter."""
+    return {
+        name: {"adapter": model["adapter"], "control": is_control(model["adapter"])}
+        for name, model in adapters.items()
+    }
+
+
 def model_group(name: str, models: Mapping[str, Any], controls: Sequence[str] | None) -> str:
     """``human`` for raters, ``control`` for controls, else ``model``.
 
     Controls are the models named in ``reporting.controls`` or, when that is null, the
-    models whose adapter declares its answers a control (``Adapter.control``: the positive
-    and negative controls).
+    models ``models`` (:func:`report_models`) marks ``control``: those whose adapter
+    declares its answers a control (the positive and negative controls).
     """
     if name.startswith(RATER_PREFIX):
         return GROUP_HUMAN
     if controls is not None:
         return GROUP_CONTROL if name in controls else GROUP_MODEL
-    adapter = (models.get(name) or {}).get("adapter")
-    return GROUP_CONTROL if is_control(adapter) else GROUP_MODEL
+    return GROUP_CONTROL if (models.get(name) or {}).get("control") else GROUP_MODEL
 
 
 def reference_model(
