@@ -519,22 +519,36 @@ def test_the_readme_and_the_paper_config_quote_the_estimate_of_the_paper_run(tmp
     assert both.judge("captioning")["settings"]["unread_share_threshold"] == 0.2
 
 
-def test_judge_answers_are_sized_by_earlier_score_jobs_of_the_same_judge(workdir):
+def write_usage(workdir: Path, judge: str, model: str, usage: dict) -> None:
+    """A reading job's verdict summary of ``judge`` on ``model``'s diagnosis answers."""
+    folder = workdir / "results" / "tiny" / "verdicts" / "diagnosis" / judge
+    folder.mkdir(parents=True, exist_ok=True)
+    summary = {"task": "diagnosis", "model": model, "judge": judge, "usage": usage}
+    (folder / f"{model}.summary.json").write_text(json.dumps(summary))
+
+
+def test_judge_answers_are_sized_by_earlier_reading_jobs_of_the_same_judge(workdir):
     asked = write_answers(workdir)
-    scores = workdir / "results" / "tiny" / "scores" / "diagnosis"
-    scores.mkdir(parents=True)
-    usage = {"sent": 4, "completion_tokens": 100}  # 25 tokens an answer
-    (scores / "old.json").write_text(
-        json.dumps({"judge": {"judge": "llm-judge"}, "judge_usage": usage})
-    )
-    other = {
-        "judge": {"judge": "another-judge"},
-        "judge_usage": {"sent": 1, "completion_tokens": 9},
-    }
-    (scores / "other.json").write_text(json.dumps(other))
+    write_usage(workdir, "llm-judge", "old", {"sent": 4, "completion_tokens": 100})  # 25 each
+    write_usage(workdir, "another-judge", "old", {"sent": 1, "completion_tokens": 9})
+    write_usage(workdir, "llm-judge", "offline", None)  # a summary without requests
     jobs = by_model(estimate_run(plan_for(workdir, judged_config("llm-judge")), workdir))
     assert jobs["retrieval"].output_tokens == 25 * len(asked["retrieval"])
     assert "judge answers measured on 4 earlier requests" in jobs["retrieval"].notes
+
+
+def test_an_agreement_judges_answers_are_sized_by_its_own_reading_jobs(workdir):
+    # Judge agreement's judge reads the answers in reading jobs of its own: their
+    # summaries size its answers; the task's judge (a cascade) has measured none.
+    write_answers(workdir)
+    write_usage(workdir, "llm-judge", "gold", {"sent": 3, "completion_tokens": 30})  # 10 each
+    config = judged_config("c") + "reporting: {agreement_judges: {diagnosis: [llm-judge]}}\n"
+    estimate = estimate_run(plan_for(workdir, config), workdir)
+    agreement = [j for j in estimate.judges if j.judge == "llm-judge"]
+    assert agreement and all(j.output_tokens == 10 * j.to_send for j in agreement)
+    assert all("judge answers measured on 3 earlier requests" in j.notes for j in agreement)
+    cascade = [j for j in estimate.judges if j.judge == "c"]
+    assert cascade and not any("measured" in note for j in cascade for note in j.notes)
 
 
 def test_judge_agreement_is_counted_and_a_request_twice_only_once(workdir, matcher):
@@ -549,7 +563,7 @@ def test_judge_agreement_is_counted_and_a_request_twice_only_once(workdir, match
     assert rows[("llm-judge", "retrieval")] == (3, 3 - len(undecided))
     assert rows[("llm-judge", "gold")] == (3, 3)
     text = format_estimate(estimate_run(plan_for(workdir, config), workdir))
-    assert "llm-judge (diagnosis): judge agreement re-judges the predictions" in text
+    assert "llm-judge (diagnosis): judge agreement: this judge reads the answers too" in text
 
 
 def test_dollars_at_list_prices_need_both_prices():

@@ -364,16 +364,17 @@ def _judged_pairs(plan: Plan, task: str, model: str, frame: Any, results: Path) 
 
 
 def _judge_answer_tokens(results: Path, task: str, judge: str, default: int) -> tuple[float, str]:
-    """Tokens per judge answer: measured on the earlier score jobs of this task's judge
-    that sent requests, else the judge's own default."""
+    """Tokens per judge answer: measured on the earlier reading jobs of ``judge`` on this
+    task that sent requests (the ``usage`` of its verdict summaries,
+    ``verdicts/{task}/{judge}/*.summary.json``: the task's own judge and a judge agreement
+    judge alike), else the judge's own default."""
     sent = tokens = 0
-    for path in sorted((results / "scores" / task).glob("*.json")):
+    for path in sorted((results / "verdicts" / task / judge).glob("*.summary.json")):
         try:
-            payload = json.loads(path.read_text(encoding="utf-8"))
-        except (OSError, ValueError):
+            usage = json.loads(path.read_text(encoding="utf-8")).get("usage") or {}
+        except (OSError, ValueError, AttributeError):
             continue
-        usage = payload.get("judge_usage") or {}
-        if (payload.get("judge") or {}).get("judge") == judge and usage.get("sent"):
+        if isinstance(usage, dict) and usage.get("sent"):
             sent += usage["sent"]
             tokens += usage.get("completion_tokens", 0)
     if sent and tokens:
@@ -414,7 +415,8 @@ def _judge_job(
 
 def _judges_to_run(plan: Plan) -> list[tuple[str, dict[str, Any], str]]:
     """(task, written-out judge, what for) of every judge the run asks: each task's judge
-    (its reading jobs), then the judges that re-judge its predictions (judge agreement)."""
+    (its reading jobs), then the judges that read its answers for judge agreement (reading
+    jobs of their own)."""
     tasks = list(dict.fromkeys(task for task, _ in plan.jobs()))
     judges = [(task, plan.judge(task), "score") for task in tasks if plan.judge(task)]
     agreement = (plan.config.get("reporting") or {}).get("agreement_judges") or {}
@@ -452,7 +454,7 @@ def _judge_jobs(plan: Plan, frame: Any, size: int, workdir: Path) -> list[JudgeE
                 seen = counted.setdefault(stage_name, set())
                 job = _judge_job(names, stage, pairs, size, answer_tokens, seen)
                 if purpose == "agreement":
-                    job.notes.append("judge agreement re-judges the predictions")
+                    job.notes.append("judge agreement: this judge reads the answers too")
                 if job.counted == "upper bound":
                     job.notes.append(
                         f"before predictions every image is counted as left undecided by "
