@@ -93,8 +93,9 @@ class Measure:
 
 @dataclass(frozen=True)
 class ValidationSet:
-    """One hand-labelled set: its key in the report, the task it measures, its file, and
-    the halves that were used to tune the judges (their numbers are not independent)."""
+    """One hand-labelled set: its key in the report, the task whose judges it measures and
+    how (its :class:`Measure`), its file, and the halves that were used to tune the judges
+    (their numbers are not independent)."""
 
     key: str
     task: str
