@@ -70,34 +70,20 @@ def _write_json(path: Path, payload: dict) -> Path:
     return path
 
 
-def write_results(root: Path) -> dict:
-    """Statistics, score files, a dataset manifest and figure files under ``root``;
-    returns the keyword arguments of ``write_leaderboard`` (without ``out``)."""
-    stats_dir = root / "statistics"
-    stats_dir.mkdir(parents=True)
-    rows = _statistics_rows("localization", "mAP@30", LOCALIZATION)
-    pd.DataFrame(rows).to_csv(stats_dir / "localization.csv", index=False)
-    scores: dict[str, list[Path]] = {"localization": [], "captioning": []}
+def _write_localization_scores(root: Path) -> list[Path]:
+    """One score file per localization model, rater and control."""
+    paths = []
     for name, (_, value, _, fp30) in LOCALIZATION.items():
         metrics = {"FP30": fp30, **({} if name.startswith("rater-") else LOCALIZATION_STATUS)}
         if value is not None:
             metrics["mAP@30"] = value
         payload = {"task": "localization", "model": name, "metrics": metrics, "judge": None}
-        scores["localization"].append(
-            _write_json(root / "scores" / "localization" / f"{name}.json", payload)
-        )
-    captioning = {
-        "task": "captioning",
-        "model": "model-a",
-        "metrics": {
-            "METEOR": 31.26,
-            "n_images": 20,
-            "n_ok": 19,
-            "n_refusal": 1,
-            "refusal_rate": 5.0,
-        },
-        "judge": CAPTIONING_JUDGE,
-    }
+        paths.append(_write_json(root / "scores" / "localization" / f"{name}.json", payload))
+    return paths
+
+
+def _write_captioning(root: Path, stats_dir: Path) -> Path:
+    """Captioning's statistics table (one model) and its score file, judged and with a refusal."""
     pd.DataFrame(
         [
             {
@@ -117,9 +103,32 @@ def write_results(root: Path) -> dict:
             }
         ]
     ).to_csv(stats_dir / "captioning.csv", index=False)
-    scores["captioning"].append(
-        _write_json(root / "scores" / "captioning" / "model-a.json", captioning)
-    )
+    captioning = {
+        "task": "captioning",
+        "model": "model-a",
+        "metrics": {
+            "METEOR": 31.26,
+            "n_images": 20,
+            "n_ok": 19,
+            "n_refusal": 1,
+            "refusal_rate": 5.0,
+        },
+        "judge": CAPTIONING_JUDGE,
+    }
+    return _write_json(root / "scores" / "captioning" / "model-a.json", captioning)
+
+
+def write_results(root: Path) -> dict:
+    """Statistics, score files, a dataset manifest and figure files under ``root``;
+    returns the keyword arguments of ``write_leaderboard`` (without ``out``)."""
+    stats_dir = root / "statistics"
+    stats_dir.mkdir(parents=True)
+    rows = _statistics_rows("localization", "mAP@30", LOCALIZATION)
+    pd.DataFrame(rows).to_csv(stats_dir / "localization.csv", index=False)
+    scores: dict[str, list[Path]] = {
+        "localization": _write_localization_scores(root),
+        "captioning": [_write_captioning(root, stats_dir)],
+    }
     manifest = _write_json(
         root / "dataset" / "manifest.json",
         {"source": "hf", "repo_id": "c-i-ber/Nova", "resolved_revision": "abc123", "n_images": 20},

@@ -300,144 +300,156 @@ class FakeOpenAI:
         return grouped
 
 
-def _handler(server: FakeOpenAI) -> type[BaseHTTPRequestHandler]:
-    class Handler(BaseHTTPRequestHandler):
-        protocol_version = "HTTP/1.1"  # keep-alive, as the client expects
+class _Handler(BaseHTTPRequestHandler):
+    """Serves one connection for ``fake``, the FakeOpenAI its subclass is bound to."""
 
-        def setup(self) -> None:
-            super().setup()
-            # Headers and body go out in separate writes; without TCP_NODELAY, Nagle's
-            # algorithm meets the client's delayed ACK and every answer waits ~40 ms.
-            self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    protocol_version = "HTTP/1.1"  # keep-alive, as the client expects
+    fake: FakeOpenAI
 
-        def log_message(self, format: str, *args: Any) -> None:  # quiet
-            pass
+    def setup(self) -> None:
+        super().setup()
+        # Headers and body go out in separate writes; without TCP_NODELAY, Nagle's
+        # algorithm meets the client's delayed ACK and every answer waits ~40 ms.
+        self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
 
-        def _send_bytes(
-            self,
-            status: int,
-            data: bytes,
-            headers: dict[str, str] | None = None,
-            content_type: str = "application/json",
-        ) -> None:
-            self.send_response(status)
-            self.send_header("Content-Type", content_type)
-            self.send_header("Content-Length", str(len(data)))
-            for name, value in (headers or {}).items():
-                self.send_header(name, value)
-            self.end_headers()
-            self.wfile.write(data)
+    def log_message(self, format: str, *args: Any) -> None:  # quiet
+        pass
+
+    def _send_bytes(
+        self,
+        status: int,
+        data: bytes,
+        headers: dict[str, str] | None = None,
+        content_type: str = "application/json",
+    ) -> None:
+        self.send_response(status)
+        self.send_header("Content-Type", content_type)
+        self.send_header("Content-Length", str(len(data)))
+        for name, value in (headers or {}).items():
+            self.send_header(name, value)
+        self.end_headers()
+        self.wfile.write(data)
+        self.wfile.flush()
+
+    def _send_raw(self, action: Raw) -> None:
+        if not action.chunked:
+            self._send_bytes(action.status, action.body, content_type=action.content_type)
+            return
+        self.send_response(action.status)
+        self.send_header("Content-Type", action.content_type)
+        self.send_header("Transfer-Encoding", "chunked")
+        self.end_headers()
+        self.close_connection = True
+        for i in range(0, len(action.body), action.chunk):
+            part = action.body[i : i + action.chunk]
+            self.wfile.write(f"{len(part):x}\r\n".encode() + part + b"\r\n")
+        self.wfile.write(b"0\r\n\r\n")
+        self.wfile.flush()
+
+    def _send_trickle(self, action: Trickle) -> None:
+        data = json.dumps(completion(action.content)).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.close_connection = True
+        for i in range(len(data)):
+            self.wfile.write(data[i : i + 1])
             self.wfile.flush()
+            time.sleep(action.every_s)
 
-        def _send_raw(self, action: Raw) -> None:
-            if not action.chunked:
-                self._send_bytes(action.status, action.body, content_type=action.content_type)
-                return
-            self.send_response(action.status)
-            self.send_header("Content-Type", action.content_type)
-            self.send_header("Transfer-Encoding", "chunked")
-            self.end_headers()
+    def _send_json(self, status: int, payload: Any, headers: dict[str, str] | None = None) -> None:
+        self._send_bytes(status, json.dumps(payload).encode(), headers)
+
+    def do_GET(self) -> None:
+        if self.path.rstrip("/").endswith("/stats") and self.fake.bucket is not None:
+            self._send_json(200, self.fake.bucket.stats())
+        else:
+            self._send_json(404, {"error": {"message": f"no route {self.path}"}})
+
+    def _throttled(self) -> bool:
+        """Beyond the quota: a 429 at once, saying when the next token comes."""
+        wait = 0.0 if self.fake.bucket is None else self.fake.bucket.take()
+        if wait > 0:
+            message = "Rate limit reached for requests. Please try again later."
+            headers = {
+                "Retry-After": str(math.ceil(wait)),
+                "retry-after-ms": str(math.ceil(wait * 1000)),
+            }
+            error = {"message": message, "type": "requests", "code": "rate_limit_exceeded"}
+            self._send_json(429, {"error": error}, headers)
+        return wait > 0
+
+    def _refused_key(self, seen: Seen) -> bool:
+        """A key other than the expected one: a 401 that echoes it, as real services do."""
+        key = self.headers.get("Authorization", "").removeprefix("Bearer ")
+        if self.fake.expected_key is None or key == self.fake.expected_key:
+            return False
+        seen.action = "unauthorized"
+        message = f"Incorrect API key provided: {key}."
+        self._send_json(401, {"error": {"message": message, "type": "invalid_request_error"}})
+        return True
+
+    def do_POST(self) -> None:
+        length = int(self.headers.get("Content-Length", 0))
+        data = self.rfile.read(length)
+        if self._throttled():
+            return
+        if self.fake.fixed_answer is not None:  # benchmark mode: nothing parsed or recorded
+            time.sleep(self.fake.latency_s)
+            self._send_bytes(200, self.fake.fixed_answer)
+            return
+        body = json.loads(data or b"{}")
+        if not self.path.rstrip("/").endswith("/chat/completions"):
+            self._send_json(404, {"error": {"message": f"no route {self.path}"}})
+            return
+        seen = self.fake.record(body, {k.lower(): v for k, v in self.headers.items()})
+        if self._refused_key(seen):
+            return
+        action = self.fake.script(seen)
+        seen.action = type(action).__name__
+        if isinstance(action, Reset):
+            self.connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+            self.connection.close()
             self.close_connection = True
-            for i in range(0, len(action.body), action.chunk):
-                part = action.body[i : i + action.chunk]
-                self.wfile.write(f"{len(part):x}\r\n".encode() + part + b"\r\n")
-            self.wfile.write(b"0\r\n\r\n")
-            self.wfile.flush()
+            return
+        if isinstance(action, Hang):
+            time.sleep(action.seconds)
+            self.close_connection = True
+            return
+        time.sleep(self.fake.latency_s + getattr(action, "delay_s", 0.0))
+        if not self._misbehaved(action):
+            self._answer(action, seen, body)
 
-        def _send_json(
-            self, status: int, payload: Any, headers: dict[str, str] | None = None
-        ) -> None:
-            self._send_bytes(status, json.dumps(payload).encode(), headers)
+    def _misbehaved(self, action: Action) -> bool:
+        """Sends what an action other than a plain answer asks for; False for a Reply."""
+        if isinstance(action, Fail):
+            headers = {} if action.retry_after is None else {"Retry-After": action.retry_after}
+            self._send_json(action.status, {"error": {"message": action.message}}, headers)
+        elif isinstance(action, Garbage):
+            self._send_bytes(200, action.body.encode(), content_type=action.content_type)
+        elif isinstance(action, Redirect):
+            self._send_bytes(action.status, b"", {"Location": action.location})
+        elif isinstance(action, Raw):
+            self._send_raw(action)
+        elif isinstance(action, Trickle):
+            self._send_trickle(action)
+        else:
+            return False
+        return True
 
-        def do_GET(self) -> None:
-            if self.path.rstrip("/").endswith("/stats") and server.bucket is not None:
-                self._send_json(200, server.bucket.stats())
-            else:
-                self._send_json(404, {"error": {"message": f"no route {self.path}"}})
+    def _answer(self, action: Reply, seen: Seen, body: dict) -> None:
+        content = action.content
+        usage = usage_for(seen, content if content is not None else action.refusal)
+        model = action.served_model or body.get("model", "unknown")
+        reply = completion(content, action.refusal, model, usage, action.system_fingerprint)
+        self._send_json(200, reply)
+        seen.answered = time.monotonic()
 
-        def _throttled(self) -> bool:
-            """Beyond the quota: a 429 at once, saying when the next token comes."""
-            wait = 0.0 if server.bucket is None else server.bucket.take()
-            if wait > 0:
-                message = "Rate limit reached for requests. Please try again later."
-                headers = {
-                    "Retry-After": str(math.ceil(wait)),
-                    "retry-after-ms": str(math.ceil(wait * 1000)),
-                }
-                error = {"message": message, "type": "requests", "code": "rate_limit_exceeded"}
-                self._send_json(429, {"error": error}, headers)
-            return wait > 0
 
-        def do_POST(self) -> None:
-            length = int(self.headers.get("Content-Length", 0))
-            data = self.rfile.read(length)
-            if self._throttled():
-                return
-            if server.fixed_answer is not None:  # benchmark mode: nothing parsed or recorded
-                time.sleep(server.latency_s)
-                self._send_bytes(200, server.fixed_answer)
-                return
-            body = json.loads(data or b"{}")
-            if not self.path.rstrip("/").endswith("/chat/completions"):
-                self._send_json(404, {"error": {"message": f"no route {self.path}"}})
-                return
-            seen = server.record(body, {k.lower(): v for k, v in self.headers.items()})
-            key = self.headers.get("Authorization", "").removeprefix("Bearer ")
-            if server.expected_key is not None and key != server.expected_key:
-                seen.action = "unauthorized"
-                # Real services echo (part of) the key they were given.
-                message = f"Incorrect API key provided: {key}."
-                self._send_json(
-                    401, {"error": {"message": message, "type": "invalid_request_error"}}
-                )
-                return
-            action = server.script(seen)
-            seen.action = type(action).__name__
-            if isinstance(action, Reset):
-                self.connection.setsockopt(
-                    socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0)
-                )
-                self.connection.close()
-                self.close_connection = True
-                return
-            if isinstance(action, Hang):
-                time.sleep(action.seconds)
-                self.close_connection = True
-                return
-            time.sleep(server.latency_s + getattr(action, "delay_s", 0.0))
-            if isinstance(action, Fail):
-                headers = {} if action.retry_after is None else {"Retry-After": action.retry_after}
-                self._send_json(action.status, {"error": {"message": action.message}}, headers)
-                return
-            if isinstance(action, Garbage):
-                self._send_bytes(200, action.body.encode(), content_type=action.content_type)
-                return
-            if isinstance(action, Redirect):
-                self._send_bytes(action.status, b"", {"Location": action.location})
-                return
-            if isinstance(action, Raw):
-                self._send_raw(action)
-                return
-            if isinstance(action, Trickle):
-                data = json.dumps(completion(action.content)).encode()
-                self.send_response(200)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.close_connection = True
-                for i in range(len(data)):
-                    self.wfile.write(data[i : i + 1])
-                    self.wfile.flush()
-                    time.sleep(action.every_s)
-                return
-            content = action.content
-            usage = usage_for(seen, content if content is not None else action.refusal)
-            model = action.served_model or body.get("model", "unknown")
-            reply = completion(content, action.refusal, model, usage, action.system_fingerprint)
-            self._send_json(200, reply)
-            seen.answered = time.monotonic()
-
-    return Handler
+def _handler(server: FakeOpenAI) -> type[BaseHTTPRequestHandler]:
+    """The handler class bound to ``server``."""
+    return type("Handler", (_Handler,), {"fake": server})
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -254,12 +254,10 @@ class LocalSlurm:
         # Reachable only on 127.0.0.1 for the life of the test; not a secret.
         return "nova-test"
 
-    def _write_config(self) -> None:
-        """slurm.conf with this machine's real node line, and slurmdbd.conf."""
-        # `slurmd -C` reports what the node has; a RealMemory above it drains the node.
-        node = self._out(["slurmd", "-C"], check=True).splitlines()[0]
+    def _slurm_conf(self, node: str) -> str:
+        """slurm.conf for one node, ``node`` being its line as `slurmd -C` prints it."""
         root = self.root
-        slurm_conf = f"""{MARKER}
+        return f"""{MARKER}
 ClusterName={self.cluster}
 SlurmctldHost=localhost
 SlurmctldPort={self.ports["slurmctld"]}
@@ -291,7 +289,10 @@ JobAcctGatherType=jobacct_gather/linux
 {node} NodeAddr=127.0.0.1 State=UNKNOWN
 PartitionName={self.partition} Nodes=ALL Default=YES MaxTime=INFINITE State=UP
 """
-        dbd_conf = f"""{MARKER}
+
+    def _slurmdbd_conf(self) -> str:
+        root = self.root
+        return f"""{MARKER}
 AuthType=auth/munge
 AuthInfo=socket={self.munge_socket}
 DbdHost=localhost
@@ -306,6 +307,13 @@ StorageLoc=slurm_acct_db
 PidFile={root / "slurmdbd.pid"}
 LogFile={root / "log" / "slurmdbd.log"}
 """
+
+    def _write_config(self) -> None:
+        """slurm.conf with this machine's real node line, and slurmdbd.conf."""
+        # `slurmd -C` reports what the node has; a RealMemory above it drains the node.
+        node = self._out(["slurmd", "-C"], check=True).splitlines()[0]
+        slurm_conf = self._slurm_conf(node)
+        dbd_conf = self._slurmdbd_conf()
         if foreign_config():
             raise RuntimeError(f"{foreign_config()} is not ours; not overwriting it")
         CONF_DIR.mkdir(parents=True, exist_ok=True)

@@ -428,16 +428,9 @@ def build_gemma3(folder: Path) -> None:
          image_seq_length=4)  # fmt: skip
 
 
-def build_gemma4(folder: Path) -> None:
-    """Gemma 4 (no audio tower): 70 soft tokens per image, the fewest it supports, from
-    patches of 4 px pooled 3x3."""
-    from transformers.models.gemma4.feature_extraction_gemma4 import (
-        Gemma4AudioFeatureExtractor,
-    )
-    from transformers.models.gemma4.image_processing_pil_gemma4 import Gemma4ImageProcessorPil
-
+def gemma4_tokenizer() -> Any:
     # Its processor requires the audio tokens too (even without audio).
-    tokenizer = byte_tokenizer(
+    return byte_tokenizer(
         [*GEMMA_SPECIAL, "<start_of_audio>", "<end_of_audio>", "<audio_soft_token>"],
         eos="<eos>",
         pad="<pad>",
@@ -449,12 +442,10 @@ def build_gemma4(folder: Path) -> None:
         eoa_token="<end_of_audio>",
         audio_token="<audio_soft_token>",
     )
-    template = "{{ bos_token }}" + chat_template(
-        user="<start_of_turn>user\n",
-        end="<end_of_turn>\n",
-        image="<image_soft_token>",  # Gemma 4 marks an image by its soft token
-        assistant="<start_of_turn>model\n",
-    )
+
+
+def gemma4_config(tokenizer: Any) -> Any:
+    """Two text layers (one sliding, one full attention), a two-layer vision tower."""
     boi, eoi, image = ids(tokenizer, "<start_of_image>", "<end_of_image>", "<image_soft_token>")
     # The processor adds <|video|> to the vocabulary when it loads.
     text = {**gemma_text(tokenizer, "gemma4_text"), "vocab_size": len(tokenizer) + 1,
@@ -464,7 +455,7 @@ def build_gemma4(folder: Path) -> None:
     vision = {**WIDTH, "num_hidden_layers": 2, "num_attention_heads": 4,
               "num_key_value_heads": 4, "head_dim": 8, "patch_size": 4,
               "pooling_kernel_size": 3, "position_embedding_size": 256}  # fmt: skip
-    config = transformers.Gemma4Config(
+    return transformers.Gemma4Config(
         text_config=text,
         vision_config=vision,
         audio_config=None,
@@ -472,6 +463,24 @@ def build_gemma4(folder: Path) -> None:
         eoi_token_id=eoi,
         image_token_id=image,
     )
+
+
+def build_gemma4(folder: Path) -> None:
+    """Gemma 4 (no audio tower): 70 soft tokens per image, the fewest it supports, from
+    patches of 4 px pooled 3x3."""
+    from transformers.models.gemma4.feature_extraction_gemma4 import (
+        Gemma4AudioFeatureExtractor,
+    )
+    from transformers.models.gemma4.image_processing_pil_gemma4 import Gemma4ImageProcessorPil
+
+    tokenizer = gemma4_tokenizer()
+    template = "{{ bos_token }}" + chat_template(
+        user="<start_of_turn>user\n",
+        end="<end_of_turn>\n",
+        image="<image_soft_token>",  # Gemma 4 marks an image by its soft token
+        assistant="<start_of_turn>model\n",
+    )
+    config = gemma4_config(tokenizer)
     torch.manual_seed(0)
     model = transformers.Gemma4ForConditionalGeneration(config)
     image_processor = Gemma4ImageProcessorPil(

@@ -32,6 +32,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -56,6 +57,46 @@ def parse(argv: list[str]) -> argparse.Namespace:
     serve.add_argument("--max-model-len", type=int)
     serve.add_argument("--trust-remote-code", action="store_true")
     return parser.parse_args(argv)
+
+
+def _answering_script(worker: subprocess.Popen) -> Callable[[object], Reply]:
+    """The same answer to every request; with VLLM_STAND_IN_DIE_AFTER, the engine dies
+    (worker and server) on the request after the N-th."""
+    answer = os.environ.get("VLLM_STAND_IN_ANSWER", DEFAULT_ANSWER)
+    delay_s = float(os.environ.get("VLLM_STAND_IN_DELAY_S", "0"))
+    die_after = int(os.environ.get("VLLM_STAND_IN_DIE_AFTER", "0")) or None
+    answered = 0
+    lock = threading.Lock()
+
+    def script(seen: object) -> Reply:
+        nonlocal answered
+        with lock:
+            answered += 1
+            if die_after is not None and answered > die_after:
+                print(f"ERROR engine died after {die_after} requests", flush=True)
+                worker.kill()
+                os._exit(1)
+        return Reply(answer, delay_s=delay_s)
+
+    return script
+
+
+def _add_vllm_routes(server: FakeOpenAI, name: str, ready_at: float, never_healthy: bool) -> None:
+    """vLLM's ``GET /health`` (503 until ``ready_at``) and ``GET /v1/models`` (``name``)."""
+    base = server._server.RequestHandlerClass
+
+    class Handler(base):
+        def do_GET(self) -> None:
+            path = self.path.rstrip("/")
+            if path == "/health":
+                healthy = not never_healthy and time.monotonic() >= ready_at
+                self._send_json(200 if healthy else 503, {})
+            elif path == "/v1/models":
+                self._send_json(200, {"object": "list", "data": [{"id": name, "object": "model"}]})
+            else:
+                super().do_GET()
+
+    server._server.RequestHandlerClass = Handler
 
 
 def main(argv: list[str]) -> None:
@@ -85,38 +126,8 @@ def main(argv: list[str]) -> None:
         sys.exit(1)
     ready_at = time.monotonic() + float(os.environ.get("VLLM_STAND_IN_STARTUP_S", "0"))
     never_healthy = bool(os.environ.get("VLLM_STAND_IN_NEVER_HEALTHY"))
-    answer = os.environ.get("VLLM_STAND_IN_ANSWER", DEFAULT_ANSWER)
-    delay_s = float(os.environ.get("VLLM_STAND_IN_DELAY_S", "0"))
-    die_after = int(os.environ.get("VLLM_STAND_IN_DIE_AFTER", "0")) or None
-    answered = 0
-    lock = threading.Lock()
-
-    def script(seen: object) -> Reply:
-        nonlocal answered
-        with lock:
-            answered += 1
-            if die_after is not None and answered > die_after:
-                print(f"ERROR engine died after {die_after} requests", flush=True)
-                worker.kill()
-                os._exit(1)
-        return Reply(answer, delay_s=delay_s)
-
-    name = args.served_model_name or args.model
-    server = FakeOpenAI(script, host=args.host, port=args.port)
-    base = server._server.RequestHandlerClass
-
-    class Handler(base):
-        def do_GET(self) -> None:
-            path = self.path.rstrip("/")
-            if path == "/health":
-                healthy = not never_healthy and time.monotonic() >= ready_at
-                self._send_json(200 if healthy else 503, {})
-            elif path == "/v1/models":
-                self._send_json(200, {"object": "list", "data": [{"id": name, "object": "model"}]})
-            else:
-                super().do_GET()
-
-    server._server.RequestHandlerClass = Handler
+    server = FakeOpenAI(_answering_script(worker), host=args.host, port=args.port)
+    _add_vllm_routes(server, args.served_model_name or args.model, ready_at, never_healthy)
     print(f"INFO Uvicorn running on http://{args.host}:{args.port}", flush=True)
     try:
         server._server.serve_forever()

@@ -873,26 +873,91 @@ def scored_inputs(tmp_path_factory, dataset, nltk_data):
         ("per-caption", KEYWORDS_PROMPT, 7),
     ],
 )
+def _scorer(scored_inputs, tmp_path, judge_cfg):
+    """Score one task's predictions with ``judge_cfg`` and read back the score file."""
+    dataset, predictions, nltk_data = scored_inputs
+
+    def score(task: str, out: str) -> dict:
+        score_predictions(
+            task=task,
+            dataset=dataset,
+            predictions=predictions[task],
+            out_json=tmp_path / f"{out}.json",
+            out_csv=tmp_path / f"{out}.csv",
+            judge_cfg=judge_cfg,
+            nltk_data=nltk_data,
+            cache_dir=tmp_path / "cache",
+        )
+        return json.loads((tmp_path / f"{out}.json").read_text())
+
+    return score
+
+
+def _check_caption_metrics(metrics: dict, rescored: dict) -> None:
+    # Per image (modality | clinical F1):
+    #   case0001_001 {flair,axial} vs {t2,axial}: 50 | {right,frontal lobe,hyperintense,mass}
+    #     vs {..,lesion}: 2*3/8 = 75;  case0001_002: 100 | {post-contrast,ring enhancement}: 100
+    #   case0002_001: 100 | {neg:abnormality} vs {}: 0;  case0003_001 (no answer): 0 | 0
+    assert metrics["Modality_F1"] == pytest.approx((50 + 100 + 100 + 0) / 4)
+    assert metrics["Clinical_F1"] == pytest.approx((75 + 100 + 0 + 0) / 4)
+    # reference labels A A N A, predicted A A N N: tp 2, fn 1, tn 1 -> F1 4/5, accuracy 3/4
+    assert metrics["Binary_F1"] == pytest.approx(80.0)
+    assert metrics["Binary_accuracy"] == pytest.approx(75.0)
+    assert (metrics["judge_failures"], metrics["judge_failure_rate"]) == (0, 0.0)
+    assert rescored["metrics"]["Clinical_F1"] == metrics["Clinical_F1"]
+
+
+def _check_caption_judge(captions, rescored, *, server, protocol, prompt, caption_requests):
+    judge = captions["judge"]
+    assert judge["name"] == "llm/judge-llm" and judge["judge"] == "gpt-judge"
+    assert judge["protocol"] == protocol
+    assert judge["code"] == code_fingerprint("novabench.judges.llm")
+    assert judge["backend"]["base_url"] == server.base_url and judge["backend"]["temperature"] == 0
+    assert (judge["prompt"], judge["prompt_id"]) == (prompt.name, prompt.stem)
+    assert judge["prompt_sha256"] == hashlib.sha256(prompt.read_bytes()).hexdigest()
+    # the model that answered, as the server named it, and its fingerprint
+    served = {"model": [SERVED_MODEL], "system_fingerprint": ["fp_0123abcd"], "unknown": 0}
+    assert judge["served"] == {**served, "answers": caption_requests}
+    assert captions["metrics"]["judge"] == judge
+    assert captions["judge_usage"]["sent"] == caption_requests
+    assert captions["judge_usage"]["unreadable"] == 0
+    # re-scored from the cache: nothing sent, the served model read back from the cache
+    assert rescored["judge_usage"]["cached"] == caption_requests
+    assert rescored["judge_usage"]["sent"] == 0
+    assert rescored["judge"]["served"] == judge["served"]
+
+
+def _check_diagnosis_scores(diagnosis: dict) -> None:
+    # Top-1: GBM (1), abscess (2: top-5 only), migraine (none), stroke (1) -> 2/4, Top-5 3/4;
+    # by case: case0001 (1/2, 2/2), case0002 (0, 0), case0003 (1, 1)
+    dx = diagnosis["metrics"]
+    assert (dx["Top-1"], dx["Top-5"]) == (pytest.approx(50.0), pytest.approx(75.0))
+    assert dx["Top-1_case"] == pytest.approx(50.0)
+    assert dx["Top-5_case"] == pytest.approx(200 / 3)
+    assert diagnosis["judge"]["task"] == "diagnosis"
+    assert diagnosis["judge"]["protocol"] == "ranked-list"
+    assert diagnosis["judge"]["prompt_sha256"] == (
+        hashlib.sha256(DIAGNOSIS_PROMPT.read_bytes()).hexdigest()
+    )
+    assert diagnosis["judge"]["served"]["model"] == [SERVED_MODEL]
+
+
+@pytest.mark.parametrize(
+    "protocol, prompt, caption_requests",
+    [
+        # one request per (reference, prediction) pair, the one without a prediction too
+        ("paired", PAIRED_PROMPT, 4),
+        # 4 references + 3 non-empty predictions, each judged once
+        ("per-caption", KEYWORDS_PROMPT, 7),
+    ],
+)
 def test_score_predictions_with_an_llm_judge_records_its_identity(
     scored_inputs, tmp_path, protocol, prompt, caption_requests
 ):
-    dataset, predictions, nltk_data = scored_inputs
     with FakeOpenAI(llm_judge_server) as server:
         settings = judge_settings(server, protocol=protocol if protocol != "paired" else None)
         judge_cfg = {"name": "gpt-judge", "kind": "llm", "settings": settings}
-
-        def score(task: str, out: str) -> dict:
-            score_predictions(
-                task=task,
-                dataset=dataset,
-                predictions=predictions[task],
-                out_json=tmp_path / f"{out}.json",
-                out_csv=tmp_path / f"{out}.csv",
-                judge_cfg=judge_cfg,
-                nltk_data=nltk_data,
-                cache_dir=tmp_path / "cache",
-            )
-            return json.loads((tmp_path / f"{out}.json").read_text())
+        score = _scorer(scored_inputs, tmp_path, judge_cfg)
 
         captions = score("captioning", "cap")
         assert len(server.requests) == caption_requests
@@ -908,49 +973,16 @@ def test_score_predictions_with_an_llm_judge_records_its_identity(
         rescored = score("captioning", "cap-again")
         assert len(server.requests) == caption_requests + 4  # all from the cache
 
-    metrics = captions["metrics"]
-    # Per image (modality | clinical F1):
-    #   case0001_001 {flair,axial} vs {t2,axial}: 50 | {right,frontal lobe,hyperintense,mass}
-    #     vs {..,lesion}: 2*3/8 = 75;  case0001_002: 100 | {post-contrast,ring enhancement}: 100
-    #   case0002_001: 100 | {neg:abnormality} vs {}: 0;  case0003_001 (no answer): 0 | 0
-    assert metrics["Modality_F1"] == pytest.approx((50 + 100 + 100 + 0) / 4)
-    assert metrics["Clinical_F1"] == pytest.approx((75 + 100 + 0 + 0) / 4)
-    # reference labels A A N A, predicted A A N N: tp 2, fn 1, tn 1 -> F1 4/5, accuracy 3/4
-    assert metrics["Binary_F1"] == pytest.approx(80.0)
-    assert metrics["Binary_accuracy"] == pytest.approx(75.0)
-    assert (metrics["judge_failures"], metrics["judge_failure_rate"]) == (0, 0.0)
-    assert rescored["metrics"]["Clinical_F1"] == metrics["Clinical_F1"]
-
-    judge = captions["judge"]
-    assert judge["name"] == "llm/judge-llm" and judge["judge"] == "gpt-judge"
-    assert judge["protocol"] == protocol
-    assert judge["code"] == code_fingerprint("novabench.judges.llm")
-    assert judge["backend"]["base_url"] == server.base_url and judge["backend"]["temperature"] == 0
-    assert (judge["prompt"], judge["prompt_id"]) == (prompt.name, prompt.stem)
-    assert judge["prompt_sha256"] == hashlib.sha256(prompt.read_bytes()).hexdigest()
-    # the model that answered, as the server named it, and its fingerprint
-    served = {"model": [SERVED_MODEL], "system_fingerprint": ["fp_0123abcd"], "unknown": 0}
-    assert judge["served"] == {**served, "answers": caption_requests}
-    assert metrics["judge"] == judge
-    assert captions["judge_usage"]["sent"] == caption_requests
-    assert captions["judge_usage"]["unreadable"] == 0
-    # re-scored from the cache: nothing sent, the served model read back from the cache
-    assert rescored["judge_usage"]["cached"] == caption_requests
-    assert rescored["judge_usage"]["sent"] == 0
-    assert rescored["judge"]["served"] == judge["served"]
-
-    # Top-1: GBM (1), abscess (2: top-5 only), migraine (none), stroke (1) -> 2/4, Top-5 3/4;
-    # by case: case0001 (1/2, 2/2), case0002 (0, 0), case0003 (1, 1)
-    dx = diagnosis["metrics"]
-    assert (dx["Top-1"], dx["Top-5"]) == (pytest.approx(50.0), pytest.approx(75.0))
-    assert dx["Top-1_case"] == pytest.approx(50.0)
-    assert dx["Top-5_case"] == pytest.approx(200 / 3)
-    assert diagnosis["judge"]["task"] == "diagnosis"
-    assert diagnosis["judge"]["protocol"] == "ranked-list"
-    assert diagnosis["judge"]["prompt_sha256"] == (
-        hashlib.sha256(DIAGNOSIS_PROMPT.read_bytes()).hexdigest()
+    _check_caption_metrics(captions["metrics"], rescored)
+    _check_caption_judge(
+        captions,
+        rescored,
+        server=server,
+        protocol=protocol,
+        prompt=prompt,
+        caption_requests=caption_requests,
     )
-    assert diagnosis["judge"]["served"]["model"] == [SERVED_MODEL]
+    _check_diagnosis_scores(diagnosis)
 
 
 def test_captioning_scorer_sends_one_batch(scored_inputs):

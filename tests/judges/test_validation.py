@@ -186,13 +186,7 @@ OFFLINE_JUDGES = {
 }
 
 
-def test_report_runs_each_judge_on_the_tasks_it_judges(tmp_path):
-    report = write_report(OFFLINE_JUDGES, FIXTURE, tmp_path / "r.json", tmp_path / "r.md")
-    on_disk = json.loads((tmp_path / "r.json").read_text())
-    assert on_disk == json.loads(json.dumps(report))
-    # Every diagnosis set is measured, each in its own section.
-    assert set(report["judges"]["matcher"]["tasks"]) == {"diagnosis", "diagnosis-2", "diagnosis-5"}
-    assert set(report["judges"]["keywords"]["tasks"]) == {"captioning"}
+def _check_first_two_sets(report: dict) -> None:
     # The matcher decides every fixture pair as labelled.
     held = report["judges"]["matcher"]["tasks"]["diagnosis"]["heldout"]
     assert (held["accuracy"]["k"], held["accuracy"]["n"], held["errors"]) == (5, 5, [])
@@ -204,9 +198,13 @@ def test_report_runs_each_judge_on_the_tasks_it_judges(tmp_path):
     assert (sets["diagnosis"]["heldout"], sets["diagnosis"]["tune"]) == (5, 3)
     assert (sets["diagnosis-2"]["heldout"], sets["diagnosis-2"]["tune"]) == (4, 2)
     assert sets["diagnosis-2"]["path"].endswith("diagnoses-2.jsonl")
+
+
+def _check_fifth_set(report: dict) -> None:
     # The fifth set is all held out: 4 of 5 right, the description of an eponym missed.
     # h-05 repeats a first-set pair (letter case and spaces aside): it is counted in the
     # held-out half and left out of the new pairs.
+    sets = report["validation_sets"]
     fifth = report["judges"]["matcher"]["tasks"]["diagnosis-5"]
     assert (sets["diagnosis-5"]["heldout"], sets["diagnosis-5"]["tune"]) == (5, 0)
     assert sets["diagnosis-5"]["seen_in_tuning"] == 1
@@ -217,19 +215,15 @@ def test_report_runs_each_judge_on_the_tasks_it_judges(tmp_path):
     assert sets["diagnosis-5"]["second_rater"]["n"] == 5
     second = fifth["heldout"]["second_rater"]
     assert (second["k"], second["n"]) == (4, 5)
-    assert (
-        fifth["heldout-new"]["second_rater"]["k"],
-        fifth["heldout-new"]["second_rater"]["n"],
-    ) == (
-        3,
-        4,
-    )
+    new_rater = fifth["heldout-new"]["second_rater"]
+    assert (new_rater["k"], new_rater["n"]) == (3, 4)
     assert "second_rater" not in report["judges"]["matcher"]["tasks"]["diagnosis"]["heldout"]
     new = fifth["heldout-new"]
     assert (new["n"], new["accuracy"]["k"], new["false_match"]["n"]) == (4, 3, 2)
     assert "diagnosis-2" not in {k for k, v in sets.items() if "seen_in_tuning" in v}
-    assert report["judges"]["matcher"]["identity"]["diagnosis"]["name"] == "diagnosis-matcher"
-    md = (tmp_path / "r.md").read_text()
+
+
+def _check_markdown(md: str) -> None:
     assert "## Judge `matcher` (kind diagnosis-matcher)" in md
     assert "### diagnosis (diagnoses.jsonl)" in md
     # The first two sets were used whole for tuning: no half of theirs reads plainly
@@ -257,6 +251,19 @@ def test_report_runs_each_judge_on_the_tasks_it_judges(tmp_path):
         f"| accuracy as scored (undecided = no match) | 100.0% | 4/4 | {100 * low:.1f}% to 100.0% |"
         in md
     )
+
+
+def test_report_runs_each_judge_on_the_tasks_it_judges(tmp_path):
+    report = write_report(OFFLINE_JUDGES, FIXTURE, tmp_path / "r.json", tmp_path / "r.md")
+    on_disk = json.loads((tmp_path / "r.json").read_text())
+    assert on_disk == json.loads(json.dumps(report))
+    # Every diagnosis set is measured, each in its own section.
+    assert set(report["judges"]["matcher"]["tasks"]) == {"diagnosis", "diagnosis-2", "diagnosis-5"}
+    assert set(report["judges"]["keywords"]["tasks"]) == {"captioning"}
+    _check_first_two_sets(report)
+    _check_fifth_set(report)
+    assert report["judges"]["matcher"]["identity"]["diagnosis"]["name"] == "diagnosis-matcher"
+    _check_markdown((tmp_path / "r.md").read_text())
 
 
 def test_a_broken_second_rater_line_names_the_line(tmp_path):

@@ -424,11 +424,8 @@ def test_the_plan_names_every_configured_key_variable():
     assert Plan(config, ROOT).key_variables() == ["JUDGE_KEY", "OPENAI_API_KEY"]
 
 
-@pytest.mark.slow
-def test_no_echoed_key_survives_a_pipeline_run_and_a_failed_run_loses_nothing(tmp_path):
-    key = canary()
-    env = {"NOVA_SMK_CANARY": key}
-    failing = {"on": False}
+def _key_echoing_script(failing: dict):
+    """Answers that echo the key they were sent; refusals (echoing it too) while ``failing``."""
 
     def script(seen):
         echoed = seen.headers["authorization"].removeprefix("Bearer ")
@@ -436,61 +433,35 @@ def test_no_echoed_key_survives_a_pipeline_run_and_a_failed_run_loses_nothing(tm
             return Fail(401, message=f"Incorrect API key provided: {'x' * 250}{echoed}")
         return Reply(f"no finding (served for {echoed})")
 
-    with FakeOpenAI(script, expected_key=key) as server:
-        repo = write_current(tmp_path / "repo")
-        model = {
-            "adapter": "openai_compatible",
-            "tasks": ["localization"],
-            "box_format": "pixel_xyxy",
-            "settings": settings(server, api_key_env="NOVA_SMK_CANARY", max_attempts=1),
-        }
-        config = {
-            "dataset": {"source": "local", "local_path": str(repo)},
-            "tasks": {"captioning": {"enabled": False}, "diagnosis": {"enabled": False}},
-            "models": {"api": model},
-        }
-        (tmp_path / "config.yaml").write_text(yaml.safe_dump(config))
-        work = tmp_path / "work"
-        target = "results/local-repo/scores/localization/api.json"
-        ran = snakemake(
-            work, target, "--configfile", str(tmp_path / "config.yaml"), env={**os.environ, **env}
-        )
-        assert ran.returncode == 0, ran.stderr[-3000:]
-        assert len(server.requests) == 4
-        summary = json.loads(
-            (work / "results/local-repo/predictions/localization/api.summary.json").read_text()
-        )
-        assert summary["n_redacted"] == 4
+    return script
 
-        def files() -> dict[str, bytes]:
-            return {
-                str(p.relative_to(work)): p.read_bytes() for p in work.rglob("*") if p.is_file()
-            }
 
-        before = files()
-        assert any(name.startswith(".snakemake/") for name in before)
-        assert any("/logs/" in name for name in before)
-        for name, data in before.items():
-            assert key.encode() not in data, name
-        assert key not in ran.stdout + ran.stderr
+def _localization_run_config(server: FakeOpenAI, repo: Path) -> tuple[dict, dict]:
+    """One API model on localization only, its key in NOVA_SMK_CANARY; (model, config)."""
+    model = {
+        "adapter": "openai_compatible",
+        "tasks": ["localization"],
+        "box_format": "pixel_xyxy",
+        "settings": settings(server, api_key_env="NOVA_SMK_CANARY", max_attempts=1),
+    }
+    config = {
+        "dataset": {"source": "local", "local_path": str(repo)},
+        "tasks": {"captioning": {"enabled": False}, "diagnosis": {"enabled": False}},
+        "models": {"api": model},
+    }
+    return model, config
 
-        # A new setting asks every request again, and the server now refuses them all,
-        # echoing the key: the run fails with one line, and what the first run finished
-        # is kept.
-        failing["on"] = True
-        model["settings"]["temperature"] = 0.3
-        (tmp_path / "config.yaml").write_text(yaml.safe_dump(config))
-        failed = snakemake(
-            work, target, "--configfile", str(tmp_path / "config.yaml"), env={**os.environ, **env}
-        )
-    assert failed.returncode != 0
-    output = failed.stdout + failed.stderr
-    assert key not in output and "Traceback" not in output
-    line = next(x for x in output.splitlines() if "4 of 4 requests failed" in x)
-    assert "HTTP 401" in line and "fix: " in line and PLACEHOLDER in line
-    after = files()
-    for name, data in after.items():
+
+def _files_under(work: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(work)): p.read_bytes() for p in work.rglob("*") if p.is_file()}
+
+
+def _assert_no_file_holds(key: str, files: dict[str, bytes]) -> None:
+    for name, data in files.items():
         assert key.encode() not in data, name
+
+
+def _assert_only_the_failed_job_changed(before: dict, after: dict) -> None:
     # Only the failed job's own files changed: Snakemake removed its outputs (their answers
     # are in the cache) and rewrote its log; every other file, cache entries and scores
     # included, is byte-identical.
@@ -504,3 +475,45 @@ def test_no_echoed_key_survives_a_pipeline_run_and_a_failed_run_loses_nothing(tm
     assert after.get(f"{job}.jsonl") is None
     assert sum(n.startswith("results/cache/api/") and n.endswith(".json") for n in before) == 4
     assert len(before) - len(changed) > 10
+
+
+@pytest.mark.slow
+def test_no_echoed_key_survives_a_pipeline_run_and_a_failed_run_loses_nothing(tmp_path):
+    key = canary()
+    env = {**os.environ, "NOVA_SMK_CANARY": key}
+    failing = {"on": False}
+
+    with FakeOpenAI(_key_echoing_script(failing), expected_key=key) as server:
+        model, config = _localization_run_config(server, write_current(tmp_path / "repo"))
+        (tmp_path / "config.yaml").write_text(yaml.safe_dump(config))
+        work = tmp_path / "work"
+        target = "results/local-repo/scores/localization/api.json"
+        ran = snakemake(work, target, "--configfile", str(tmp_path / "config.yaml"), env=env)
+        assert ran.returncode == 0, ran.stderr[-3000:]
+        assert len(server.requests) == 4
+        summary = json.loads(
+            (work / "results/local-repo/predictions/localization/api.summary.json").read_text()
+        )
+        assert summary["n_redacted"] == 4
+
+        before = _files_under(work)
+        assert any(name.startswith(".snakemake/") for name in before)
+        assert any("/logs/" in name for name in before)
+        _assert_no_file_holds(key, before)
+        assert key not in ran.stdout + ran.stderr
+
+        # A new setting asks every request again, and the server now refuses them all,
+        # echoing the key: the run fails with one line, and what the first run finished
+        # is kept.
+        failing["on"] = True
+        model["settings"]["temperature"] = 0.3
+        (tmp_path / "config.yaml").write_text(yaml.safe_dump(config))
+        failed = snakemake(work, target, "--configfile", str(tmp_path / "config.yaml"), env=env)
+    assert failed.returncode != 0
+    output = failed.stdout + failed.stderr
+    assert key not in output and "Traceback" not in output
+    line = next(x for x in output.splitlines() if "4 of 4 requests failed" in x)
+    assert "HTTP 401" in line and "fix: " in line and PLACEHOLDER in line
+    after = _files_under(work)
+    _assert_no_file_holds(key, after)
+    _assert_only_the_failed_job_changed(before, after)

@@ -280,7 +280,9 @@ def md_row(md: str, name: str) -> dict[str, str]:
     raise AssertionError(f"no row for {name}")
 
 
-def test_a_model_missing_a_third_of_the_images_is_marked_and_never_bold(tmp_path):
+def _tables_with_a_model_missing_a_third(tmp_path) -> tuple[Path, dict[str, float]]:
+    """Tables of three models, ``partial`` without an answer on a third of the images;
+    returns the tables' folder and each model's FP30."""
     frame, answers = synthetic_dataset(seed=4)
     names = sorted(answers["gold"])
     # Exact boxes on two thirds of the images, none on the rest: no false positive at all,
@@ -299,7 +301,23 @@ def test_a_model_missing_a_third_of_the_images_is_marked_and_never_bold(tmp_path
         dataset_manifest=write_manifest(tmp_path, {"source": "sample", "n_images": 21}),
         out_dir=out,
     )
-    fp30 = {p.stem: score_metrics(p)["FP30"] for p in score_paths}
+    return out, {p.stem: score_metrics(p)["FP30"] for p in score_paths}
+
+
+def _check_partial_in_latex(tex: str, no_finding: str) -> None:
+    row_tex = next(line for line in tex.splitlines() if line.startswith("partial"))
+    assert row_tex.startswith("partial$^\\dagger$ & ")
+    assert row_tex.endswith(
+        # answered, parse errors, refusals, errors, missing, then no finding
+        " & 67\\% & 0\\% & 0\\% & 0\\% & 33\\% & " + no_finding.replace("%", "\\%") + " \\\\"
+    )
+    assert "\\textbf" not in row_tex
+    assert "\\par\\smallskip{\\footnotesize $^\\dagger$ fewer than 95\\% of the images" in tex
+    strict_parse(tex)
+
+
+def test_a_model_missing_a_third_of_the_images_is_marked_and_never_bold(tmp_path):
+    out, fp30 = _tables_with_a_model_missing_a_third(tmp_path)
     assert fp30["partial"] == 0 < min(fp30["model_a"], fp30["model-b"])
 
     md = (out / "localization.md").read_text()
@@ -328,16 +346,7 @@ def test_a_model_missing_a_third_of_the_images_is_marked_and_never_bold(tmp_path
     assert not table.loc["partial", "FP30_best"] and table.loc[best, "FP30_best"]
     assert pd.isna(table.loc["model_a", "flag"])  # empty: not marked
 
-    tex = (out / "localization.tex").read_text()
-    row_tex = next(line for line in tex.splitlines() if line.startswith("partial"))
-    assert row_tex.startswith("partial$^\\dagger$ & ")
-    assert row_tex.endswith(
-        # answered, parse errors, refusals, errors, missing, then no finding
-        " & 67\\% & 0\\% & 0\\% & 0\\% & 33\\% & " + row["No finding"].replace("%", "\\%") + " \\\\"
-    )
-    assert "\\textbf" not in row_tex
-    assert "\\par\\smallskip{\\footnotesize $^\\dagger$ fewer than 95\\% of the images" in tex
-    strict_parse(tex)
+    _check_partial_in_latex((out / "localization.tex").read_text(), row["No finding"])
 
     summary = (out / "summary.md").read_text()
     assert md_row(summary, "partial")["Anomaly localization: answered"] == "67% (33% missing) †"

@@ -97,10 +97,9 @@ def test_the_config_schema_lists_the_registered_tasks(anomaly_task):
     assert block["properties"]["min_boxes"]["default"] == 1
 
 
-def test_a_task_registered_in_a_test_runs_end_to_end(anomaly_task, dataset, tmp_path):
-    prompt = tmp_path / "anomaly-v1.txt"
-    prompt.write_text("Is there an anomaly in this {width}x{height} image? Answer yes or no.")
-    # A hand-written model: right on two images, wrong on one, unreadable on one.
+def _hand_written_models(tmp_path) -> tuple[dict, dict[str, bool], list[str]]:
+    """The gold control and a hand-written model: right on two images, wrong on one,
+    unreadable on one; returns the models, each image's truth and the sorted names."""
     truth = {name: any(b[4] == "gold" for b in boxes or ()) for name, _, _, boxes in IMAGES}
     names = sorted(truth)
     answers = {
@@ -121,6 +120,11 @@ def test_a_task_registered_in_a_test_runs_end_to_end(anomaly_task, dataset, tmp_
             "settings": {"path": str(answers_file)},
         },
     }
+    return models, truth, names
+
+
+def _predict_and_score(dataset, models: dict, prompt, tmp_path) -> dict[str, dict]:
+    """Each model's anomaly predictions and score file; returns the metrics by model."""
     scores = {}
     for name, cfg in models.items():
         out = tmp_path / f"{name}.jsonl"
@@ -140,6 +144,33 @@ def test_a_task_registered_in_a_test_runs_end_to_end(anomaly_task, dataset, tmp_
             out_json=tmp_path / "scores" / "anomaly" / f"{name}.json",
             out_csv=tmp_path / "scores" / "anomaly" / f"{name}.images.csv",
         )
+    return scores
+
+
+def _check_anomaly_tables(tmp_path, score_paths) -> None:
+    tables = write_all_tables(
+        statistics={"anomaly": tmp_path / "statistics" / "anomaly.csv"},
+        scores={"anomaly": score_paths},
+        paper_reference=_paper_reference(tmp_path),
+        dataset_manifest=_sample_manifest(tmp_path),
+        out_dir=tmp_path / "tables",
+    )
+    assert list(tables["anomaly"]["model"]) == ["hand", "gold"]  # models first, then controls
+    markdown = (tmp_path / "tables" / "anomaly.md").read_text()
+    assert markdown.startswith("## Anomaly presence on synthetic sample (not NOVA)")
+    assert re.search(r"\| Models \| hand \| 50\.0 \[", markdown), markdown
+    assert "| Controls | gold | 100.0" in markdown
+    assert "Anomaly presence: Accuracy" in (tmp_path / "tables" / "summary.md").read_text()
+    latex = (tmp_path / "tables" / "anomaly.tex").read_text()
+    assert "\\caption{Anomaly presence on synthetic sample (not NOVA)." in latex
+    assert "Accuracy$\\uparrow$" in latex
+
+
+def test_a_task_registered_in_a_test_runs_end_to_end(anomaly_task, dataset, tmp_path):
+    prompt = tmp_path / "anomaly-v1.txt"
+    prompt.write_text("Is there an anomaly in this {width}x{height} image? Answer yes or no.")
+    models, truth, names = _hand_written_models(tmp_path)
+    scores = _predict_and_score(dataset, models, prompt, tmp_path)
     # What the reading stage read, beside the score file (novabench.score.score_predictions).
     verdicts = {n: tmp_path / "scores" / "anomaly" / f"{n}.verdicts.jsonl" for n in models}
     hand = {r["filename"]: r for r in read_verdicts(verdicts["hand"])}
@@ -163,23 +194,7 @@ def test_a_task_registered_in_a_test_runs_end_to_end(anomaly_task, dataset, tmp_
     hand_row = statistics.set_index("model").loc["hand"]
     assert hand_row["metric"] == "Accuracy" and hand_row["estimate"] == pytest.approx(50.0)
     assert hand_row["ci_low"] <= 50.0 <= hand_row["ci_high"]
-
-    tables = write_all_tables(
-        statistics={"anomaly": tmp_path / "statistics" / "anomaly.csv"},
-        scores={"anomaly": score_paths},
-        paper_reference=_paper_reference(tmp_path),
-        dataset_manifest=_sample_manifest(tmp_path),
-        out_dir=tmp_path / "tables",
-    )
-    assert list(tables["anomaly"]["model"]) == ["hand", "gold"]  # models first, then controls
-    markdown = (tmp_path / "tables" / "anomaly.md").read_text()
-    assert markdown.startswith("## Anomaly presence on synthetic sample (not NOVA)")
-    assert re.search(r"\| Models \| hand \| 50\.0 \[", markdown), markdown
-    assert "| Controls | gold | 100.0" in markdown
-    assert "Anomaly presence: Accuracy" in (tmp_path / "tables" / "summary.md").read_text()
-    latex = (tmp_path / "tables" / "anomaly.tex").read_text()
-    assert "\\caption{Anomaly presence on synthetic sample (not NOVA)." in latex
-    assert "Accuracy$\\uparrow$" in latex
+    _check_anomaly_tables(tmp_path, score_paths)
 
 
 def _sample_manifest(tmp_path):

@@ -360,10 +360,8 @@ def cluster(timings):
     print(f"\nSLURM test timings (s): {json.dumps({k: round(v, 1) for k, v in timings.items()})}")
 
 
-@pytest.fixture(scope="module")
-def runs(cluster, timings, tmp_path_factory) -> dict:
-    """The same targets run locally and through the SLURM profile."""
-    folder = tmp_path_factory.mktemp("config")
+def _config_with_a_served_model(folder: Path) -> Path:
+    """SMALL_CONFIG plus the SERVED model on the vLLM stand-in; returns the config file."""
     vllm = folder / "vllm"
     vllm.write_text(f'#!/bin/sh\nexec "{sys.executable}" "{ROOT}/tests/vllm_stand_in.py" "$@"\n')
     vllm.chmod(0o755)
@@ -381,6 +379,14 @@ def runs(cluster, timings, tmp_path_factory) -> dict:
     config.write_text(
         yaml.safe_dump({**SMALL_CONFIG, "models": {**SMALL_CONFIG["models"], SERVED: served}})
     )
+    return config
+
+
+@pytest.fixture(scope="module")
+def runs(cluster, timings, tmp_path_factory) -> dict:
+    """The same targets run locally and through the SLURM profile."""
+    folder = tmp_path_factory.mktemp("config")
+    config = _config_with_a_served_model(folder)
     local, on_slurm = tmp_path_factory.mktemp("local"), tmp_path_factory.mktemp("slurm")
     # Where each run's stand-in server writes its pids, to check that none is left.
     pids = {"local": folder / "pids-local.json", "slurm": folder / "pids-slurm.json"}

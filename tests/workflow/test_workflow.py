@@ -189,9 +189,32 @@ def test_no_script_runs_in_the_html_report_whatever_the_config_says(run, tmp_pat
     browser = shutil.which("chromium") or shutil.which("chromium-browser")
     if browser is None or shutil.which("chromedriver") is None:
         pytest.skip("needs `apt-get install chromium chromium-driver`")
-    from selenium import webdriver
-    from selenium.webdriver.chrome.service import Service
+    work, config = _hostile_report_inputs(run, tmp_path)
+    report = tmp_path / "report.html"
+    result = snakemake(work, "--configfile", str(config), "--report", str(report))
+    assert result.returncode == 0, result.stderr[-3000:]
+    page = report.read_text()
+    assert page.count("window.__pwned") >= 3  # the payload is in the page, inert
+    driver = _headless_chromium(browser)
+    try:
+        driver.get(report.as_uri())
+        # The page's data parsed: no block was ended early.
+        assert driver.execute_script("return Object.keys(results).length") > 10
+        # Show every caption as the report does when a result is opened (as HTML).
+        driver.execute_script(
+            "for (const r of Object.values(results)) {"
+            " const d = document.createElement('div'); d.innerHTML = r.caption;"
+            " document.body.appendChild(d); }"
+        )
+        driver.execute_script("return new Promise(done => setTimeout(done, 500))")
+        assert driver.execute_script("return window.__pwned || 0") == 0
+    finally:
+        driver.quit()
 
+
+def _hostile_report_inputs(run, tmp_path) -> tuple[Path, Path]:
+    """A copy of the sample run whose dataset path, subset description and LLM judge hold
+    PAYLOAD; returns the work folder and the config file."""
     work = tmp_path / "work"
     shutil.copytree(run, work, symlinks=True)
     local = tmp_path / f"x{PAYLOAD}"
@@ -225,30 +248,18 @@ def test_no_script_runs_in_the_html_report_whatever_the_config_says(run, tmp_pat
             }
         )
     )
-    report = tmp_path / "report.html"
-    result = snakemake(work, "--configfile", str(config), "--report", str(report))
-    assert result.returncode == 0, result.stderr[-3000:]
-    page = report.read_text()
-    assert page.count("window.__pwned") >= 3  # the payload is in the page, inert
+    return work, config
+
+
+def _headless_chromium(browser: str):
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+
     options = webdriver.ChromeOptions()
     options.binary_location = browser
     for argument in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage"):
         options.add_argument(argument)
-    driver = webdriver.Chrome(service=Service(shutil.which("chromedriver")), options=options)
-    try:
-        driver.get(report.as_uri())
-        # The page's data parsed: no block was ended early.
-        assert driver.execute_script("return Object.keys(results).length") > 10
-        # Show every caption as the report does when a result is opened (as HTML).
-        driver.execute_script(
-            "for (const r of Object.values(results)) {"
-            " const d = document.createElement('div'); d.innerHTML = r.caption;"
-            " document.body.appendChild(d); }"
-        )
-        driver.execute_script("return new Promise(done => setTimeout(done, 500))")
-        assert driver.execute_script("return window.__pwned || 0") == 0
-    finally:
-        driver.quit()
+    return webdriver.Chrome(service=Service(shutil.which("chromedriver")), options=options)
 
 
 def test_the_predictions_target_runs_exactly_the_pending_predictions(tmp_path):
