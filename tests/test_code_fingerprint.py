@@ -253,6 +253,32 @@ def test_a_prediction_that_reads_upstream_answers_runs_their_parser(tmp_path):
     )
 
 
+def covers(plan, job: str, module: str, **keys) -> bool:
+    """Whether the fingerprint of ``job`` (its code roots' import closure) holds ``module``."""
+    from novabench.code_fingerprint import code_graph
+
+    graph = code_graph()
+    return graph.module_file(module) in graph.files(plan.code_roots(job, **keys))
+
+
+def test_the_captioning_parser_is_code_of_reading_not_of_its_predictions(tmp_path):
+    import yaml
+
+    from novabench.config import plan_from_files
+
+    config = SCRIPTS.parent / "config" / "config.yaml"
+    chained = tmp_path / "chained.yaml"
+    chained.write_text(yaml.safe_dump({"tasks": {"diagnosis": {"findings": "classical"}}}))
+    plain = plan_from_files(SCRIPTS.parent, [config])
+    parser = "novabench.tasks.captioning.parser"
+    assert covers(plain, "read", parser, task="captioning", judge="keywords")
+    assert not covers(plain, "predict", parser, task="captioning", model="classical")
+    assert not covers(plain, "predict", parser, task="diagnosis", model="gold")
+    # A diagnosis prediction that reads captioning's answers parses them itself.
+    chained_plan = plan_from_files(SCRIPTS.parent, [config, chained])
+    assert covers(chained_plan, "predict", parser, task="diagnosis", model="gold")
+
+
 JUDGE_MODULES = [
     "novabench.judges.diagnosis_matcher",
     "novabench.judges.keywords",

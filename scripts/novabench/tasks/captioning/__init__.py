@@ -78,6 +78,7 @@ class Captioning(Task):
     figures = ("breakdown",)
     answer_tokens = 70  # one to three sentences
     stage_modules: ClassVar[Mapping[str, tuple[str, ...]]] = {
+        "parse": ("parser",),
         "read": ("verdicts",),
         "score": ("metrics", "bertscore"),
         "statistics": ("bootstrap",),
@@ -90,10 +91,7 @@ class Captioning(Task):
         return reference["caption"]
 
     def parse(self, raw: str, context: AnswerContext) -> Parsed:
-        caption = " ".join(raw.split())
-        if not caption:
-            return Parsed("parse_error", None, "empty answer")
-        return Parsed("ok", {"caption": caption})
+        return self.stage("parser").parse_caption(raw)
 
     def parsed_problem(self, parsed: dict[str, Any]) -> str | None:
         if not isinstance(parsed.get("caption"), str):
