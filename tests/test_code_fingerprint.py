@@ -279,6 +279,22 @@ def test_the_captioning_parser_is_code_of_reading_not_of_its_predictions(tmp_pat
     assert covers(chained_plan, "predict", parser, task="diagnosis", model="gold")
 
 
+def test_judges_are_code_of_judged_reading_jobs_only():
+    """Editing the judges' base re-reads the judged tasks, never localization, and re-scores
+    no task through the score job's own code (scoring counts verdicts, reads no answer)."""
+    from novabench.config import plan_from_files
+
+    plan = plan_from_files(SCRIPTS.parent, [SCRIPTS.parent / "config" / "config.yaml"])
+    base = "novabench.judges.base"
+    assert covers(plan, "read", base, task="diagnosis", judge="matcher")
+    assert covers(plan, "read", base, task="captioning", judge="keywords")
+    assert not covers(plan, "read", base, task="localization", judge="boxes")
+    assert not covers(plan, "score", base, task="localization")
+    for task in ("localization", "captioning", "diagnosis"):
+        assert not covers(plan, "score", "novabench.answers", task=task), task
+        assert not covers(plan, "score", "novabench.judges", task=task), task
+
+
 JUDGE_MODULES = [
     "novabench.judges.diagnosis_matcher",
     "novabench.judges.keywords",

@@ -106,7 +106,8 @@ def plugin_names() -> set[str]:
 
 # The modules that must stay free of plug-in names, and the templates and rules.
 CENTRAL_MODULES = [
-    ROOT / "scripts" / "novabench" / name for name in ("config.py", "estimate.py", "score.py")
+    ROOT / "scripts" / "novabench" / name
+    for name in ("config.py", "estimate.py", "reading.py", "score.py")
 ] + sorted((ROOT / "scripts" / "novabench" / "report").glob("*.py"))
 CENTRAL_TEXTS = sorted((ROOT / "workflow" / "rules").glob("*.smk")) + sorted(
     (ROOT / "workflow" / "report").glob("*.rst")

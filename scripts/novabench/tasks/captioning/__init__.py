@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import functools
-from collections.abc import Mapping
+from collections import Counter
+from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar
 
 import numpy as np
@@ -111,6 +112,15 @@ class Captioning(Task):
                 }
             )
         return rows
+
+    def verdict_counts(self, verdicts: Sequence[Any]) -> dict[str, int]:
+        """How many images the judge read (``judged``) and not (``not_judged``)."""
+        counts = Counter(
+            "judged" if v.get("judged") else "not_judged"
+            for v in verdicts
+            if isinstance(v, Mapping)
+        )
+        return dict(sorted(counts.items()))
 
     def judge_answers(self, frame: pd.DataFrame, answers: Answers, judge: Any) -> list[dict]:
         verdicts = self.stage("verdicts")

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from novabench.judges.base import KeywordSet, PairVerdict, judge_caption_pairs
+from novabench.judge_verdicts import KeywordSet, PairVerdict, judge_caption_pairs
 
 
 def hypotheses(scored: Sequence[Mapping[str, Any]]) -> list[str]:

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections import Counter
+from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar
 
 import numpy as np
@@ -11,6 +12,9 @@ import pandas as pd
 
 from novabench.errors import NovaError
 from novabench.tasks.base import AnswerContext, Answers, Metric, Parsed, ScoringContext, Task
+
+# The two verdicts of a judged ranking: its first diagnosis, and its first five.
+TOPS = ("top1", "top5")
 
 UNITS = ("image", "case")
 # The per-image score table's canonical labels (written by the reading stage, .verdicts).
@@ -135,6 +139,13 @@ class Diagnosis(Task):
         if not isinstance(ranked, list) or not all(isinstance(d, str) for d in ranked):
             return "parsed.ranked must be a list of diagnosis strings"
         return None
+
+    def verdict_counts(self, verdicts: Sequence[Any]) -> dict[str, int]:
+        """``top1:<verdict>`` and ``top5:<verdict>`` counts of the judged rankings."""
+        counts = Counter(
+            f"{k}:{v[k]}" for v in verdicts if isinstance(v, Mapping) for k in TOPS if v.get(k)
+        )
+        return dict(sorted(counts.items()))
 
     def _records(self, frame: pd.DataFrame, answers: Answers) -> list[dict[str, Any]]:
         """Each row's reference and ranking, as the verdict and metric code read them."""

@@ -18,7 +18,7 @@ from typing import Any
 import pandas as pd
 
 from novabench.errors import NovaError
-from novabench.judges.base import RankedVerdict, judge_ranked
+from novabench.judge_verdicts import RankedVerdict, judge_ranked
 from novabench.metrics.status import STATUSES
 
 _REQUIRED = ("filename", "case_id", "reference", "predictions", "status")
