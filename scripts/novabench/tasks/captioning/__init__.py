@@ -153,13 +153,9 @@ class Captioning(Task):
         return "Clinical F1 (%)", per_image["clinical_f1"].to_numpy(dtype=float)
 
     def judged_pairs(self, frame: pd.DataFrame, answers: Answers) -> list[tuple[Any, Any]]:
-        """(reference, caption) of every scored image, "" for one without a caption: the
-        scorer judges them all (on_error empty)."""
-        pairs = []
-        for row in frame.itertuples(index=False):
-            caption, status = answers.get(row.filename, "caption")
-            pairs.append((row.caption, caption if status == "ok" and caption else ""))
-        return pairs
+        """(reference, caption) of every scored image, as reading asks the judge (every
+        image is judged: on_error empty)."""
+        return self.stage("verdicts").caption_pairs(self._records(frame, answers))
 
 
 TASK = Captioning()

@@ -204,14 +204,12 @@ class Diagnosis(Task):
         return f"Entropy of the reference labels: {values[-1]:.2f} bits."
 
     def judged_pairs(self, frame: pd.DataFrame, answers: Answers) -> list[tuple[Any, Any]]:
-        """(top five, reference) of every image with a ranking: the scorer judges those."""
-        pairs = []
-        for row in frame.itertuples(index=False):
-            ranked, status = answers.get(row.filename, "ranked", [])
-            top = [str(d) for d in ranked or [] if str(d).strip()][:5] if status == "ok" else []
-            if top:
-                pairs.append((top, str(row.final_diagnosis)))
-        return pairs
+        """(top five, reference) of every image with a ranking, as reading asks the judge."""
+        if frame.empty:
+            return []
+        verdicts = self.stage("verdicts")
+        entries = verdicts.records_frame(self._records(frame, answers)).to_dict("records")
+        return verdicts.ranked_pairs(entries, verdicts.ranked_lists(entries))
 
 
 def table_labels(entry: Any) -> tuple[list[str | None], list[str]]:
