@@ -122,7 +122,7 @@ def test_editing_a_localization_scorer_rescores_localization_only(checkout):
     scores = {w for rule, w in jobs if rule == "score"}
     assert scores and all(w.startswith("task=localization,") for w in scores)
     assert {rule for rule, _ in jobs} - REPORT_JOBS <= {"score", "score_rater"}
-    assert ("score_rater", "rater=rater1") in jobs
+    assert ("score_rater", "task=localization, rater=rater1") in jobs
     assert planned(checkout) == set()
 
 
