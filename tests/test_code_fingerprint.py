@@ -253,6 +253,48 @@ def test_a_prediction_that_reads_upstream_answers_runs_their_parser(tmp_path):
     )
 
 
+def covers(plan, job: str, module: str, **keys) -> bool:
+    """Whether the fingerprint of ``job`` (its code roots' import closure) holds ``module``."""
+    from novabench.code_fingerprint import code_graph
+
+    graph = code_graph()
+    return graph.module_file(module) in graph.files(plan.code_roots(job, **keys))
+
+
+def test_the_captioning_parser_is_code_of_reading_not_of_its_predictions(tmp_path):
+    import yaml
+
+    from novabench.config import plan_from_files
+
+    config = SCRIPTS.parent / "config" / "config.yaml"
+    chained = tmp_path / "chained.yaml"
+    chained.write_text(yaml.safe_dump({"tasks": {"diagnosis": {"findings": "classical"}}}))
+    plain = plan_from_files(SCRIPTS.parent, [config])
+    parser = "novabench.tasks.captioning.parser"
+    assert covers(plain, "read", parser, task="captioning", judge="keywords")
+    assert not covers(plain, "predict", parser, task="captioning", model="classical")
+    assert not covers(plain, "predict", parser, task="diagnosis", model="gold")
+    # A diagnosis prediction that reads captioning's answers parses them itself.
+    chained_plan = plan_from_files(SCRIPTS.parent, [config, chained])
+    assert covers(chained_plan, "predict", parser, task="diagnosis", model="gold")
+
+
+def test_judges_are_code_of_judged_reading_jobs_only():
+    """Editing the judges' base re-reads the judged tasks, never localization, and re-scores
+    no task through the score job's own code (scoring counts verdicts, reads no answer)."""
+    from novabench.config import plan_from_files
+
+    plan = plan_from_files(SCRIPTS.parent, [SCRIPTS.parent / "config" / "config.yaml"])
+    base = "novabench.judges.base"
+    assert covers(plan, "read", base, task="diagnosis", judge="matcher")
+    assert covers(plan, "read", base, task="captioning", judge="keywords")
+    assert not covers(plan, "read", base, task="localization", judge="boxes")
+    assert not covers(plan, "score", base, task="localization")
+    for task in ("localization", "captioning", "diagnosis"):
+        assert not covers(plan, "score", "novabench.answers", task=task), task
+        assert not covers(plan, "score", "novabench.judges", task=task), task
+
+
 JUDGE_MODULES = [
     "novabench.judges.diagnosis_matcher",
     "novabench.judges.keywords",

@@ -571,3 +571,37 @@ def test_dollars_at_list_prices_need_both_prices():
     assert tokens.dollars(2000, 500, 2.5, 10.0) == pytest.approx(0.005 + 0.005)
     assert tokens.dollars(2000, 500, None, 10.0) is None
     assert tokens.dollars(2000, 500, 2.5, None) is None
+
+
+CHAINED = """
+dataset: {source: sample, tag: tiny}
+tasks: {diagnosis: {findings: captioner}}
+models:
+  captioner:
+    adapter: predictions_file
+    tasks: [captioning]
+    settings: {path: captions.jsonl}
+  m:
+    adapter: openai_compatible
+    tasks: [diagnosis]
+    settings: {base_url: "http://127.0.0.1:9/v1", model: llm-1, api_key_env: null}
+"""
+
+
+def test_a_chained_diagnosis_is_sized_with_the_upstream_models_captions(workdir):
+    """Diagnosis from a captioning model's captions: the prompts hold those captions, read
+    from its raw answers as the prediction job reads them."""
+    caption = "Axial FLAIR: a long upstream caption. " * 20
+    rows = images(workdir)
+    path = workdir / "results" / "tiny" / "predictions" / "captioning" / "captioner.jsonl"
+    path.parent.mkdir(parents=True)
+    records = [
+        {"filename": r["filename"], "case_id": r["case_id"], "raw": caption, "status": "ok"}
+        for r in rows
+    ]
+    path.write_text("".join(json.dumps(record) + "\n" for record in records))
+    (job,) = [j for j in estimate_run(plan_for(workdir, CHAINED), workdir).jobs if j.model == "m"]
+    assert job.requests == len(rows)
+    assert not any("not predicted yet" in note for note in job.notes)
+    # Every prompt carries the upstream caption (~4 characters per token).
+    assert job.input_tokens >= len(rows) * len(caption) / 4

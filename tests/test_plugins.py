@@ -168,8 +168,8 @@ def plugin_names() -> set[str]:
 # The modules that must stay free of plug-in names, and the templates and rules.
 CENTRAL_MODULES = [
     ROOT / "scripts" / "novabench" / name
-    for name in ("cli.py", "config.py", "estimate.py", "score.py")
-] + sorted((ROOT / "scripts" / "novabench" / "report").glob("*.py"))
+    for name in ("cli.py", "config.py", "estimate.py", "reading.py", "score.py")
+] + sorted((ROOT / "scripts" / "novabench" / "report").rglob("*.py"))
 CENTRAL_TEXTS = sorted((ROOT / "workflow" / "rules").glob("*.smk")) + sorted(
     (ROOT / "workflow" / "report").glob("*.rst")
 )

@@ -10,8 +10,8 @@ import pytest
 from novabench.answers import read_file
 from novabench.dataset.read import load_nova
 from novabench.errors import ConfigError, NovaError
-from novabench.predict import read_predictions, run_predictions
-from novabench.records import STATUSES
+from novabench.predict import run_predictions
+from novabench.records import STATUSES, read_predictions
 from novabench.score import score_predictions
 from support import ROOT
 from upstream import IMAGES

@@ -9,6 +9,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from novabench.errors import NovaError
 from novabench.predict import run_predictions
 from novabench.reading import read_predictions_file
 from novabench.records import read_verdicts, write_jsonl
@@ -183,3 +184,35 @@ def test_a_task_without_a_judge_is_read_as_its_reader(dataset, tmp_path):
     assert first["verdict"] is None and first["labels"] == {}
     (box,) = first["read"]["boxes"]
     assert (box["x"], box["y"], box["width"], box["height"]) == (10, 20, 100, 100)
+
+
+def test_a_status_this_pipeline_does_not_count_is_refused_in_one_line(dataset, tmp_path):
+    records = [
+        {"filename": name, "model": "elsewhere", "status": "ok", "parsed": {"ranked": ["x"]}}
+        for name, *_ in IMAGES
+    ]
+    records[1] = {**records[1], "status": "timeout"}  # another harness's status
+    write_jsonl(records, tmp_path / "harness.jsonl")
+    with pytest.raises(NovaError) as caught:
+        read(tmp_path, dataset, tmp_path / "harness.jsonl")
+    message = str(caught.value)
+    assert "\n" not in message and str(tmp_path / "harness.jsonl") in message
+    assert "'timeout'" in message and "ok, no_finding, parse_error, refusal" in message
+    assert not (tmp_path / "verdicts.jsonl").exists()
+
+
+def test_each_task_counts_its_own_verdicts():
+    """The verdict summary's counts come from the task: the reading stage knows none."""
+    from novabench.tasks import get_task
+
+    diagnosis = [{"top1": "match", "top5": "match"}, {"top1": "no_match", "top5": "match"}, None]
+    assert get_task("diagnosis").verdict_counts(diagnosis) == {
+        "top1:match": 1,
+        "top1:no_match": 1,
+        "top5:match": 2,
+    }
+    captions = [{"judged": True}, {"judged": False}, {"judged": True}]
+    assert get_task("captioning").verdict_counts(captions) == {"judged": 2, "not_judged": 1}
+    assert get_task("localization").verdict_counts([None, None]) == {}
+    source = (ROOT / "scripts" / "novabench" / "reading.py").read_text()
+    assert "top1" not in source and '"judged"' not in source

@@ -124,12 +124,16 @@ def generated_dataset(n_cases: int) -> tuple[Path, dict[str, Any]]:
 
 
 def _plan():
-    import yaml
+    from novabench.config import merged_config_files, read_config
 
-    from novabench.config import check_config
+    config = merged_config_files(ROOT, [])
+    return config, read_config(config, ROOT)
 
-    config = yaml.safe_load((ROOT / "config" / "config.yaml").read_text())
-    return config, check_config(config, ROOT)
+
+def verdicts_path(task: str | None, model: str | None) -> Path:
+    """Where a score job's reading stage leaves its verdicts (``novabench score``'s
+    layout: beside the score file)."""
+    return Path(f"results/scores/{task}/{model}.verdicts.jsonl")
 
 
 def job_function(kind: str, task: str | None, model: str | None, data: Path) -> Callable[[], Any]:
@@ -159,7 +163,7 @@ def job_function(kind: str, task: str | None, model: str | None, data: Path) -> 
             summary_out=predictions.with_suffix(".summary.json"),
             cache_dir=Path("results/cache"),
         )
-    if kind == "score":
+    if kind == "score":  # the reading and the score job, as `novabench score` runs them
         from novabench.score import score_predictions
 
         return lambda: score_predictions(
@@ -169,7 +173,7 @@ def job_function(kind: str, task: str | None, model: str | None, data: Path) -> 
             out_json=scores,
             out_csv=scores.with_suffix(".images.csv"),
             judge_cfg=plan.judge(task),
-            unit=config["tasks"]["diagnosis"]["unit"],
+            options=plan.options(task),
             nltk_data=Path("results/nltk_data"),
         )
     if kind == "statistics":
@@ -179,11 +183,10 @@ def job_function(kind: str, task: str | None, model: str | None, data: Path) -> 
             task=task,
             dataset_path=dataset,
             score_paths=[scores],
-            predictions={model: predictions},
+            verdicts={model: verdicts_path(task, model)},
             models={model: {"adapter": plan.model(model)["adapter"]}},
             reporting=config["reporting"],
             out=Path(f"results/statistics/{task}.csv"),
-            judge=plan.judge(task),
         )
     raise ValueError(f"unknown job kind {kind!r}")
 
@@ -376,25 +379,29 @@ def memory_row(runs: dict[int, dict[str, Any]], mode: str) -> Row:
 
 
 def localization_inputs(workdir: Path) -> tuple[dict, dict, dict, dict]:
-    """Gold boxes, predicted boxes, statuses and cases by filename, as the score rule
-    builds them."""
+    """Gold boxes, predicted boxes, statuses and cases by filename, as the score job
+    reads them from the verdict file (the boxes the reading stage parsed)."""
     from novabench.dataset.read import load_nova
-    from novabench.predict import read_predictions
+    from novabench.records import read_verdicts
 
     frame = load_nova(
         workdir / "results/dataset/nova.parquet", columns=["filename", "case_id", "gold_boxes"]
     )
     records = {
         r["filename"]: r
-        for r in read_predictions(workdir / "results/predictions/localization/classical.jsonl")
+        for r in read_verdicts(workdir / verdicts_path("localization", "classical"))
     }
     gold, preds, statuses = {}, {}, {}
     cases = dict(zip(frame["filename"], frame["case_id"], strict=True))
     for row in frame.itertuples(index=False):
         gold[row.filename] = [[b["x"], b["y"], b["width"], b["height"]] for b in row.gold_boxes]
         record = records.get(row.filename)
-        statuses[row.filename] = record["status"] if record else "error"
-        preds[row.filename] = ((record or {}).get("parsed") or {}).get("boxes", [])
+        statuses[row.filename] = record["status"] if record else "missing"
+        preds[row.filename] = ((record or {}).get("read") or {}).get("boxes", [])
+    n_boxes = sum(map(len, preds.values()))
+    if not n_boxes:
+        raise RuntimeError("the verdict file holds no predicted box: nothing to measure")
+    log(f"localization: {n_boxes:,} predicted boxes on {len(preds):,} images")
     return gold, preds, statuses, cases
 
 

@@ -189,6 +189,9 @@ JOB_CODE = {
 JUDGED_JOBS = ("read",)
 # Where a prediction job loads the answer reader by name (novabench.predict.ANSWER_READER).
 ANSWER_READER = "novabench.answers"
+# Where a reading job loads the judge factory by name, for a judged task only
+# (novabench.reading.JUDGE_FACTORY).
+JUDGE_FACTORY = "novabench.judges"
 
 
 @dataclass
@@ -363,6 +366,7 @@ class Plan:
             if job in JUDGED_JOBS:
                 used = self.judge(name) if judge is None else self.reading_judge(name, judge)
             if used is not None:  # a cascade runs its stages' modules too
+                roots.append(JUDGE_FACTORY)
                 roots += [type(judge_kind(k)).__module__ for k in judge_kind_names(used)]
         roots += [type(judge_kind(kind)).__module__ for kind in judge_kinds]
         if model is not None and job == "predict":

@@ -186,7 +186,7 @@ def _requests(
         up_task, up_model = plan.upstream(task)
         path = results / "predictions" / up_task / f"{up_model}.jsonl"
         if path.is_file():
-            upstream = upstream_answers(path)
+            upstream = upstream_answers(spec, path, frame)
         else:
             lookup = False  # the prompts will hold captions not written yet
             notes.append(

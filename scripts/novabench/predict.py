@@ -33,7 +33,7 @@ from novabench.io import atomic_write_text
 from novabench.models.base import Adapter, Response, Sample, load_adapter
 from novabench.progress import Progress
 from novabench.provenance import canonical_json, sha256_text
-from novabench.records import PREDICTION_STATUSES, read_predictions, write_jsonl
+from novabench.records import PREDICTION_STATUSES, write_jsonl
 from novabench.tasks import Task, get_task
 
 # The module that reads an answer's text (novabench.answers): a plug-in of this stage.
@@ -68,10 +68,11 @@ def upstream_answers(
     None where the model gave no usable answer. The reader is loaded by name
     (:data:`ANSWER_READER`), so only the jobs that read upstream answers have it and the
     upstream task's parser in their code (novabench.config.Plan.code_roots)."""
-    reader = importlib.import_module(ANSWER_READER)
-    upstream = get_task(str(task.upstream_task))
-    read = reader.read_answers(upstream, read_predictions(path), reader.answer_sizes(frame))
-    return {r["filename"]: (r["read"] or {}) if r["status"] == "ok" else None for r in read}
+    answers = importlib.import_module(ANSWER_READER).read_file(str(task.upstream_task), path, frame)
+    return {
+        name: (r["read"] or {}) if r["status"] == "ok" else None
+        for name, r in answers.by_filename.items()
+    }
 
 
 def build_samples(

@@ -21,6 +21,7 @@ pipeline from before reading was a stage of its own) is read as it is: its statu
 
 from __future__ import annotations
 
+import importlib
 import json
 from collections import Counter
 from collections.abc import Mapping, Sequence
@@ -34,30 +35,12 @@ from novabench.errors import NovaError
 from novabench.io import atomic_write_text
 from novabench.provenance import sha256_file
 from novabench.records import STATUSES, read_predictions, write_jsonl
+from novabench.scored_images import KEY_COLUMNS, check_filenames, scored_frame
 from novabench.tasks import Answers, Task, get_task
 
-KEY_COLUMNS = ["filename", "case_id"]
-
-
-def check_filenames(records: Sequence[Mapping[str, Any]], frame: pd.DataFrame, path: Path) -> None:
-    unknown = sorted({r["filename"] for r in records} - set(frame["filename"]))
-    if unknown:
-        raise NovaError(
-            f"{path} has records of {len(unknown)} image(s) not in the dataset, e.g. {unknown[0]}",
-            f"delete {path} and re-run `predict` against the current dataset",
-        )
-
-
-def scored_frame(task: Task, frame: pd.DataFrame, dataset: Path) -> tuple[pd.DataFrame, list]:
-    """(the rows ``task`` scores, the filenames it excludes); NovaError when none is left."""
-    frame, excluded = task.scored_rows(frame)
-    if frame.empty:
-        raise NovaError(
-            f"no image of {dataset} has the {' and '.join(task.required_references)} that "
-            f"{task.name} needs ({len(excluded)} excluded)",
-            f"disable tasks.{task.name}, or use a dataset with these references",
-        )
-    return frame, excluded
+# The judge factory, loaded by name for a judged task only, so that only judged tasks'
+# reading jobs have the judges' code in their fingerprint (novabench.config.Plan.code_roots).
+JUDGE_FACTORY = "novabench.judges"
 
 
 def verdict_records(
@@ -83,17 +66,16 @@ def verdict_records(
     return out
 
 
-def verdict_counts(records: Sequence[Mapping[str, Any]]) -> dict[str, int]:
-    """How often each verdict value occurs (diagnosis: ``top1:match``...; captioning:
-    ``judged`` / ``not_judged``); empty without a judge."""
-    counts: Counter = Counter()
-    for record in records:
-        verdict = record["verdict"]
-        if isinstance(verdict, Mapping) and "top1" in verdict:
-            counts.update(f"{k}:{verdict[k]}" for k in ("top1", "top5") if verdict[k])
-        elif isinstance(verdict, Mapping):
-            counts["judged" if verdict.get("judged") else "not_judged"] += 1
-    return dict(sorted(counts.items()))
+def check_statuses(records: Sequence[Mapping[str, Any]], predictions: Path) -> None:
+    """Every status is one of :data:`STATUSES`: a record that carries its own status
+    (another harness's ``parsed``) may name one this pipeline does not count."""
+    unknown = sorted({str(r["status"]) for r in records} - set(STATUSES))
+    if unknown:
+        raise NovaError(
+            f"{predictions} has answers of status {', '.join(map(repr, unknown))}, which is "
+            f"none of {', '.join(STATUSES)}",
+            "correct those records' status, or re-run `predict` for this model",
+        )
 
 
 def read_predictions_file(
@@ -115,7 +97,6 @@ def read_predictions_file(
     judge's answers. ``code`` is the job's code fingerprint, recorded in the summary.
     """
     from novabench.dataset.read import load_nova
-    from novabench.judges import make_judge
 
     spec = get_task(task)
     frame = load_nova(dataset, columns=[*KEY_COLUMNS, *SIZE_COLUMNS, *spec.reference_columns])
@@ -123,17 +104,22 @@ def read_predictions_file(
     check_filenames(records, frame, Path(predictions))
     frame, _ = scored_frame(spec, frame, Path(dataset))
     answers = Answers(read_answers(spec, records, answer_sizes(frame)))
+    check_statuses(list(answers.by_filename.values()), Path(predictions))
     judge_cfg = judge_cfg or spec.default_judge
-    judge = make_judge(judge_cfg, task, cache_dir=cache_dir) if spec.needs_judge else None
+    judge = None
+    if spec.needs_judge:
+        make_judge = importlib.import_module(JUDGE_FACTORY).make_judge
+        judge = make_judge(judge_cfg, task, cache_dir=cache_dir)
     verdicts = verdict_records(frame, answers, spec.judge_answers(frame, answers, judge))
     model = records[0]["model"] if records else Path(predictions).stem
+    statuses = Counter(r["status"] for r in verdicts)
     summary = {
         "task": task,
         "model": model,
         "judge": judge_name(spec, judge_cfg, judge),
         "identity": judge.identity() if judge is not None else None,
-        "status_counts": dict(Counter(r["status"] for r in verdicts).most_common()),
-        "verdict_counts": verdict_counts(verdicts),
+        "status_counts": {s: statuses[s] for s in STATUSES},
+        "verdict_counts": spec.verdict_counts([r["verdict"] for r in verdicts]),
         # What scoring needs to know of the judge besides its verdicts (Task.reading_notes).
         "notes": spec.reading_notes(judge) if judge is not None else {},
         # An LLM judge's requests: how many were answered from the cache, failed, cost.
@@ -144,7 +130,6 @@ def read_predictions_file(
             "predictions_sha256": sha256_file(Path(predictions)),
         },
     }
-    summary["status_counts"] = {s: summary["status_counts"].get(s, 0) for s in STATUSES}
     write_jsonl(verdicts, out)
     atomic_write_text(summary_out, json.dumps(summary, indent=2, sort_keys=True) + "\n")
     return summary

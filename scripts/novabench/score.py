@@ -4,7 +4,7 @@ Each score file ``results/<tag>/scores/{task}/{model}.json`` holds ``task, model
 (the scorer's summary), ``n_images`` scored and ``n_excluded`` / ``excluded_images`` (left
 out for lack of a reference the task needs), the ``judge`` identity where a judge was
 used with ``judge_validation``, the judge's held-out figures looked up by that identity
-(``novabench.judges.figures``: "judge not validated" with the reason where the record
+(``novabench.judge_figures``: "judge not validated" with the reason where the record
 does not hold it), ``judge_usage`` (an LLM judge's requests, from the verdict summary),
 and the sha256 of the dataset and prediction files it was computed from. A per-image CSV
 (scored images only) sits beside it. Scoring runs no judge: the verdicts were given when
@@ -13,6 +13,7 @@ the answers were read (:mod:`novabench.reading`).
 
 from __future__ import annotations
 
+import importlib
 import json
 import math
 from collections.abc import Mapping
@@ -24,14 +25,15 @@ import pandas as pd
 from novabench.dataset.read import load_nova
 from novabench.errors import NovaError
 from novabench.io import atomic_path, atomic_write_text
-from novabench.judges.figures import lookup
+from novabench.judge_figures import lookup
 from novabench.provenance import sha256_file
-from novabench.reading import check_filenames, scored_frame
 from novabench.records import read_verdicts
+from novabench.scored_images import KEY_COLUMNS, check_filenames, scored_frame
 from novabench.spreadsheet import write_csv
 from novabench.tasks import Answers, ScoringContext, get_task
 
-KEY_COLUMNS = ["filename", "case_id"]
+# The reading stage, which only the one-call `novabench score` command runs from here.
+READING = "novabench.reading"
 
 
 def _json_safe(value: Any) -> Any:
@@ -149,8 +151,10 @@ def score_predictions(
 ) -> dict[str, Any]:
     """Read, judge and score one prediction file in one call (the ``novabench score``
     command): the reading stage's verdict files are written beside ``out_json``
-    (``<stem>.verdicts.jsonl`` and ``<stem>.verdicts.summary.json``), then scored."""
-    from novabench.reading import read_predictions_file
+    (``<stem>.verdicts.jsonl`` and ``<stem>.verdicts.summary.json``), then scored. The
+    reading stage is loaded by name: a score job reads no answer, and its code holds
+    neither the answer reader nor a judge."""
+    read_predictions_file = importlib.import_module(READING).read_predictions_file
 
     stem = Path(out_json).with_suffix("")
     verdicts = stem.with_name(stem.name + ".verdicts.jsonl")

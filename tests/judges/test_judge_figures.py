@@ -8,8 +8,9 @@ import shutil
 import pandas as pd
 import pytest
 
+from novabench import judge_figures as figures
 from novabench.cli import main
-from novabench.judges import figures, validation
+from novabench.judges import validation
 from novabench.judges.verdict_snapshot import configured_judge
 from novabench.report.tables import judge_line, table_note, task_table, write_task_tables
 from support import DATA

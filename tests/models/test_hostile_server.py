@@ -26,7 +26,8 @@ from novabench.cache import ResponseCache, request_key
 from novabench.config import Plan
 from novabench.dataset.read import load_nova
 from novabench.models.openai_compatible import DEFAULTS, Adapter, ChatRequest
-from novabench.predict import read_predictions, run_predictions
+from novabench.predict import run_predictions
+from novabench.records import read_predictions
 from novabench.redaction import KEY_VARIABLES_ENV, PLACEHOLDER, Redactor
 from openai_server import Fail, FakeOpenAI, Raw, Redirect, Reply, Trickle, completion
 from support import ROOT, snakemake

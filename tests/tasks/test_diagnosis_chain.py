@@ -16,7 +16,8 @@ import pytest
 import yaml
 
 from novabench.models import predictions_file
-from novabench.predict import read_predictions, run_predictions
+from novabench.predict import run_predictions
+from novabench.records import read_predictions
 from read_back import read_back
 from support import ROOT, SNAKEMAKE
 from upstream import CASES, IMAGES

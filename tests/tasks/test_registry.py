@@ -18,8 +18,8 @@ import pytest
 
 from novabench.errors import ConfigError
 from novabench.plugins import load_plugins
-from novabench.predict import read_predictions, run_predictions
-from novabench.records import read_verdicts
+from novabench.predict import run_predictions
+from novabench.records import read_predictions, read_verdicts
 from novabench.report.bootstrap import weighted_mean
 from novabench.report.inputs import report_models
 from novabench.report.statistics import write_task_statistics

@@ -155,6 +155,22 @@ def test_editing_the_diagnosis_parser_rereads_diagnosis_and_predicts_nothing(che
     assert planned(checkout) == set()
 
 
+def test_editing_the_captioning_parser_rereads_captioning_and_predicts_nothing(checkout):
+    with edited(module_file(checkout, "novabench.tasks.captioning.parser")):
+        jobs = planned(checkout)
+    # Only a diagnosis chained on captioning's answers (tasks.diagnosis.findings:
+    # captioning) parses them when predicting; the sample's diagnosis reads the reference.
+    assert "predict" not in rules(jobs)
+    assert {(r, w) for r, w in jobs if r in ("read", "score", "score_rater")} == {
+        ("read", "task=captioning, judge=keywords, model=classical"),
+        ("read", "task=captioning, judge=keywords, model=gold"),
+        ("score", "task=captioning, model=classical"),
+        ("score", "task=captioning, model=gold"),
+    }
+    assert rules(jobs) - REPORT_JOBS == {"read", "score"}
+    assert planned(checkout) == set()
+
+
 def test_editing_a_diagnosis_scorer_rescores_without_rereading(checkout):
     with edited(module_file(checkout, "novabench.tasks.diagnosis.metrics")):
         jobs = planned(checkout)

@@ -111,3 +111,53 @@ def test_judge_agreement_asks_the_read_rule_for_every_judges_verdicts(tmp_path):
     assert reads == {(j, m) for j in ("matcher", "matcher-2") for m in ("gold", "retrieval")}
     counts = dict(re.findall(r"^(\w+)\s+(\d+)$", result.stdout, re.MULTILINE))
     assert "score" not in counts and "statistics" not in counts
+
+
+def test_agreement_judges_read_the_models_of_earlier_runs_whose_predictions_are_there(tmp_path):
+    """`reporting.models: all` shows models scored by earlier runs: an agreement judge
+    reads their predictions (their own judge's verdicts stay as they are); a model whose
+    predictions are gone is left out of agreement, in one line."""
+    import re
+    import subprocess
+
+    results = tmp_path / "results" / "sample"
+    for model in ("other", "gone"):
+        for name in (
+            f"scores/captioning/{model}.json",
+            f"scores/captioning/{model}.images.csv",
+            f"verdicts/captioning/keywords/{model}.jsonl",
+        ):
+            (results / name).parent.mkdir(parents=True, exist_ok=True)
+            (results / name).write_text("{}\n")
+    (results / "predictions" / "captioning").mkdir(parents=True)
+    (results / "predictions" / "captioning" / "other.jsonl").write_text("{}\n")
+    config = tmp_path / "agreement.yaml"
+    config.write_text(
+        "judges: {keywords2: {kind: keyword-lexicon}}\n"
+        "reporting: {models: all, agreement_judges: {captioning: [keywords2]}}\n"
+    )
+    target = "results/sample/tables/judge_agreement.csv"
+    result = subprocess.run(
+        [*SNAKEMAKE, "-n", target, "--configfile", str(config), "-d", str(tmp_path)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    (inputs,) = re.findall(r"rule judge_agreement:\n\s+input: (.*)\n", result.stdout)
+    expected = [
+        f"results/sample/verdicts/captioning/{judge}/{model}.jsonl"
+        for model in ("gold", "classical", "other")
+        for judge in ("keywords", "keywords2")
+    ]
+    assert inputs.split(", ") == ["results/sample/dataset/manifest.json", *expected]
+    reads = set(
+        re.findall(r"wildcards: task=captioning, judge=([\w-]+), model=(\w+)", result.stdout)
+    )
+    assert ("keywords2", "other") in reads and ("keywords", "other") not in reads
+    assert not {judge for judge, model in reads if model == "gone"}
+    assert (
+        "Judge agreement leaves out 1 model(s) of earlier runs whose prediction files are "
+        "gone, so that the agreement judges cannot read them: captioning/gone."
+    ) in result.stdout + result.stderr

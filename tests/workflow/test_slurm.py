@@ -25,7 +25,7 @@ from support import ROOT, SNAKEMAKE
 
 PROFILES = ROOT / "workflow" / "profiles"
 
-# The shallow DAG of the cluster test: sample -> dataset -> (predict + score) per model.
+# The shallow DAG of the cluster test: sample -> dataset -> (predict + read + score) per model.
 MODELS = ("gold", "random")
 # The cluster run adds a model whose job starts its own vLLM server: the stand-in `vllm`
 # of tests/vllm_stand_in.py, on no GPU (the test cluster has none).
@@ -180,9 +180,15 @@ def test_slurm_profile_sizes_jobs_by_model_kind_and_groups_scoring(tmp_path):
         if job["resources"]:
             assert job["resources"]["slurm_partition"] == "gpu-a100", job
             assert job["resources"]["slurm_account"] == "lab42", job
-    # each model's scoring shares the SLURM job of its prediction
+    # each model's reading and scoring share the SLURM job of its prediction
     for model in ("vlm", "served", "gpt", "gold", "random"):
-        assert jobs["predict", model]["group"] == jobs["score", model]["group"] == "model"
+        groups = {jobs[rule, model]["group"] for rule in ("predict", "read", "score")}
+        assert groups == {"model"}, model
+    # an LLM judge runs where the answers are read; scoring counts verdicts
+    assert (
+        jobs["read", "gpt"]["resources"]["runtime"],
+        jobs["score", "gpt"]["resources"]["runtime"],
+    ) == ("60", "30")
     assert jobs["sample", None]["group"] is None
 
     # Without the variables the cluster's default partition and account apply.
@@ -442,7 +448,7 @@ def test_every_job_ran_as_a_slurm_job_recorded_in_accounting(cluster, runs):
     assert run_id, "the SLURM executor did not run"
     run_id = run_id.group(1)
     submitted = set(re.findall(r"submitted with SLURM jobid (\d+)", log))
-    # sample, dataset, and one job per model holding its predict and score jobs
+    # sample, dataset, and one job per model holding its predict, read and score jobs
     assert len(submitted) == 2 + len(CLUSTER_MODELS)
 
     # slurmdbd records asynchronously; give it a moment.
@@ -461,7 +467,7 @@ def test_every_job_ran_as_a_slurm_job_recorded_in_accounting(cluster, runs):
         assert Path(record["WorkDir"]) == runs["slurm"]
     comments = sorted(r["Comment"] for r in records)
     assert comments == sorted(
-        ["rule_sample", "rule_dataset"] + ["rule_model_predict_score"] * len(CLUSTER_MODELS)
+        ["rule_sample", "rule_dataset"] + ["rule_model_predict_read_score"] * len(CLUSTER_MODELS)
     )
 
 

@@ -21,10 +21,13 @@ from novabench.dataset.tags import dataset_tags, subset_spec  # noqa: E402
 from novabench.report.breakdowns import AXES as BREAKDOWN_AXES  # noqa: E402
 from novabench.report.inputs import report_models  # noqa: E402
 from novabench.report.scored import (  # noqa: E402
+    agreement_left_out_line,
     left_out_line,
+    own_verdicts_lookahead,
     recorded_adapters,
     scored_elsewhere,
     shown_elsewhere,
+    unreadable,
 )
 from novabench.tasks import dataset_needs, get_task, task_names  # noqa: E402
 
@@ -117,15 +120,10 @@ def task_caption(family=None):
 # Score files under results/<tag>/ of models this config does not run (earlier runs with
 # other models: lists): `reporting.models: all` adds the complete ones to the report; the
 # rest are named in one line (novabench.report.scored).
-SCORED_ELSEWHERE = scored_elsewhere(
-    Path(results("")),
-    {
-        task: PLAN.verdict_judge(task)
-        for task in PLAN.tasks()
-        if PLAN.task_enabled(task)
-    },
-    PLAN.jobs(),
-)
+VERDICT_JUDGES = {
+    task: PLAN.verdict_judge(task) for task in PLAN.tasks() if PLAN.task_enabled(task)
+}
+SCORED_ELSEWHERE = scored_elsewhere(Path(results("")), VERDICT_JUDGES, PLAN.jobs())
 REPORT_ALL = config["reporting"]["models"] == "all"
 SHOWN_ELSEWHERE = shown_elsewhere(SCORED_ELSEWHERE, REPORT_ALL)
 LEFT_OUT = left_out_line(SCORED_ELSEWHERE, REPORT_ALL)
@@ -140,10 +138,18 @@ _NOT_OTHER_RUNS = (
     else ""
 )
 
+MODEL_NAME = r"(?!rater-)[A-Za-z0-9][A-Za-z0-9._-]*"
+# The `read` rule's wildcards: it reads their predictions for the agreement judges too,
+# but leaves their own judge's verdicts as they are (novabench.report.scored).
+READ_TASK = own_verdicts_lookahead(SHOWN_ELSEWHERE, VERDICT_JUDGES) + "(?:{})".format(
+    "|".join(task_names())
+)
+READ_MODEL = MODEL_NAME
+
 
 wildcard_constraints:
     task="|".join(task_names()),
-    model=rf"(?!rater-){_NOT_OTHER_RUNS}[A-Za-z0-9][A-Za-z0-9._-]*",
+    model=rf"{_NOT_OTHER_RUNS}{MODEL_NAME}",
     rater=r"[A-Za-z0-9][A-Za-z0-9._-]*",
     judge=r"[A-Za-z0-9][A-Za-z0-9._-]*",
     axis="|".join(BREAKDOWN_AXES),
@@ -334,6 +340,14 @@ AGREEMENT_JUDGES = {
     for task, names in config["reporting"]["agreement_judges"].items()
     if names and task in REPORT_TASKS
 }
+# Models of earlier runs whose predictions are gone: no agreement judge can read them.
+AGREEMENT_UNREADABLE = [
+    s
+    for s in unreadable(Path(results("")), SHOWN_ELSEWHERE)
+    if s.task in AGREEMENT_JUDGES
+]
+if AGREEMENT_UNREADABLE and workflow.is_main_process:
+    logger.warning(agreement_left_out_line(AGREEMENT_UNREADABLE))
 
 
 def _git_state():
@@ -446,14 +460,17 @@ def report_tables():
 
 
 def agreement_inputs(wildcards):
-    """Every judge's verdicts (AGREEMENT_JUDGES) on each model of its task, which the
-    `read` rule writes, and the dataset manifest (the table's title names the data)."""
+    """Every judge's verdicts (AGREEMENT_JUDGES) on each model of its task whose answers
+    can be read (models of earlier runs included), which the `read` rule writes, and the
+    dataset manifest (the table's title names the data)."""
+    left_out = {(s.task, s.model) for s in AGREEMENT_UNREADABLE}
     return {
         "dataset_manifest": MANIFEST,
         "verdicts": [
             results(f"verdicts/{task}/{judge}/{model}.jsonl")
             for task, judges in AGREEMENT_JUDGES.items()
             for model in task_models(task)
+            if (task, model) not in left_out
             for judge in judges
         ],
     }

@@ -17,6 +17,10 @@ rule read:
         results("logs/read/{task}/{judge}/{model}.log"),
     benchmark:
         results("benchmarks/read/{task}/{judge}/{model}.tsv")
+    wildcard_constraints:
+        # Models of earlier runs too: an agreement judge reads their predictions.
+        task=READ_TASK,
+        model=READ_MODEL,
     conda:
         "../../envs/scoring.yaml"
     resources:

@@ -70,6 +70,40 @@ def left_out_line(scored: Sequence[Scored], include: bool) -> str | None:
     return f"Not shown: {len(left)} score file(s) under this results folder, {why}: {names}."
 
 
+def unreadable(results_dir: Path, shown: Sequence[Scored]) -> list[Scored]:
+    """The shown files of earlier runs whose prediction files are gone: a judge other
+    than the task's own (reporting.agreement_judges) has no answers of theirs to read."""
+    return [
+        s
+        for s in shown
+        if not (Path(results_dir) / "predictions" / s.task / f"{s.model}.jsonl").is_file()
+    ]
+
+
+def agreement_left_out_line(left: Sequence[Scored]) -> str | None:
+    """One line naming the models judge agreement leaves out (:func:`unreadable`)."""
+    if not left:
+        return None
+    names = ", ".join(f"{s.task}/{s.model}" for s in left)
+    return (
+        f"Judge agreement leaves out {len(left)} model(s) of earlier runs whose prediction "
+        f"files are gone, so that the agreement judges cannot read them: {names}."
+    )
+
+
+def own_verdicts_lookahead(shown: Sequence[Scored], judges: Mapping[str, str]) -> str:
+    """A lookahead for the `read` rule's ``{task}`` wildcard that refuses the verdict
+    files of the shown models of earlier runs by their task's own judge (``judges``: task
+    -> the ``{judge}`` of its verdict files): those are read as they are, like their
+    score files; other judges' verdicts on them are made from their predictions."""
+    import re
+
+    stems = sorted({f"{s.task}/{judges[s.task]}/{s.model}" for s in shown if s.task in judges})
+    if not stems:
+        return ""
+    return rf"(?!(?:{'|'.join(map(re.escape, stems))})\.(?:jsonl|summary\.json)$)"
+
+
 def recorded_adapters(results_dir: Path, scored: Sequence[Scored]) -> dict[str, dict[str, str]]:
     """``{model: {"adapter": ...}}`` as each one's prediction summaries record it (the
     report groups controls by adapter); a model without a readable summary is a model."""

@@ -283,6 +283,12 @@ class Task:
         The reading stage calls this; scoring counts what it stored."""
         return [{"verdict": None, "labels": {}} for _ in range(len(frame))]
 
+    def verdict_counts(self, verdicts: Sequence[Any]) -> dict[str, int]:
+        """How often each value of the judge's verdicts occurs (the verdict summary's
+        ``verdict_counts``; ``verdicts``: :meth:`judge_answers`' ``verdict`` per image,
+        None where none was given); none without a judge."""
+        return {}
+
     def reading_notes(self, judge: Any) -> dict[str, Any]:
         """What scoring needs to know of the judge besides its verdicts (the verdict
         summary's ``notes``)."""

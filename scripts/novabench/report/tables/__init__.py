@@ -109,9 +109,9 @@ def _judge_name(identity: Mapping[str, Any] | None) -> str | None:
 
 def judge_line(payload: Mapping[str, Any]) -> str | None:
     """A score file's judge and its held-out figures in one line ("judge not validated"
-    where the record does not hold the judge; ``novabench.judges.figures``); None for a
+    where the record does not hold the judge; ``novabench.judge_figures``); None for a
     task scored without a judge."""
-    from novabench.judges.figures import figures_line
+    from novabench.judge_figures import figures_line
 
     name = _judge_name(payload.get("judge"))
     return None if name is None else figures_line(name, payload.get("judge_validation"))

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import functools
-from collections.abc import Mapping
+from collections import Counter
+from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar
 
 import numpy as np
@@ -78,6 +79,7 @@ class Captioning(Task):
     figures = ("breakdown",)
     answer_tokens = 70  # one to three sentences
     stage_modules: ClassVar[Mapping[str, tuple[str, ...]]] = {
+        "parse": ("parser",),
         "read": ("verdicts",),
         "score": ("metrics", "bertscore"),
         "statistics": ("bootstrap",),
@@ -90,10 +92,7 @@ class Captioning(Task):
         return reference["caption"]
 
     def parse(self, raw: str, context: AnswerContext) -> Parsed:
-        caption = " ".join(raw.split())
-        if not caption:
-            return Parsed("parse_error", None, "empty answer")
-        return Parsed("ok", {"caption": caption})
+        return self.stage("parser").parse_caption(raw)
 
     def parsed_problem(self, parsed: dict[str, Any]) -> str | None:
         if not isinstance(parsed.get("caption"), str):
@@ -113,6 +112,15 @@ class Captioning(Task):
                 }
             )
         return rows
+
+    def verdict_counts(self, verdicts: Sequence[Any]) -> dict[str, int]:
+        """How many images the judge read (``judged``) and not (``not_judged``)."""
+        counts = Counter(
+            "judged" if v.get("judged") else "not_judged"
+            for v in verdicts
+            if isinstance(v, Mapping)
+        )
+        return dict(sorted(counts.items()))
 
     def judge_answers(self, frame: pd.DataFrame, answers: Answers, judge: Any) -> list[dict]:
         verdicts = self.stage("verdicts")
@@ -145,13 +153,9 @@ class Captioning(Task):
         return "Clinical F1 (%)", per_image["clinical_f1"].to_numpy(dtype=float)
 
     def judged_pairs(self, frame: pd.DataFrame, answers: Answers) -> list[tuple[Any, Any]]:
-        """(reference, caption) of every scored image, "" for one without a caption: the
-        scorer judges them all (on_error empty)."""
-        pairs = []
-        for row in frame.itertuples(index=False):
-            caption, status = answers.get(row.filename, "caption")
-            pairs.append((row.caption, caption if status == "ok" and caption else ""))
-        return pairs
+        """(reference, caption) of every scored image, as reading asks the judge (every
+        image is judged: on_error empty)."""
+        return self.stage("verdicts").caption_pairs(self._records(frame, answers))
 
 
 TASK = Captioning()

@@ -69,7 +69,7 @@ from novabench.metrics.status import RATE_STATUSES, STATUSES, status_summary
 from novabench.tasks.captioning.verdicts import hypotheses, judge_captions, pair_verdicts
 
 if TYPE_CHECKING:
-    from novabench.judges.base import CaptionJudge, KeywordSet, PairedCaptionJudge
+    from novabench.judge_verdicts import CaptionJudge, KeywordSet, PairedCaptionJudge
 
 TOKENIZER = "lowercase+sacrebleu-13a"
 BLEU_SMOOTHING = "nltk-method3 (NIST geometric; = sacrebleu smooth_method='exp')"

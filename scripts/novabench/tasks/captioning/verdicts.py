@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from novabench.judges.base import KeywordSet, PairVerdict, judge_caption_pairs
+from novabench.judge_verdicts import KeywordSet, PairVerdict, judge_caption_pairs
 
 
 def hypotheses(scored: Sequence[Mapping[str, Any]]) -> list[str]:
@@ -42,10 +42,14 @@ def caption_verdict(verdict: PairVerdict) -> dict[str, Any]:
     return {"judged": True, "reference": _plain(reference), "prediction": _plain(prediction)}
 
 
+def caption_pairs(scored: Sequence[Mapping[str, Any]]) -> list[tuple[str, Any]]:
+    """(reference, caption as read) of every scored record: what the judge is asked."""
+    return list(zip((r["reference"] for r in scored), hypotheses(scored), strict=True))
+
+
 def judge_captions(scored: Sequence[Mapping[str, Any]], judge: Any) -> list[dict[str, Any]]:
     """Every scored record's verdict (the module docstring's fields), in order."""
-    pairs = list(zip((r["reference"] for r in scored), hypotheses(scored), strict=True))
-    return [caption_verdict(v) for v in judge_caption_pairs(judge, pairs)]
+    return [caption_verdict(v) for v in judge_caption_pairs(judge, caption_pairs(scored))]
 
 
 def pair_verdicts(verdicts: Sequence[Mapping[str, Any] | None]) -> dict[int, tuple]:

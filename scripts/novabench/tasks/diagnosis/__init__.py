@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections import Counter
+from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar
 
 import numpy as np
@@ -11,6 +12,9 @@ import pandas as pd
 
 from novabench.errors import NovaError
 from novabench.tasks.base import AnswerContext, Answers, Metric, Parsed, ScoringContext, Task
+
+# The two verdicts of a judged ranking: its first diagnosis, and its first five.
+TOPS = ("top1", "top5")
 
 UNITS = ("image", "case")
 # The per-image score table's canonical labels (written by the reading stage, .verdicts).
@@ -136,6 +140,13 @@ class Diagnosis(Task):
             return "parsed.ranked must be a list of diagnosis strings"
         return None
 
+    def verdict_counts(self, verdicts: Sequence[Any]) -> dict[str, int]:
+        """``top1:<verdict>`` and ``top5:<verdict>`` counts of the judged rankings."""
+        counts = Counter(
+            f"{k}:{v[k]}" for v in verdicts if isinstance(v, Mapping) for k in TOPS if v.get(k)
+        )
+        return dict(sorted(counts.items()))
+
     def _records(self, frame: pd.DataFrame, answers: Answers) -> list[dict[str, Any]]:
         """Each row's reference and ranking, as the verdict and metric code read them."""
         rows = []
@@ -193,14 +204,12 @@ class Diagnosis(Task):
         return f"Entropy of the reference labels: {values[-1]:.2f} bits."
 
     def judged_pairs(self, frame: pd.DataFrame, answers: Answers) -> list[tuple[Any, Any]]:
-        """(top five, reference) of every image with a ranking: the scorer judges those."""
-        pairs = []
-        for row in frame.itertuples(index=False):
-            ranked, status = answers.get(row.filename, "ranked", [])
-            top = [str(d) for d in ranked or [] if str(d).strip()][:5] if status == "ok" else []
-            if top:
-                pairs.append((top, str(row.final_diagnosis)))
-        return pairs
+        """(top five, reference) of every image with a ranking, as reading asks the judge."""
+        if frame.empty:
+            return []
+        verdicts = self.stage("verdicts")
+        entries = verdicts.records_frame(self._records(frame, answers)).to_dict("records")
+        return verdicts.ranked_pairs(entries, verdicts.ranked_lists(entries))
 
 
 def table_labels(entry: Any) -> tuple[list[str | None], list[str]]:

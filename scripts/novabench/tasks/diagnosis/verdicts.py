@@ -18,7 +18,7 @@ from typing import Any
 import pandas as pd
 
 from novabench.errors import NovaError
-from novabench.judges.base import RankedVerdict, judge_ranked
+from novabench.judge_verdicts import RankedVerdict, judge_ranked
 from novabench.metrics.status import STATUSES
 
 _REQUIRED = ("filename", "case_id", "reference", "predictions", "status")
@@ -71,6 +71,15 @@ def ranked_lists(entries: list[dict[str, Any]]) -> list[list[str]]:
     ]
 
 
+def ranked_pairs(
+    entries: list[dict[str, Any]], ranked: list[list[str]]
+) -> list[tuple[list[str], str]]:
+    """(top five, reference) of every image with a ranking: what the judge is asked."""
+    return [
+        (top, str(record["reference"])) for record, top in zip(entries, ranked, strict=True) if top
+    ]
+
+
 def casefold_label(text: str) -> str:
     return " ".join(text.casefold().split())
 
@@ -88,9 +97,7 @@ def _ranked_verdicts(
     judge: Any, entries: list[dict[str, Any]], ranked: list[list[str]]
 ) -> list[RankedVerdict | None]:
     """The judge's verdict per image; None for an image without a ranking."""
-    judged = [
-        (top, str(record["reference"])) for record, top in zip(entries, ranked, strict=True) if top
-    ]
+    judged = ranked_pairs(entries, ranked)
     identity = judge.identity() if hasattr(judge, "identity") else {}
     name = str((identity or {}).get("name", ""))
     verdicts = iter(judge_ranked(judge, judged, name))

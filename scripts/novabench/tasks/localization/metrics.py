@@ -45,10 +45,12 @@ from pycocotools.cocoeval import COCOeval
 
 from novabench.errors import NovaError
 from novabench.metrics.status import status_summary
+from novabench.records import STATUSES
 
 MISSING_STATUS = "missing"  # an image with no answer (no status recorded, or none on file)
 # A refusal is scored as an error: an image without boxes (novabench.metrics.status).
-PREDICTION_STATUSES = ("ok", "no_finding", "parse_error", "refusal", "error", MISSING_STATUS)
+# What reading found of each image (a verdict record's status), as scores count them.
+VERDICT_STATUSES = STATUSES
 HIT_THRESHOLDS = (0.3, 0.5)
 # Same construction as pycocotools' default, so 0.50:0.95 are the usual float values.
 COCO_50_95 = np.linspace(0.5, 0.95, int(np.round((0.95 - 0.5) / 0.05)) + 1, endpoint=True)
@@ -249,11 +251,11 @@ def _check_statuses(gold: Mapping, statuses: Mapping[str, str] | None) -> None:
     if statuses is None:
         return
     _check_filenames(gold, statuses, "statuses")
-    bad = sorted({s for s in statuses.values() if s not in PREDICTION_STATUSES}, key=str)
+    bad = sorted({s for s in statuses.values() if s not in VERDICT_STATUSES}, key=str)
     if bad:
         raise NovaError(
             f"unknown prediction status(es) {bad}",
-            fix=f"use one of {', '.join(PREDICTION_STATUSES)}",
+            fix=f"use one of {', '.join(VERDICT_STATUSES)}",
         )
 
 
@@ -339,7 +341,7 @@ def score_localization(
     ``gold``: filename -> gold ``[x, y, width, height]`` boxes (``[]`` for a normal image).
     ``predictions``: filename -> box dicts with ``x, y, width, height`` and optional
     ``score``, in the model's output order. ``statuses``: filename -> one of
-    ``PREDICTION_STATUSES``; when None the status rates are NaN. Summary rates and AP
+    ``VERDICT_STATUSES``; when None the status rates are NaN. Summary rates and AP
     values are percentages; status counts and rates use the keys of
     ``novabench.metrics.status``.
     """
@@ -364,7 +366,7 @@ def score_localization(
     summary.update(
         status_summary(
             per_image["status"],
-            PREDICTION_STATUSES,
+            VERDICT_STATUSES,
             ("parse_error", "no_finding", "refusal", "error", MISSING_STATUS),
             known=statuses is not None,
         )
