@@ -8,6 +8,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from novabench.answer_formats import format_diagnosis
+from novabench.tasks import get_task
+from novabench.tasks.base import AnswerContext, Parsed
 from novabench.tasks.diagnosis import parser as diagnosis
 from novabench.tasks.diagnosis.parser import MAX_ITEMS, ParsedDiagnosis, parse_diagnosis
 
@@ -354,3 +356,12 @@ def test_a_megabyte_of_adversarial_text_is_read_in_linear_time(text: str, monkey
     started = time.perf_counter()
     parse_diagnosis(text)
     assert time.perf_counter() - started < 2.0
+
+
+def test_the_reading_stage_records_alternatives_only_where_there_are_some() -> None:
+    task = get_task("diagnosis")
+    context = AnswerContext(width=256, height=256)
+    plain = task.parse('{"most_likely_diagnosis": "GBM"}', context)
+    assert plain == Parsed("ok", {"ranked": ["GBM"]})  # clean answers' records do not change
+    hedged = task.parse('{"most_likely_diagnosis": "GBM vs lymphoma"}', context)
+    assert hedged == Parsed("ok", {"ranked": ["GBM vs lymphoma"], "n_alternatives": 1})
