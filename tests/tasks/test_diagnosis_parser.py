@@ -268,6 +268,21 @@ def alternatives(n: int, *ranked: str) -> ParsedDiagnosis:
                 "Wernicke encephalopathy",
             ),
         ),
+        # a label whose value is a sentence; a label over a ranked list
+        (
+            "Impression: The findings are consistent with a meningioma.",
+            ok("meningioma"),
+        ),
+        (
+            "**Answer:**\n1. A glioma\n2. Metastasis\n\nThese are ranked by likelihood.",
+            ok("glioma", "Metastasis"),
+        ),
+        # a list of findings is no differential when a sentence names the diagnosis
+        (
+            "Findings:\n1. T2 hyperintense lesion\n2. Restricted diffusion\n\n"
+            "The findings are consistent with acute infarct.",
+            ok("acute infarct"),
+        ),
     ],
 )
 def test_answers_without_json(text: str, expected: ParsedDiagnosis) -> None:
@@ -330,12 +345,28 @@ def test_a_cut_off_answer_keeps_its_top_1_and_complete_items(
 )
 def test_a_cut_off_top_1_is_a_parse_error_never_a_promoted_differential(text: str) -> None:
     assert parse_diagnosis(text) == ParsedDiagnosis(
-        "parse_error", (), "the answer stops before its top-1 ends"
+        "parse_error", (), "a cut-off answer without a complete top-1"
     )
 
 
-def test_a_differential_without_a_top_1_is_a_parse_error() -> None:
-    assert parse_diagnosis("Differential: meningioma, schwannoma").status == "parse_error"
+@pytest.mark.parametrize(
+    "text",
+    [
+        "Other possible diagnoses:\n- Meningioma\n- Schwannoma",
+        "Alternatives include meningioma and schwannoma.",
+        '{"other_possible_diagnoses": ["Meningioma"]',
+    ],
+)
+def test_other_diagnoses_without_a_top_1_are_a_parse_error(text: str) -> None:
+    assert parse_diagnosis(text).status == "parse_error"
+
+
+def test_a_ranked_differential_list_without_a_separate_top_1_is_a_ranking() -> None:
+    # "Differential diagnosis" over a ranked list names the top-1 first, as a bare list does
+    text = (
+        "Differential diagnosis (most to least likely):\n1. Meningioma - dural tail\n2. Schwannoma"
+    )
+    assert parse_diagnosis(text) == ok("Meningioma", "Schwannoma")
 
 
 @pytest.mark.parametrize(

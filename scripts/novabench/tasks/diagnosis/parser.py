@@ -213,17 +213,18 @@ def _quoted_strings(text: str) -> list[str]:
 def _from_truncated_object(text: str) -> tuple[list[str], list[str]] | None:
     """The answer object if it is cut off: (complete top-1 or nothing, complete items).
 
-    None when the object holding the most likely diagnosis is closed (or there is none):
-    the JSON reading then handles it. A complete inner list or item object of a cut-off
+    None when the object holding the most likely (else the other) diagnoses is closed, or
+    there is none: the JSON reading then handles it. A complete inner list or item object of a cut-off
     answer is never read as the answer on its own, so a differential is never promoted.
     """
-    key = _TOP_KEY.search(text)
+    top_key = _TOP_KEY.search(text)
+    key = top_key or _OTHER_KEY.search(text)
     if key is None:
         return None
     start = _unclosed_object_start(text, key.start())
     if start is None:
         return None
-    value = _QUOTED.match(text, key.end())
+    value = _QUOTED.match(text, key.end()) if top_key else None
     top = [value.group(1) or value.group(2) or ""] if value else []
     others: list[str] = []
     if (other := _OTHER_KEY.search(text, start)) is not None:
@@ -237,7 +238,8 @@ def _from_truncated_object(text: str) -> tuple[list[str], list[str]] | None:
 _MARKER = re.compile(r"(?:\d{1,2}\s*[.):]|[-*•+·])\s+")
 _TOP_LABEL = re.compile(
     r"(?:the )?(?:(?:most likely|most probable|primary|leading|final|top|main|working|"
-    r"favou?red|suspected) (?:diagnosis|impression)|most likely|diagnosis|impression)\b",
+    r"favou?red|suspected) (?:diagnosis|impression)|most likely|diagnosis|impression|"
+    r"(?:final )?answer)\b",
     re.IGNORECASE,
 )
 _OTHER_LABEL = re.compile(
@@ -294,6 +296,8 @@ def _from_labelled_lines(text: str) -> tuple[list[str], list[str]]:
             elif kind == "other" and value:
                 others += _series(value)
             section, item_indent = (kind if not value else ""), -1
+        elif section == "top" and is_item:  # "Answer:" over a ranked list
+            top, section, item_indent = (top or [core]), "other", indent
         elif section == "top":
             top, section = (top or [core]), ""
         elif section == "other" and is_item and (item_indent < 0 or indent <= item_indent):
@@ -328,9 +332,14 @@ _PROSE_OTHER = re.compile(
 
 def _from_prose(text: str) -> tuple[list[str], list[str]]:
     """ "The most likely diagnosis is X. Differential includes A and B." and the like."""
-    top = _PROSE_TOP.search(text)
+    top = _prose_top(text)
     others = [item for found in _PROSE_OTHER.finditer(text) for item in _series(found.group(1))]
-    return ([next(g for g in top.groups() if g)] if top else []), others
+    return ([top] if top else []), others
+
+
+def _prose_top(text: str) -> str | None:
+    found = _PROSE_TOP.search(text)
+    return next(group for group in found.groups() if group) if found else None
 
 
 def _series(text: str) -> list[str]:
@@ -375,12 +384,25 @@ def _name(text: str) -> str:
     return _clean_item(text)
 
 
+# Words that say a list holds the diagnoses after the most likely one, never the top-1.
+_OTHERS_ONLY = re.compile(
+    r"\b(?:other|alternative|additional|less\s+likely)(?:\s+(?:possible|likely|potential))?"
+    r"\s+(?:diagnos[ie]s|considerations|possibilities|differentials?)\b|\balternatives\b",
+    re.IGNORECASE,
+)
+
+
 def _from_free_text(text: str) -> tuple[list[str], list[str]] | None:
-    """Labels and prose first; else a bare numbered or bulleted list (first item top-1)."""
+    """Labels and prose first; else a bare or "Differential" list, its first item top-1.
+
+    A list named as the other diagnoses never gives the top-1: without one, ``([], ...)``.
+    """
     top, others = _from_labelled_lines(text)
     prose_top, prose_others = _from_prose(text)
-    top = [name for name in map(_name, top or prose_top) if name]
-    if top:
+    # "Impression: the findings are consistent with X" names X
+    top = [_prose_top(value) or value for value in top] or prose_top
+    top = [name for name in map(_name, top) if name]
+    if top or _OTHERS_ONLY.search(text):
         return top, _first_names(others or prose_others)
     lines = (core for core, is_item, _ in map(_line_parts, text.splitlines()) if is_item)
     items = _first_names(lines)
@@ -439,7 +461,7 @@ def _parse(text: str) -> ParsedDiagnosis:
     text = text[:MAX_TEXT_CHARS]
     parts = _from_truncated_object(text)
     if parts is not None and not any(_clean_item(t) for t in parts[0]):
-        return ParsedDiagnosis("parse_error", (), "the answer stops before its top-1 ends")
+        return ParsedDiagnosis("parse_error", (), "a cut-off answer without a complete top-1")
     json_error = None
     if parts is None:
         parts = _from_json(text)
@@ -449,8 +471,10 @@ def _parse(text: str) -> ParsedDiagnosis:
             return ParsedDiagnosis("parse_error", (), "the JSON has no most likely diagnosis")
     if parts is None:
         parts = _from_free_text(text)
-    if parts is not None:
+    if parts is not None and parts[0]:
         return _result(*parts)
+    if parts is not None and parts[1]:
+        return ParsedDiagnosis("parse_error", (), "other diagnoses but no most likely one")
     return json_error or ParsedDiagnosis("parse_error", (), "no JSON object or numbered list found")
 
 
