@@ -132,7 +132,10 @@ class Diagnosis(Task):
         parsed = self.stage("parser").parse_diagnosis(raw)
         if parsed.status != "ok":
             return Parsed(parsed.status, None, parsed.error)
-        return Parsed("ok", {"ranked": list(parsed.ranked)})
+        read: dict[str, Any] = {"ranked": list(parsed.ranked)}
+        if parsed.n_alternatives:  # slots naming alternatives ("A vs B"), counted apart
+            read["n_alternatives"] = parsed.n_alternatives
+        return Parsed("ok", read)
 
     def parsed_problem(self, parsed: dict[str, Any]) -> str | None:
         ranked = parsed.get("ranked")
