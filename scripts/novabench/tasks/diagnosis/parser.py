@@ -214,8 +214,9 @@ def _from_truncated_object(text: str) -> tuple[list[str], list[str]] | None:
     """The answer object if it is cut off: (complete top-1 or nothing, complete items).
 
     None when the object holding the most likely (else the other) diagnoses is closed, or
-    there is none: the JSON reading then handles it. A complete inner list or item object of a cut-off
-    answer is never read as the answer on its own, so a differential is never promoted.
+    there is none: the JSON reading then handles it. A complete inner list or item object
+    of a cut-off answer is never read as the answer on its own, so a differential is never
+    promoted.
     """
     top_key = _TOP_KEY.search(text)
     key = top_key or _OTHER_KEY.search(text)
