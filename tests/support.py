@@ -61,3 +61,24 @@ def free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind(("127.0.0.1", 0))
         return sock.getsockname()[1]
+
+
+class RecordingJudge:
+    """A judge that records what it is asked, and answers "no keywords" / "no match":
+    what reading asks a task's judge, compared with what the estimate counts."""
+
+    def __init__(self):
+        self.asked = []
+
+    def judge_pairs(self, pairs):
+        from novabench.judges import KeywordSet
+
+        self.asked += list(pairs)
+        return [(KeywordSet(frozenset(), False), KeywordSet(frozenset(), False)) for _ in pairs]
+
+    def match_ranked_many(self, pairs):
+        self.asked += [(list(ranked), reference) for ranked, reference in pairs]
+        return [(False, False) for _ in pairs]
+
+    def identity(self):
+        return {"name": "recording"}

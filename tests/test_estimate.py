@@ -23,7 +23,7 @@ from novabench.estimate import (
     expected_size,
     format_estimate,
 )
-from support import ROOT
+from support import ROOT, RecordingJudge
 
 CAPTIONING_PROMPT = (ROOT / "config" / "prompts" / "captioning-v1.txt").read_text()
 DIAGNOSIS_PROMPT = (ROOT / "config" / "prompts" / "diagnosis-v1.txt").read_text()
@@ -446,26 +446,6 @@ def test_a_cached_judge_answer_is_not_counted_and_nothing_is_printed_then(workdi
     assert (job.requests, job.to_send, job.input_tokens, job.usd) == (2, 0, 0, 0.0)
     # ...and with nothing left to send, planning prints nothing.
     assert plan_time_estimate(plan, workdir) is None
-
-
-class RecordingJudge:
-    """Records what scoring asks a judge, and answers "no keywords" / "no match"."""
-
-    def __init__(self):
-        self.asked = []
-
-    def judge_pairs(self, pairs):
-        from novabench.judges import KeywordSet
-
-        self.asked += list(pairs)
-        return [(KeywordSet(frozenset(), False), KeywordSet(frozenset(), False)) for _ in pairs]
-
-    def match_ranked_many(self, pairs):
-        self.asked += [(list(ranked), reference) for ranked, reference in pairs]
-        return [(False, False) for _ in pairs]
-
-    def identity(self):
-        return {"name": "recording"}
 
 
 @pytest.mark.parametrize("task", ["captioning", "diagnosis"])

@@ -6,27 +6,8 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
-from novabench.judges import KeywordSet
 from novabench.tasks import Answers, get_task
-
-
-class RecordingJudge:
-    """Records what reading asks a judge; answers "no keywords" / "no match"."""
-
-    def __init__(self):
-        self.asked = []
-
-    def judge_pairs(self, pairs):
-        self.asked += list(pairs)
-        return [(KeywordSet(frozenset(), False), KeywordSet(frozenset(), False)) for _ in pairs]
-
-    def match_ranked_many(self, pairs):
-        self.asked += [(list(ranked), reference) for ranked, reference in pairs]
-        return [(False, False) for _ in pairs]
-
-    def identity(self):
-        return {"name": "recording"}
-
+from support import RecordingJudge
 
 FRAME = pd.DataFrame(
     {
