@@ -11,6 +11,7 @@ from __future__ import annotations
 import ast
 import json
 import re
+from collections.abc import Iterator
 from typing import Any
 
 # At most this many candidate spans are read from one answer.
@@ -19,15 +20,12 @@ MAX_SPANS = 32
 MAX_DEPTH = 32
 
 
-def json_spans(text: str) -> list[str]:
-    """Outermost balanced {...} / [...] substrings, in order, in one linear pass.
+def structural_brackets(text: str) -> Iterator[tuple[int, str]]:
+    """Each bracket outside quoted strings, with its position, in one linear pass.
 
-    Brackets inside quoted strings do not count. JSON and Python strings cannot hold a raw
-    newline, so a newline ends any open quote: a stray quote in prose then spoils one
-    line at most.
+    JSON and Python strings cannot hold a raw newline, so a newline ends any open quote: a
+    stray quote in prose then spoils one line at most.
     """
-    pairs: list[tuple[int, int]] = []
-    stack: list[tuple[str, int]] = []
     quote, escaped = "", False
     for j, ch in enumerate(text):
         if ch == "\n":
@@ -41,9 +39,24 @@ def json_spans(text: str) -> list[str]:
                 quote = ""
         elif ch == '"' or (ch == "'" and not (j > 0 and text[j - 1].isalnum())):
             quote = ch  # an apostrophe inside a word ("Wilson's") opens no string
-        elif ch in "{[":
+        elif ch in "{}[]":
+            yield j, ch
+
+
+def closes(stack: list[tuple[str, int]], ch: str) -> bool:
+    """Whether closing bracket ``ch`` closes the innermost open one on ``stack``."""
+    return bool(stack) and stack[-1][0] == "[{"["]}".index(ch)]
+
+
+def json_spans(text: str) -> list[str]:
+    """Outermost balanced {...} / [...] substrings, in order, in one linear pass
+    (brackets inside quoted strings do not count: :func:`structural_brackets`)."""
+    pairs: list[tuple[int, int]] = []
+    stack: list[tuple[str, int]] = []
+    for j, ch in structural_brackets(text):
+        if ch in "{[":
             stack.append((ch, j))
-        elif ch in "}]" and stack and stack[-1][0] == "[{"["]}".index(ch)]:
+        elif closes(stack, ch):
             pairs.append((stack.pop()[1], j))
     spans: list[str] = []
     last_end = -1

@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from itertools import islice
 from typing import Any
 
-from novabench.answer_json import json_spans, load_lenient
+from novabench.answer_json import closes, json_spans, load_lenient, structural_brackets
 
 MAX_ITEMS = 5
 # Longer outputs are cut before parsing: a differential never needs this much text and
@@ -176,32 +176,25 @@ _QUOTED_OR_KEY = re.compile(rf"(?:{_QUOTED.pattern})(\s*:)?")
 
 
 def _unclosed_object_start(text: str, at: int) -> int | None:
-    """Where the innermost object open at position ``at`` starts, if it is never closed.
-
-    One linear pass with the quoting rules of ``json_spans``: a newline ends a quote.
-    """
+    """Where the innermost object open at position ``at`` starts, if it is never closed
+    (one linear pass over the brackets outside quotes, as ``json_spans`` reads them)."""
     stack: list[tuple[str, int]] = []
     holder: tuple[str, int] | None = None
-    quote, escaped = "", False
-    for j, ch in enumerate(text):
-        if j == at:
-            holder = next((entry for entry in reversed(stack) if entry[0] == "{"), None)
-        if ch == "\n":
-            quote, escaped = "", False
-        elif quote:
-            if escaped:
-                escaped = False
-            elif ch == "\\":
-                escaped = True
-            elif ch == quote:
-                quote = ""
-        elif ch == '"' or (ch == "'" and not (j > 0 and text[j - 1].isalnum())):
-            quote = ch
-        elif ch in "{[":
+    seen_at = False
+    for j, ch in structural_brackets(text):
+        if not seen_at and j >= at:
+            holder, seen_at = _innermost_object(stack), True
+        if ch in "{[":
             stack.append((ch, j))
-        elif ch in "}]" and stack and stack[-1][0] == "[{"["]}".index(ch)]:
+        elif closes(stack, ch):
             stack.pop()
+    if not seen_at and at < len(text):  # ``at`` past the last bracket, inside the text
+        holder = _innermost_object(stack)
     return holder[1] if holder is not None and holder in stack else None
+
+
+def _innermost_object(stack: list[tuple[str, int]]) -> tuple[str, int] | None:
+    return next((entry for entry in reversed(stack) if entry[0] == "{"), None)
 
 
 def _quoted_strings(text: str) -> list[str]:
