@@ -4,10 +4,13 @@ re-plans: tests/workflow/test_code_reruns.py)."""
 from __future__ import annotations
 
 import json
+import re
+import subprocess
+from pathlib import Path
 
 import pytest
 
-from support import ROOT, SNAKEMAKE
+from support import ROOT, snakemake
 
 # --- the HTML report's captions ----------------------------------------------------------
 
@@ -77,28 +80,26 @@ def test_the_overview_says_when_the_numbers_are_not_nova():
 # --- judge agreement reads verdict files -------------------------------------------------
 
 
+def agreement_dry_run(workdir: Path, config: Path) -> tuple[subprocess.CompletedProcess, str]:
+    """A dry run of the judge agreement table in ``workdir`` with ``config`` added: the run,
+    and the inputs it lists for the agreement job."""
+    target = "results/sample/tables/judge_agreement.csv"
+    result = snakemake(workdir, "-n", target, "--configfile", str(config), timeout=600)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    (inputs,) = re.findall(r"rule judge_agreement:\n\s+input: (.*)\n", result.stdout)
+    return result, inputs
+
+
 def test_judge_agreement_asks_the_read_rule_for_every_judges_verdicts(tmp_path):
     """The agreement job's inputs are the verdicts of the task's judge and of each listed
     judge on every model, which `read` jobs make; it reads no prediction file and waits
     for no score."""
-    import re
-    import subprocess
-
     config = tmp_path / "agreement.yaml"
     config.write_text(
         "judges: {matcher-2: {kind: diagnosis-matcher, settings: {embedding_fallback: false}}}\n"
         "reporting: {agreement_judges: {diagnosis: [matcher-2]}}\n"
     )
-    target = "results/sample/tables/judge_agreement.csv"
-    result = subprocess.run(
-        [*SNAKEMAKE, "-n", target, "--configfile", str(config), "-d", str(tmp_path)],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
-    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
-    (inputs,) = re.findall(r"rule judge_agreement:\n\s+input: (.*)\n", result.stdout)
+    result, inputs = agreement_dry_run(tmp_path, config)
     expected = [
         f"results/sample/verdicts/diagnosis/{judge}/{model}.jsonl"
         for model in ("gold", "retrieval")
@@ -117,9 +118,6 @@ def test_agreement_judges_read_the_models_of_earlier_runs_whose_predictions_are_
     """`reporting.models: all` shows models scored by earlier runs: an agreement judge
     reads their predictions (their own judge's verdicts stay as they are); a model whose
     predictions are gone is left out of agreement, in one line."""
-    import re
-    import subprocess
-
     results = tmp_path / "results" / "sample"
     for model in ("other", "gone"):
         for name in (
@@ -136,16 +134,7 @@ def test_agreement_judges_read_the_models_of_earlier_runs_whose_predictions_are_
         "judges: {keywords2: {kind: keyword-lexicon}}\n"
         "reporting: {models: all, agreement_judges: {captioning: [keywords2]}}\n"
     )
-    target = "results/sample/tables/judge_agreement.csv"
-    result = subprocess.run(
-        [*SNAKEMAKE, "-n", target, "--configfile", str(config), "-d", str(tmp_path)],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
-    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
-    (inputs,) = re.findall(r"rule judge_agreement:\n\s+input: (.*)\n", result.stdout)
+    result, inputs = agreement_dry_run(tmp_path, config)
     expected = [
         f"results/sample/verdicts/captioning/{judge}/{model}.jsonl"
         for model in ("gold", "classical", "other")
