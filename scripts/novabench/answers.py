@@ -20,11 +20,19 @@ from typing import Any
 
 import pandas as pd
 
+from novabench.code_fingerprint import code_fingerprint
 from novabench.records import read_predictions
 from novabench.refusals import refusal_reason
 from novabench.tasks import AnswerContext, Answers, Task, get_task
 
 SIZE_COLUMNS = ["width", "height"]
+
+
+def reader_fingerprint(task: str) -> str:
+    """The fingerprint of the code that reads ``task``'s answers (this module, what it
+    imports, the task's parse stage): figures measured on raw answers hold for this
+    reading only, and are quoted only while it stays the same."""
+    return code_fingerprint(__name__, *get_task(task).code_modules("parse"))
 
 
 def answer_sizes(frame: pd.DataFrame) -> dict[str, tuple[int, int]]:

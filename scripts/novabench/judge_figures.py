@@ -79,10 +79,18 @@ def read_record(path: Path = RECORD) -> list[dict[str, Any]]:
 # --- looking a judge up ------------------------------------------------------------------------
 
 
-def lookup(identity: Mapping[str, Any], task: str, path: Path | None = None) -> dict[str, Any]:
+def lookup(
+    identity: Mapping[str, Any],
+    task: str,
+    path: Path | None = None,
+    reader: str | None = None,
+) -> dict[str, Any]:
     """What a score file records of its judge's error: ``validated`` true with the record's
     ``figures`` where the record holds the judge's identity on ``task``; else ``validated``
-    false and the ``reason``."""
+    false and the ``reason``. Figures measured end to end on raw answers come along under
+    ``end_to_end`` when they were measured with ``reader`` (the fingerprint of the code that
+    read the answers: :func:`novabench.answers.reader_fingerprint`); with another reader
+    they are left out with the reason (``end_to_end_reason``)."""
     path = Path(path) if path is not None else RECORD
     if not path.is_file():
         reason = f"no judge figures at {path.name} (the record ships with the repository)"
@@ -91,7 +99,12 @@ def lookup(identity: Mapping[str, Any], task: str, path: Path | None = None) -> 
     for entry in read_record(path):
         if entry["task"] == task and entry["identity"] == wanted:
             figures = {"task": task, "pooled": entry["pooled"], "sets": entry.get("sets", [])}
-            return {"validated": True, "record": path.name, "figures": figures}
+            return {
+                "validated": True,
+                "record": path.name,
+                "figures": figures,
+                **_end_to_end(entry, reader),
+            }
     return {
         "validated": False,
         "reason": (
@@ -99,6 +112,21 @@ def lookup(identity: Mapping[str, Any], task: str, path: Path | None = None) -> 
             f"it was never measured); re-measure with `{REMEASURE}`"
         ),
     }
+
+
+def _end_to_end(entry: Mapping[str, Any], reader: str | None) -> dict[str, Any]:
+    """The entry's end-to-end figures where they hold for ``reader``, else the reason."""
+    measured = entry.get("end_to_end")
+    if not measured:
+        return {"end_to_end_reason": "not measured on raw answers"}
+    if reader is None or measured["pooled"].get("reader") != reader:
+        return {
+            "end_to_end_reason": (
+                "the answers were read by other code than the figures on raw answers were "
+                f"measured with; re-measure with `{REMEASURE}`"
+            )
+        }
+    return {"end_to_end": measured}
 
 
 # --- one line for the tables ----------------------------------------------------------------------
@@ -143,4 +171,26 @@ def figures_line(judge: str, validation: Mapping[str, Any] | None) -> str:
     else:
         overall = pooled["clinical_f1"]
         text = f"Clinical F1 off by {_points(overall)} points per pair (n={overall['n']})"
-    return f"{judge}; held-out: {text} ({where})"
+    line = f"{judge}; held-out: {text} ({where})"
+    if figures["task"] == "diagnosis":
+        line += f"; {end_to_end_text(validation)}"
+    return line
+
+
+def end_to_end_text(validation: Mapping[str, Any]) -> str:
+    """The judge's figures on raw answers, read by the pipeline and judged, in words."""
+    measured = validation.get("end_to_end")
+    if not measured:
+        reason = validation.get("end_to_end_reason", "not measured on raw answers")
+        return f"end to end on raw answers: not quoted ({reason})"
+    pooled, named = measured["pooled"], ", ".join(s["set"] for s in measured["sets"])
+    top1, top5 = pooled["top1"], pooled["top5"]
+    return (
+        f"end to end on raw answers ({named}, n={pooled['n']}): the reading agrees with a "
+        f"person's on {_percent(pooled['reading']['status_and_top1'])} of answers, decided "
+        f"accuracy Top-1 {_percent(top1['decided_accuracy'])} and Top-5 "
+        f"{_percent(top5['decided_accuracy'])}, false matches "
+        f"{_percent(top1['decided_false_match'])} and {_percent(top5['decided_false_match'])}, "
+        f"undecided {_percent(top1['undecided'], decimals=0)} and "
+        f"{_percent(top5['undecided'], decimals=0)}"
+    )

@@ -30,7 +30,7 @@ from typing import Any
 
 import pandas as pd
 
-from novabench.answers import SIZE_COLUMNS, answer_sizes, read_answers
+from novabench.answers import SIZE_COLUMNS, answer_sizes, read_answers, reader_fingerprint
 from novabench.errors import NovaError
 from novabench.io import atomic_write_text
 from novabench.provenance import sha256_file
@@ -125,6 +125,8 @@ def read_predictions_file(
         # An LLM judge's requests: how many were answered from the cache, failed, cost.
         "usage": judge.usage() if hasattr(judge, "usage") else None,
         "code": code,
+        # The reading's own code: the judge figures measured on raw answers hold for it.
+        "reader": reader_fingerprint(task),
         "inputs": {
             "dataset_sha256": sha256_file(Path(dataset)),
             "predictions_sha256": sha256_file(Path(predictions)),

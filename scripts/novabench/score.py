@@ -122,7 +122,9 @@ def score_verdicts(
         "n_excluded": len(excluded),
         "excluded_images": excluded,
         "judge": identity,
-        "judge_validation": lookup(identity, task, judge_figures) if identity else None,
+        "judge_validation": (
+            lookup(identity, task, judge_figures, summary.get("reader")) if identity else None
+        ),
         # An LLM judge's requests: how many were answered from the cache, failed, cost.
         "judge_usage": summary.get("usage"),
         "inputs": {

@@ -9,8 +9,9 @@ import pandas as pd
 import pytest
 
 from novabench import judge_figures as figures
+from novabench.answers import reader_fingerprint
 from novabench.cli import main
-from novabench.judges import validation
+from novabench.judges import validation, validation_stats
 from novabench.judges.verdict_snapshot import configured_judge
 from novabench.report.tables import judge_line, table_note, task_table, write_task_tables
 from support import DATA
@@ -47,9 +48,27 @@ def test_the_record_was_measured_on_the_current_held_out_sets(task):
         record = validation._file_record(path, pairs)
         if record["heldout"]:
             expected.append((vset.key, record["sha256"], record["heldout"]))
-    found = figures.lookup(configured_judge(task).identity(), task)
-    measured = [(s["set"], s["sha256"], s["n"]) for s in found["figures"]["sets"]]
-    assert measured == expected, STALE
+    entry = next(
+        e
+        for e in figures.read_record()
+        if e["task"] == task
+        and e["identity"] == figures.verdict_identity(configured_judge(task).identity())
+    )
+    sets = [*entry["sets"], *entry.get("end_to_end", {}).get("sets", [])]
+    measured = sorted((s["set"], s["sha256"], s["n"]) for s in sets)
+    assert measured == sorted(expected), STALE
+
+
+def test_the_end_to_end_figures_were_measured_with_todays_reader():
+    # The figures on raw answers hold for the reading they were measured with: an edit of
+    # the parser, the refusal patterns or the reading module makes them stale.
+    found = figures.lookup(
+        configured_judge("diagnosis").identity(),
+        "diagnosis",
+        reader=reader_fingerprint("diagnosis"),
+    )
+    assert "end_to_end" in found, f"{found.get('end_to_end_reason')}; {STALE}"
+    assert found["end_to_end"]["pooled"]["n"] >= 200
 
 
 # --- looking a judge up ------------------------------------------------------------------------
@@ -89,6 +108,55 @@ def test_a_matching_identity_finds_its_figures_and_a_changed_one_does_not(tmp_pa
     assert not figures.lookup(identity, "diagnosis", tmp_path / "none.json")["validated"]
 
 
+def prop(k, n):
+    return {"k": k, "n": n, "rate": k / n, "ci95": None}
+
+
+def with_end_to_end(record, reader):
+    labels = {
+        "decided_accuracy": prop(189, 194),
+        "decided_false_match": prop(0, 114),
+        "decided_missed": prop(5, 80),
+        "undecided": prop(6, 200),
+        "accuracy": prop(195, 200),
+    }
+    top5 = {**labels, "decided_accuracy": prop(176, 186), "decided_false_match": prop(1, 73)}
+    pooled = {
+        "n": 200,
+        "reader": reader,
+        "reading": {"status": prop(195, 200), "status_and_top1": prop(183, 200)},
+        "top1": labels,
+        "top5": {**top5, "undecided": prop(14, 200)},
+    }
+    record["judges"][0]["end_to_end"] = {"pooled": pooled, "sets": [{"set": "raw-x", "n": 200}]}
+    return record
+
+
+def test_end_to_end_figures_are_quoted_only_for_the_reader_they_were_measured_with(
+    tmp_path, matcher
+):
+    identity = matcher.identity()
+    path = tmp_path / figures.RECORD_NAME
+    record = record_of(figures.verdict_identity(identity), sets=[{"set": "diagnosis-5"}])
+    path.write_text(json.dumps(with_end_to_end(record, "abc")))
+    found = figures.lookup(identity, "diagnosis", path, reader="abc")
+    assert found["end_to_end"]["pooled"]["n"] == 200
+    assert judge_line(payload(identity, found)).endswith(
+        "; end to end on raw answers (raw-x, n=200): the reading agrees with a person's on "
+        "91.5% of answers, decided accuracy Top-1 97.4% and Top-5 94.6%, false matches 0.0% "
+        "and 1.4%, undecided 3% and 7%"
+    )
+    # Another reader (the parser edited since), or a score file that names none.
+    for reader in ("abd", None):
+        stale = figures.lookup(identity, "diagnosis", path, reader=reader)
+        assert stale["validated"] and "end_to_end" not in stale
+        assert judge_line(payload(identity, stale)).endswith(
+            "end to end on raw answers: not quoted (the answers were read by other code than "
+            "the figures on raw answers were measured with; re-measure with `novabench "
+            "judge-report --record`)"
+        )
+
+
 def test_an_unreadable_record_names_the_file_and_the_command(tmp_path, matcher):
     path = tmp_path / figures.RECORD_NAME
     path.write_text('{"judges": [{"task": "diagnosis"}]}')
@@ -116,7 +184,8 @@ def test_the_line_gives_the_figures_or_says_judge_not_validated(tmp_path, matche
     assert judge_line(payload(identity, found)) == (
         f"diagnosis-matcher (code {code}); held-out: decided accuracy 97.0% [91.5-99.0], "
         "false matches 2.0% and missed 4.0% of decided non-matches and matches, undecided "
-        "12% (held-out pairs of diagnosis-5, n=114)"
+        "12% (held-out pairs of diagnosis-5, n=114); end to end on raw answers: not quoted "
+        "(not measured on raw answers)"
     )
     changed = {**identity, "code": "f" * 16}
     not_found = figures.lookup(changed, "diagnosis", path)
@@ -201,7 +270,7 @@ def test_record_writes_the_measured_judges_and_keeps_the_others(tmp_path, capsys
     assert (pooled["decided_accuracy"]["k"], pooled["decided_accuracy"]["n"]) == (4, 5)
     assert (pooled["decided_missed"]["k"], pooled["decided_missed"]["n"]) == (1, 2)
     assert (pooled["undecided"]["k"], pooled["n"]) == (0, 5)
-    assert pooled["decided_accuracy"]["ci95"] == pytest.approx(validation.wilson(4, 5))
+    assert pooled["decided_accuracy"]["ci95"] == pytest.approx(validation_stats.wilson(4, 5))
 
 
 def test_pooled_figures_sum_counts_and_weigh_means_by_pairs():
@@ -230,7 +299,7 @@ def test_pooled_figures_sum_counts_and_weigh_means_by_pairs():
     files = {"diagnosis-5": {"sha256": "a"}, "diagnosis-7": {"sha256": "b"}}
     pooled = validation.heldout_figures("diagnosis", results, files)["pooled"]
     assert (pooled["decided_accuracy"]["k"], pooled["decided_accuracy"]["n"]) == (8, 10)
-    assert pooled["decided_accuracy"]["ci95"] == pytest.approx(validation.wilson(8, 10))
+    assert pooled["decided_accuracy"]["ci95"] == pytest.approx(validation_stats.wilson(8, 10))
     captions = {
         "captioning": {"heldout": held(1, 4, 2.0, 4)},
         "captioning-2": {"heldout": held(1, 6, 4.0, 6)},

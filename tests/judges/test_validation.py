@@ -427,7 +427,7 @@ def test_the_registry_lists_every_set_file_and_each_listed_file_exists():
     folder = validation_folder()
     on_disk = {
         path.name
-        for pattern in ("diagnoses*.jsonl", "captions*.jsonl")
+        for pattern in ("diagnoses*.jsonl", "captions*.jsonl", "raw-diagnoses*.jsonl")
         for path in folder.glob(pattern)
         if not path.stem.endswith("-second-rater")
     }

@@ -36,7 +36,7 @@ import hashlib
 import json
 import math
 import re
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -47,6 +47,7 @@ from novabench import paths
 from novabench.caption_keywords import MODALITY_KEYWORDS, set_f1, split_keywords
 from novabench.errors import NovaError
 from novabench.io import atomic_write_text
+from novabench.judges import raw_validation
 from novabench.judges.base import (
     NEGATED_PREFIX,
     judge_caption_pairs,
@@ -56,10 +57,18 @@ from novabench.judges.base import (
 )
 from novabench.judges.figures import REMEASURE, read_record, verdict_identity
 from novabench.judges.llm import clean_keyword
+from novabench.judges.validation_stats import (
+    SPLITS,
+    bracket_line,
+    json_lines,
+    markdown_table,
+    proportion,
+    share,
+    three_valued,
+)
 from novabench.tasks.base import builtin_task_names
 from novabench.yaml_data import read_yaml
 
-SPLITS = ("heldout", "tune")
 # The held-out pairs of a fresh set that repeat no pair of a set the judges were tuned on
 # (independent authors write some identical pairs; those are not a fresh measurement).
 NEW_PAIRS = "heldout-new"
@@ -80,8 +89,11 @@ CAPTION_FIELDS = (
 class Measure:
     """How a set's hand labels measure a judge (the registry's ``measure`` of a set): the
     fields of its lines, the judge's agreement with them per half, that agreement as
-    Markdown and as the one line the command prints, and the figures the judge record
-    keeps per quotable held-out half and pooled over several."""
+    Markdown and as the one line the command prints, the figures the judge record keeps
+    per quotable held-out half and pooled over several, how a second rater's file of the
+    same set is read (``<set>-second-rater.jsonl``), and where the record keeps the
+    figures: at the top of a judge's entry (``record_key`` None: the judge's own error) or
+    under ``record_key`` (``end_to_end``: reading and judging raw answers together)."""
 
     fields: tuple[str, ...]
     agreement: Callable[[Any, list[dict[str, Any]]], dict[str, Any]]
@@ -89,6 +101,8 @@ class Measure:
     summary: Callable[[Mapping[str, Any]], str]
     set_figures: Callable[[Mapping[str, Any]], dict[str, Any]]
     pooled: Callable[[Sequence[Mapping[str, Any]]], dict[str, Any]]
+    second_rater: Callable[[Path, list[dict[str, Any]]], dict[str, Any]]
+    record_key: str | None = None
 
 
 @dataclass(frozen=True)
@@ -146,18 +160,6 @@ def validation_folder(folder: Path | None = None) -> Path:
     return folder
 
 
-def _json_lines(path: Path) -> Iterator[tuple[int, Any]]:
-    """(line number, value) of each non-empty line; a line that is no JSON stops with its
-    number."""
-    for number, line in enumerate(Path(path).read_text(encoding="utf-8").splitlines(), 1):
-        if not line.strip():
-            continue
-        try:
-            yield number, json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise NovaError(f"{path}:{number} is not JSON ({exc.msg})", "fix that line") from None
-
-
 def read_pairs(path: Path, fields: Sequence[str]) -> list[dict[str, Any]]:
     """The pairs of a JSON-lines validation set; a malformed line stops with its number."""
     return [pair for _, pair in read_numbered_pairs(path, fields)]
@@ -166,7 +168,7 @@ def read_pairs(path: Path, fields: Sequence[str]) -> list[dict[str, Any]]:
 def read_numbered_pairs(path: Path, fields: Sequence[str]) -> list[tuple[int, dict[str, Any]]]:
     """(line number, pair) of each pair of a JSON-lines validation set."""
     pairs = []
-    for number, pair in _json_lines(path):
+    for number, pair in json_lines(path):
         missing = [f for f in fields if not isinstance(pair, dict) or f not in pair]
         if missing or pair["split"] not in SPLITS:
             problem = f"lacks {', '.join(missing)}" if missing else f"split {pair['split']!r}"
@@ -188,20 +190,6 @@ def _file_record(path: Path, pairs: list[dict[str, Any]]) -> dict[str, Any]:
 # --- statistics -----------------------------------------------------------------------------
 
 
-def wilson(k: int, n: int) -> list[float] | None:
-    """Wilson score 95% interval of k/n (scipy's binomtest), None for n = 0."""
-    if n == 0:
-        return None
-    from scipy.stats import binomtest
-
-    ci = binomtest(k, n).proportion_ci(confidence_level=0.95, method="wilson")
-    return [float(ci.low), float(ci.high)]
-
-
-def proportion(k: int, n: int) -> dict[str, Any]:
-    return {"k": k, "n": n, "rate": k / n if n else None, "ci95": wilson(k, n)}
-
-
 # --- diagnosis ------------------------------------------------------------------------------
 
 
@@ -210,36 +198,6 @@ def _verdicts(judge: Any, pairs: list[dict[str, Any]]) -> list[str]:
     all decided; :func:`novabench.judges.base.judge_ranked`)."""
     asked = [([p["prediction"]], p["reference"]) for p in pairs]
     return [verdict.top1 for verdict in judge_ranked(judge, asked)]
-
-
-def three_valued(rows: Sequence[tuple[Mapping[str, Any], str]]) -> dict[str, Any]:
-    """The figures of (pair, top-1 verdict) rows that the undecided verdict brings: the
-    undecided share; among decided pairs accuracy, false-match rate (of decided true
-    non-matches) and missed rate (of decided true matches); and the bracket check: the
-    hand-labelled share of true matches against the share scored as matches (undecided =
-    no match) and the upper bound (undecided = match)."""
-    n = len(rows)
-    decided = [(p, v) for p, v in rows if v != "undecided"]
-    undecided = n - len(decided)
-    right = sum((v == "match") == bool(p["match"]) for p, v in decided)
-    positives = sum(bool(p["match"]) for p, _ in decided)
-    false_match = sum(v == "match" and not p["match"] for p, v in decided)
-    missed = sum(v == "no_match" and bool(p["match"]) for p, v in decided)
-    matched = sum(v == "match" for _, v in rows)
-    hand = sum(bool(p["match"]) for p, _ in rows)
-    bracket = {
-        "hand": hand / n if n else None,
-        "scored": matched / n if n else None,
-        "upper": (matched + undecided) / n if n else None,
-    }
-    bracket["inside"] = None if not n else matched <= hand <= matched + undecided
-    return {
-        "undecided": proportion(undecided, n),
-        "decided_accuracy": proportion(right, len(decided)),
-        "decided_false_match": proportion(false_match, len(decided) - positives),
-        "decided_missed": proportion(missed, positives),
-        "bracket": bracket,
-    }
 
 
 def _subsets(pairs: list[dict[str, Any]]) -> tuple[str, ...]:
@@ -510,7 +468,7 @@ def load_sets(folder: Path) -> tuple[dict[str, list[dict[str, Any]]], dict[str, 
         files[vset.key] = _file_record(path, pairs[vset.key])
         second = path.with_name(f"{path.stem}-second-rater.jsonl")
         if second.is_file():
-            files[vset.key]["second_rater"] = _attach_second_rater(second, pairs[vset.key])
+            files[vset.key]["second_rater"] = vset.measure.second_rater(second, pairs[vset.key])
     _mark_seen_in_tuning(pairs, files)
     return pairs, files
 
@@ -519,7 +477,7 @@ def _attach_second_rater(path: Path, pairs: list[dict[str, Any]]) -> dict[str, A
     """A second rater's labels of the same pairs ({"id", "match"} per line), given blind
     to the first labels: how often two raters agree is the ceiling for any judge."""
     labels = {}
-    for number, row in _json_lines(path):
+    for number, row in json_lines(path):
         if not isinstance(row, dict) or not isinstance(row.get("match"), bool) or "id" not in row:
             raise NovaError(f"{path}:{number} lacks an id or a true/false match", "fix that line")
         labels[row["id"]] = row["match"]
@@ -546,7 +504,7 @@ def _mark_seen_in_tuning(pairs: dict[str, list[dict[str, Any]]], files: dict[str
         tuned = {
             _pair_key(p)
             for other in VALIDATION_SETS
-            if other.task == vset.task and other.key != vset.key
+            if other.task == vset.task and other.key != vset.key and other.measure is vset.measure
             for p in pairs.get(other.key, [])
             if p["split"] in other.tuned_on
         }
@@ -581,47 +539,29 @@ def write_report(
 # --- Markdown -----------------------------------------------------------------------------------
 
 
-def _percent(value: float | None) -> str:
-    return "n/a" if value is None else f"{100 * value:.1f}%"
-
-
-def _share(p: dict[str, Any]) -> list[str]:
-    ci = p["ci95"]
-    interval = "n/a" if ci is None else f"{_percent(ci[0])} to {_percent(ci[1])}"
-    return [_percent(p["rate"]), f"{p['k']}/{p['n']}", interval]
-
-
-def _table(header: Sequence[str], rows: Sequence[Sequence[Any]]) -> list[str]:
-    def cell(value: Any) -> str:
-        return str(value).replace("|", "\\|").replace("\n", " ")
-
-    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-    return lines + ["| " + " | ".join(cell(c) for c in row) + " |" for row in rows]
-
-
 def diagnosis_markdown(split: str, stats: dict[str, Any], vset: ValidationSet) -> list[str]:
     lines = [f"#### {vset.title}, {vset.split_title(split)} (n = {stats['n']})", ""]
     three = [
-        ["undecided share (the judge said neither)", *_share(stats["undecided"])],
-        ["decided accuracy (of decided pairs)", *_share(stats["decided_accuracy"])],
+        ["undecided share (the judge said neither)", *share(stats["undecided"])],
+        ["decided accuracy (of decided pairs)", *share(stats["decided_accuracy"])],
         [
             "false-match rate among decided pairs (of decided true non-matches)",
-            *_share(stats["decided_false_match"]),
+            *share(stats["decided_false_match"]),
         ],
         [
             "missed-match rate among decided pairs (of decided true matches)",
-            *_share(stats["decided_missed"]),
+            *share(stats["decided_missed"]),
         ],
     ]
-    lines += _table(
+    lines += markdown_table(
         ["metric", "rate", "count", "Wilson 95% CI"],
         [
-            ["accuracy as scored (undecided = no match)", *_share(stats["accuracy"])],
-            ["false-match rate (of true non-matches)", *_share(stats["false_match"])],
-            ["missed-match rate (of true matches, undecided included)", *_share(stats["missed"])],
+            ["accuracy as scored (undecided = no match)", *share(stats["accuracy"])],
+            ["false-match rate (of true non-matches)", *share(stats["false_match"])],
+            ["missed-match rate (of true matches, undecided included)", *share(stats["missed"])],
             *three,
             *(
-                [["a second rater's agreement with the labels", *_share(stats["second_rater"])]]
+                [["a second rater's agreement with the labels", *share(stats["second_rater"])]]
                 if "second_rater" in stats
                 else []
             ),
@@ -631,7 +571,7 @@ def diagnosis_markdown(split: str, stats: dict[str, Any], vset: ValidationSet) -
     if stats["errors"]:
         shown = len(stats["errors"])
         lines += ["", f"Errors ({shown} of {stats['errors_total']}):", ""]
-        lines += _table(
+        lines += markdown_table(
             ["id", "error", "phenomenon", "reference", "prediction", "judge rule"],
             [
                 [e["id"], e["error"], e["phenomenon"], e["reference"], e["prediction"], e["rule"]]
@@ -639,19 +579,6 @@ def diagnosis_markdown(split: str, stats: dict[str, Any], vset: ValidationSet) -
             ],
         )
     return [*lines, ""]
-
-
-def bracket_line(bracket: Mapping[str, Any]) -> str:
-    """Whether the hand-labelled share of true matches lies in the judge's bracket."""
-    if bracket["inside"] is None:
-        return "No pairs: no bracket to check."
-    verdict = "yes" if bracket["inside"] else "no"
-    return (
-        f"Bracket check: the hand-labelled share of true matches, "
-        f"{_percent(bracket['hand'])}, lies between the share scored as matches "
-        f"(undecided = no match), {_percent(bracket['scored'])}, and the upper bound "
-        f"(undecided = match), {_percent(bracket['upper'])}: {verdict}."
-    )
 
 
 def _read_fully_rows(stats: Mapping[str, Any]) -> list[list[str]]:
@@ -691,7 +618,7 @@ def caption_markdown(split: str, stats: dict[str, Any], vset: ValidationSet) -> 
     ]
     rows += _read_fully_rows(stats)
     for family in ("clinical", "modality"):
-        rate, count, _ = _share(stats[f"{family}_f1_within_5"])
+        rate, count, _ = share(stats[f"{family}_f1_within_5"])
         rows.append([f"{family.title()} F1 within 5 points of hand F1", rate, f"{count} pairs"])
         rows.append(
             [
@@ -705,12 +632,12 @@ def caption_markdown(split: str, stats: dict[str, Any], vset: ValidationSet) -> 
         ("keyword_recall", "clinical keyword recall"),
         ("abnormal_accuracy", "normal/abnormal accuracy"),
     ):
-        rate, count, interval = _share(stats[key])
+        rate, count, interval = share(stats[key])
         rows.append([title, rate, f"{count}, Wilson 95% CI {interval}"])
-    lines += _table(["metric", "value", "basis"], rows)
+    lines += markdown_table(["metric", "value", "basis"], rows)
     if stats["worst"]:
         lines += ["", "Worst pairs (clinical / modality F1, hand vs judge):", ""]
-        lines += _table(
+        lines += markdown_table(
             ["id", "phenomenon", "clinical", "modality", "judge keywords (ref; pred)"],
             [
                 [
@@ -816,28 +743,37 @@ def heldout_figures(
 ) -> dict[str, Any] | None:
     """One judge's figures on ``task`` from its judge-report results (``results`` keyed by
     set, ``files`` the report's ``validation_sets``): per quotable held-out half and
-    pooled; None when no such half was measured."""
-    sets, measures = [], set()
+    pooled, the judge's own at the top and those of a measure with a ``record_key`` under
+    that key; None when no half of the judge's own was measured."""
+    groups: dict[str | None, tuple[set[Measure], list[dict[str, Any]]]] = {}
     for key, splits in results.items():
         vset = SETS_BY_KEY[key]
         held = splits.get("heldout") or {}
         if vset.task != task or not vset.reported("heldout") or not held.get("n"):
             continue
+        measures, sets = groups.setdefault(vset.measure.record_key, (set(), []))
         measures.add(vset.measure)
-        figures = vset.measure.set_figures(held)
-        record = files[key]
-        measured = {"set": key, "file": vset.filename, "sha256": record["sha256"]}
-        sets.append({**measured, "half": "heldout", "n": held["n"], **figures})
-    if not sets:
-        return None
-    if len(measures) > 1:
-        raise NovaError(
-            f"the validation sets of {task} are measured in more than one way",
-            f"give every set of {task} the same measure in {REGISTRY.name}",
+        measured = {"set": key, "file": vset.filename, "sha256": files[key]["sha256"]}
+        sets.append(
+            {**measured, "half": "heldout", "n": held["n"], **vset.measure.set_figures(held)}
         )
-    pooled = measures.pop().pooled(sets)
-    pooled["n"] = sum(s["n"] for s in sets)
-    return {"task": task, "pooled": pooled, "sets": sets}
+    if None not in groups:
+        return None
+    out: dict[str, Any] = {"task": task}
+    for record_key, (measures, sets) in groups.items():
+        if len(measures) > 1:
+            raise NovaError(
+                f"the validation sets of {task} are measured in more than one way",
+                f"give every set of {task} the same measure in {REGISTRY.name}",
+            )
+        pooled = measures.pop().pooled(sets)
+        pooled["n"] = sum(s["n"] for s in sets)
+        figures = {"pooled": pooled, "sets": sets}
+        if record_key is None:
+            out.update(figures)
+        else:
+            out[record_key] = figures
+    return out
 
 
 def record_entries(report: Mapping[str, Any]) -> list[dict[str, Any]]:
@@ -907,7 +843,8 @@ def caption_summary(held: Mapping[str, Any]) -> str:
 
 #: The ways a set measures a judge, by the name the registry gives as a set's ``measure``:
 #: ``match`` (each pair's hand label says whether the prediction names the reference's
-#: disease) and ``keywords`` (each caption's hand keywords and normal/abnormal label).
+#: disease), ``keywords`` (each caption's hand keywords and normal/abnormal label) and
+#: ``raw-answers`` (raw answers read and judged end to end: :mod:`.raw_validation`).
 MEASURES: dict[str, Measure] = {
     "match": Measure(
         DIAGNOSIS_FIELDS,
@@ -916,6 +853,7 @@ MEASURES: dict[str, Measure] = {
         diagnosis_summary,
         _diagnosis_set,
         _diagnosis_pooled,
+        _attach_second_rater,
     ),
     "keywords": Measure(
         CAPTION_FIELDS,
@@ -924,6 +862,17 @@ MEASURES: dict[str, Measure] = {
         caption_summary,
         _caption_set,
         _caption_pooled,
+        _attach_second_rater,
+    ),
+    "raw-answers": Measure(
+        raw_validation.RAW_FIELDS,
+        raw_validation.raw_agreement,
+        raw_validation.raw_markdown,
+        raw_validation.raw_summary,
+        raw_validation.raw_set_figures,
+        raw_validation.raw_pooled,
+        raw_validation.attach_second_rater,
+        record_key="end_to_end",
     ),
 }
 
