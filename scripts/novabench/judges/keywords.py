@@ -708,7 +708,8 @@ class KeywordJudge:
         """Keywords, the normal/abnormal label and the unread share of one caption,
         judged alone."""
         mentions, _, unread = self._read(text)
-        return replace(self._verdict(mentions)[0], unread_share=unread.share)
+        verdict = self._verdict(mentions)[0]
+        return replace(verdict, unread_share=unread.share, unread_words=len(unread.words))
 
     def explain(self, text: str) -> Explanation:
         """Every rule that fired on one caption, in reading order, then the caption-wide
@@ -717,7 +718,7 @@ class KeywordJudge:
         and the content words it could not read."""
         mentions, fired, unread = self._read(text)
         verdict, decided = self._verdict(mentions)
-        verdict = replace(verdict, unread_share=unread.share)
+        verdict = replace(verdict, unread_share=unread.share, unread_words=len(unread.words))
         return Explanation(verdict, (*fired, decided), decided, unread.words)
 
     def judge_pair(self, reference: str, prediction: str) -> tuple[KeywordSet, KeywordSet]:
