@@ -24,7 +24,9 @@ lexicon's ``not_content`` lists) and no degree word (its ``skip`` list); punctua
 word. A content word is read when a lexicon form matched over it (a concept, a negation or
 normality trigger, a measure, a form it reads and drops on purpose) or an open-name rule
 took it into a keyword. The share is unread content words over content words, 0.0 for a
-caption without content words (an empty one).
+caption without content words (an empty one); ``KeywordSet.unread_words`` counts them, from
+which a pair's keyword doubt (:func:`novabench.caption_keywords.keyword_doubt`: how far
+those words could move its Clinical F1) says whether its keyword F1 can be trusted.
 """
 
 from __future__ import annotations

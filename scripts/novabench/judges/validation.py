@@ -17,7 +17,9 @@ to quote.
 - Caption judges: per pair, the judge's Clinical and Modality F1 against the hand-labelled
   F1 (set F1 of the pair's hand keywords, as the benchmark computes it), as a mean
   absolute difference, also apart for the pairs whose two captions the judge read fully
-  (unread share 0) and for the rest; precision and recall of the judge's keywords against
+  (unread share 0) and for the rest, and on the pairs it is confident of (keyword doubt,
+  :mod:`novabench.caption_keywords`), beside a second rater's difference from the first
+  labels where the set has one; precision and recall of the judge's keywords against
   the hand keywords after the same cleaning; normal/abnormal accuracy; the worst pairs.
 
 The sets are listed as data, in ``resources/validation_sets.yaml`` (:data:`REGISTRY`, read
