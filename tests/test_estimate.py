@@ -496,7 +496,7 @@ def test_the_readme_and_the_paper_config_quote_the_estimate_of_the_paper_run(tmp
     uncommented = tmp_path / "paper-cascade-captions.yaml"
     uncommented.write_text(text.replace("\n  # ", "\n  ").replace("\n  #   ", "\n    "))
     both = plan_from_files(ROOT, [paper, uncommented])
-    assert both.judge("captioning")["settings"]["unread_share_threshold"] == 0.2
+    assert both.judge("captioning")["settings"]["max_keyword_doubt"] == 25
 
 
 def write_usage(workdir: Path, judge: str, model: str, usage: dict) -> None:

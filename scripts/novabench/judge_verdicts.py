@@ -25,6 +25,9 @@ class KeywordSet:
     #: Share of the caption's content words (outside stop words) the judge could not
     #: read; None: the judge does not say (an LLM judge reads every word).
     unread_share: float | None = field(default=None, compare=False)
+    #: How many of those content words it could not read (what the pair's keyword doubt,
+    #: :func:`novabench.caption_keywords.keyword_doubt`, counts); None: it does not say.
+    unread_words: int | None = field(default=None, compare=False)
 
 
 NEGATED_PREFIX = "neg:"

@@ -288,6 +288,25 @@ def test_captions_the_first_judge_could_not_read_go_to_the_second(tmp_path, shar
         assert len(server.requests) == 2
 
 
+def test_captions_the_keyword_judge_is_not_confident_of_go_to_the_second(tmp_path):
+    reference = "Axial FLAIR image shows a hyperintense lesion in the temporal lobe."
+    pairs = [
+        # Every word read: doubt 0, kept.
+        (reference, "Axial FLAIR shows hyperintensity in the temporal lobe."),
+        # Two invented words on a pair of few keywords: their F1 could move far, sent.
+        (reference, "Axial FLAIR shows zorblax flibbertigibbet."),
+    ]
+    with FakeOpenAI(answer_pair) as server:
+        keywords = {"kind": "keyword-lexicon", "settings": {}}
+        judge_cfg = cascade(llm_judge(server), keywords, "keywords", max_keyword_doubt=25)
+        judge = make_judge(judge_cfg, "captioning", cache_dir=tmp_path)
+        verdicts = judge.judge_pairs(pairs)
+        assert [pair_of(s.prompt)[1] for s in server.requests] == [pairs[1][1]]
+    assert "llm:" not in " ".join(verdicts[0][1].keywords)
+    assert judge.usage()["decided_by"] == {"keywords": 1, "llm-judge": 1}
+    assert judge.identity()["max_keyword_doubt"] == 25
+
+
 # --- configuration --------------------------------------------------------------------------
 
 CONFIG = """
@@ -352,12 +371,12 @@ def test_a_wrong_cascade_is_one_line_at_plan_time(tmp_path, change, message):
 def test_a_captioning_cascade_needs_its_threshold(tmp_path):
     config = CONFIG.replace("captioning: {enabled: false}", "captioning: {judge: c2}")
     config += "  c2: {kind: cascade, settings: {first: keywords, second: llm-judge}}\n"
-    with pytest.raises(ConfigError, match=r"judges.c2.settings.unread_share_threshold is not"):
+    with pytest.raises(ConfigError, match=r"judges.c2.settings.max_keyword_doubt is not set"):
         plan_for(tmp_path, config)
-    fixed = config.replace(
-        "second: llm-judge}}\n", "second: llm-judge, unread_share_threshold: 0.2}}\n"
-    )
-    assert plan_for(tmp_path, fixed).judge("captioning")["settings"]["first"]["name"] == "keywords"
+    for bound in ("unread_share_threshold: 0.2", "max_keyword_doubt: 25"):
+        fixed = config.replace("second: llm-judge}}\n", f"second: llm-judge, {bound}}}}}\n")
+        plan = plan_for(tmp_path, fixed)
+        assert plan.judge("captioning")["settings"]["first"]["name"] == "keywords"
 
 
 def test_the_plan_runs_both_stages_code_resource_and_checks(tmp_path, monkeypatch):

@@ -287,6 +287,8 @@ def test_pooled_figures_sum_counts_and_weigh_means_by_pairs():
             "clinical_f1_not_read_fully": {"mad": None, "n": 0},
             "unread_known": n,
             "read_fully": n,
+            "confident": prop,
+            "clinical_f1_confident": {"mad": mad / 2, "n": k},
         }
 
     def figures_keys():
@@ -308,6 +310,8 @@ def test_pooled_figures_sum_counts_and_weigh_means_by_pairs():
         "captioning", captions, {"captioning": {"sha256": "a"}, "captioning-2": {"sha256": "b"}}
     )["pooled"]
     assert pooled["clinical_f1"] == {"mad": pytest.approx((2.0 * 4 + 4.0 * 6) / 10), "n": 10}
+    assert (pooled["confident"]["k"], pooled["confident"]["n"]) == (2, 10)
+    assert pooled["clinical_f1_confident"] == {"mad": pytest.approx(1.5), "n": 2}
     # A tuned-on half is no measurement: nothing to record.
     tuned = {"diagnosis-2": {"heldout": held(3, 4, 2.0, 4)}}
     assert validation.heldout_figures("diagnosis", tuned, {"diagnosis-2": {"sha256": "c"}}) is None

@@ -5,8 +5,8 @@
 import os
 
 JUDGE_VALIDATION = Path(workflow.basedir).resolve() / "validation"
-# The sets that exist: every diagnosis set, its second rater's labels where there are
-# some (both change the report), and every caption set.
+# The sets that exist: every diagnosis and caption set, and its second rater's labels
+# where there are some (both change the report).
 # Relative to the working directory when the workflow is there, so that a moved checkout
 # lists the same inputs.
 JUDGE_VALIDATION_SETS = sorted(

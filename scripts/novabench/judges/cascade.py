@@ -10,15 +10,19 @@ only where the first cannot answer, so a run costs a fraction of the LLM judge's
   (Top-1 or Top-5 undecided) go, in one batch, to the second, whose verdict is the item's.
   ``RankedVerdict.judge`` names the stage that decided. A failed or unreadable request of
   the second stays undecided with ``failed=True``: counted, never a verdict.
-- **Captioning.** Pairs where the first judge could not read more than
-  ``unread_share_threshold`` of either caption's content words (``KeywordSet.unread_share``;
-  None counts as 0), or that it gave no verdict on, go to the second (a paired LLM caption
-  judge); the other pairs keep the first's keywords.
+- **Captioning.** Pairs the first judge gave no verdict on go to the second (a paired LLM
+  caption judge), and so do, by the settings given (at least one):
+  ``max_keyword_doubt``, pairs whose keyword doubt (the Clinical F1 points their unread
+  words could move, :func:`novabench.caption_keywords.pair_doubt`) is above it, or that
+  have none (a first judge that does not count unread words); ``unread_share_threshold``,
+  pairs where the first could not read more than that share of either caption's content
+  words (``KeywordSet.unread_share``; None counts as 0). The other pairs keep the first's
+  keywords.
 
 Each stage is built as it would be alone, so the second's requests are cached under its
 own name like every judge request (``<cache>/judges/<second>/``): a re-run sends nothing,
 and the answers are shared with the second judge used on its own. The cascade's identity
-holds both stages' identities and the threshold; its ``usage()`` says how many items each
+holds both stages' identities and the bounds it was given; its ``usage()`` says how many items each
 stage decided (``decided_by``) besides the second's request counts.
 """
 
@@ -30,6 +34,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any, ClassVar
 
+from novabench.caption_keywords import CONFIDENT_DOUBT, pair_doubt
 from novabench.code_fingerprint import code_fingerprint
 from novabench.errors import ConfigError, NovaError
 from novabench.judges.base import (
@@ -47,6 +52,7 @@ from novabench.judges.base import (
 KIND = "cascade"
 STAGES = ("first", "second")
 THRESHOLD = "unread_share_threshold"
+MAX_DOUBT = "max_keyword_doubt"
 FIX = "see the cascade judge in config/README.md"
 
 
@@ -65,8 +71,8 @@ class _Cascade:
     """What both tasks' cascades share: the stages, the counts, the identity."""
 
     task: ClassVar[str]
-    #: The first judge escalates by the share of a text it could not read: the cascade's
-    #: settings must give that share (unread_share_threshold).
+    #: The first judge escalates by what it could not read: the cascade's settings must
+    #: say how much is too much (unread_share_threshold or max_keyword_doubt).
     needs_threshold: ClassVar[bool] = False
 
     def __init__(self, name: str, settings: Mapping[str, Any], cache_dir: Path | None = None):
@@ -187,22 +193,34 @@ def unread_share(verdict: PairVerdict) -> float:
 
 
 class CascadeCaptionJudge(_Cascade):
-    """Captioning: the first judge's keywords, the second's where the first could not read
-    more than the threshold of either caption (or gave no verdict)."""
+    """Captioning: the first judge's keywords, the second's where the first's doubt or
+    unread share is above the settings' bound (or it gave no verdict)."""
 
     task = "captioning"
     needs_threshold = True
 
     def __init__(self, name: str, settings: Mapping[str, Any], cache_dir: Path | None = None):
         super().__init__(name, settings, cache_dir)
-        self.threshold = float(settings[THRESHOLD])
+        self.bounds = {
+            key: float(settings[key]) for key in (THRESHOLD, MAX_DOUBT) if key in settings
+        }
 
     def identity(self) -> dict[str, Any]:
-        return self._identity({THRESHOLD: self.threshold})
+        return self._identity(self.bounds)
+
+    def _doubtful(self, verdict: PairVerdict) -> bool:
+        if verdict is None:
+            return True
+        if THRESHOLD in self.bounds and unread_share(verdict) > self.bounds[THRESHOLD]:
+            return True
+        if MAX_DOUBT in self.bounds:
+            doubt = pair_doubt(*verdict)
+            return doubt is None or doubt > self.bounds[MAX_DOUBT]
+        return False
 
     def escalated_pairs(self, verdicts: Sequence[PairVerdict]) -> list[int]:
         """Indices of the pairs that go to the second judge."""
-        return [i for i, v in enumerate(verdicts) if v is None or unread_share(v) > self.threshold]
+        return [i for i, verdict in enumerate(verdicts) if self._doubtful(verdict)]
 
     def first_verdicts(self, pairs: Sequence[tuple[str, str]]) -> list[PairVerdict]:
         return judge_caption_pairs(self.first, pairs)
@@ -250,6 +268,7 @@ class CascadeKind(JudgeKind):
             "first": {"type": "string", "minLength": 1},
             "second": {"type": "string", "minLength": 1},
             THRESHOLD: {"type": "number", "minimum": 0, "maximum": 1},
+            MAX_DOUBT: {"type": "number", "minimum": 0, "maximum": 100},
         },
     }
     # Its second stage usually calls a service; its environment_problems say whether.
@@ -295,12 +314,13 @@ class CascadeKind(JudgeKind):
         super().check_task(key, name, settings, task)
         for stage, (cfg, kind) in zip(STAGES, self._stages(name, settings), strict=True):
             kind.check_task(f"judges.{name}.settings.{stage}", cfg["name"], cfg["settings"], task)
-        if JUDGES[task].needs_threshold and THRESHOLD not in settings:
+        if JUDGES[task].needs_threshold and not {THRESHOLD, MAX_DOUBT} & set(settings):
             raise ConfigError(
-                f"judges.{name}.settings.{THRESHOLD} is not set: a captioning cascade sends "
-                "a pair to its second judge when the first could not read more than this "
-                "share of a caption's content words",
-                f"set judges.{name}.settings.{THRESHOLD} (a share between 0 and 1)",
+                f"judges.{name}.settings.{MAX_DOUBT} is not set (nor {THRESHOLD}): a "
+                "captioning cascade sends a pair to its second judge when the first's "
+                "keyword doubt is above it",
+                f"set judges.{name}.settings.{MAX_DOUBT} (Clinical F1 points, 0 to 100; "
+                f"{CONFIDENT_DOUBT:g} is the confident bound)",
             )
 
     def build(self, name, settings, task, cache_dir=None) -> _Cascade:

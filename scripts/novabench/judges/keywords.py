@@ -24,7 +24,9 @@ lexicon's ``not_content`` lists) and no degree word (its ``skip`` list); punctua
 word. A content word is read when a lexicon form matched over it (a concept, a negation or
 normality trigger, a measure, a form it reads and drops on purpose) or an open-name rule
 took it into a keyword. The share is unread content words over content words, 0.0 for a
-caption without content words (an empty one).
+caption without content words (an empty one); ``KeywordSet.unread_words`` counts them, from
+which a pair's keyword doubt (:func:`novabench.caption_keywords.keyword_doubt`: how far
+those words could move its Clinical F1) says whether its keyword F1 can be trusted.
 """
 
 from __future__ import annotations
@@ -708,7 +710,8 @@ class KeywordJudge:
         """Keywords, the normal/abnormal label and the unread share of one caption,
         judged alone."""
         mentions, _, unread = self._read(text)
-        return replace(self._verdict(mentions)[0], unread_share=unread.share)
+        verdict = self._verdict(mentions)[0]
+        return replace(verdict, unread_share=unread.share, unread_words=len(unread.words))
 
     def explain(self, text: str) -> Explanation:
         """Every rule that fired on one caption, in reading order, then the caption-wide
@@ -717,7 +720,7 @@ class KeywordJudge:
         and the content words it could not read."""
         mentions, fired, unread = self._read(text)
         verdict, decided = self._verdict(mentions)
-        verdict = replace(verdict, unread_share=unread.share)
+        verdict = replace(verdict, unread_share=unread.share, unread_words=len(unread.words))
         return Explanation(verdict, (*fired, decided), decided, unread.words)
 
     def judge_pair(self, reference: str, prediction: str) -> tuple[KeywordSet, KeywordSet]:

@@ -17,7 +17,9 @@ to quote.
 - Caption judges: per pair, the judge's Clinical and Modality F1 against the hand-labelled
   F1 (set F1 of the pair's hand keywords, as the benchmark computes it), as a mean
   absolute difference, also apart for the pairs whose two captions the judge read fully
-  (unread share 0) and for the rest; precision and recall of the judge's keywords against
+  (unread share 0) and for the rest, and on the pairs it is confident of (keyword doubt,
+  :mod:`novabench.caption_keywords`), beside a second rater's difference from the first
+  labels where the set has one; precision and recall of the judge's keywords against
   the hand keywords after the same cleaning; normal/abnormal accuracy; the worst pairs.
 
 The sets are listed as data, in ``resources/validation_sets.yaml`` (:data:`REGISTRY`, read
@@ -44,7 +46,14 @@ from typing import Any
 import jsonschema
 
 from novabench import paths
-from novabench.caption_keywords import MODALITY_KEYWORDS, set_f1, split_keywords
+from novabench.caption_keywords import (
+    CONFIDENT_DOUBT,
+    MODALITY_KEYWORDS,
+    is_confident,
+    pair_doubt,
+    set_f1,
+    split_keywords,
+)
 from novabench.errors import NovaError
 from novabench.io import atomic_write_text
 from novabench.judges import raw_validation
@@ -62,6 +71,7 @@ from novabench.judges.validation_stats import (
     bracket_line,
     json_lines,
     markdown_table,
+    percent,
     proportion,
     share,
     three_valued,
@@ -318,6 +328,7 @@ def caption_rows(judge: Any, pairs: list[dict[str, Any]]) -> list[dict[str, Any]
                 "judge_keywords": [judge_ref[0], judge_pred[0]],
                 "labels": [(hand_ref[2], ref_kw.abnormal), (hand_pred[2], pred_kw.abnormal)],
                 "unread": (ref_kw.unread_share, pred_kw.unread_share),
+                "doubt": pair_doubt(ref_kw, pred_kw),
             }
         )
     return rows
@@ -360,6 +371,7 @@ def caption_split(rows: list[dict[str, Any]]) -> dict[str, Any]:
     paired = list(zip(rows, fully, strict=True))
     out["clinical_f1_read_fully"] = _mad([r for r, f in paired if f is True], "clinical")
     out["clinical_f1_not_read_fully"] = _mad([r for r, f in paired if f is False], "clinical")
+    out.update(confident_split(rows))
     keys = [_keyword_keys(r) for r in rows]
     hits = sum(len(h & j) for hand, judge in keys for h, j in zip(hand, judge, strict=True))
     n_judge = sum(len(j) for _, judge in keys for j in judge)
@@ -371,6 +383,31 @@ def caption_split(rows: list[dict[str, Any]]) -> dict[str, Any]:
     worst = sorted(rows, key=pair_badness, reverse=True)[:MAX_EXAMPLES]
     out["worst"] = [_worst_entry(r) for r in worst if pair_badness(r) > 0]
     return out
+
+
+def confident_split(rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """The pairs the judge calls confident (keyword doubt at most CONFIDENT_DOUBT) of those
+    it gives a doubt for, and the Clinical F1 difference to the hand F1 on them; the second
+    rater's difference from the first where the pairs have one (``second_labels``)."""
+    known = [r for r in rows if r.get("doubt") is not None]
+    confident = [r for r in known if is_confident(r["doubt"])]
+    out: dict[str, Any] = {
+        "doubt_known": len(known),
+        "confident": proportion(len(confident), len(known)),
+        "clinical_f1_confident": _mad(confident, "clinical"),
+    }
+    rated = [r for r in rows if r["pair"].get("second_labels") is not None]
+    if rated:
+        out["second_rater_clinical_f1"] = _mad([second_rater_row(r) for r in rated], "clinical")
+    return out
+
+
+def second_rater_row(row: Mapping[str, Any]) -> dict[str, Any]:
+    """A row whose "judge" is a second person: their labels' Clinical F1 beside the first
+    rater's, compared as a judge's are."""
+    second = row["pair"]["second_labels"]
+    ref, pred = _hand(second["reference_labels"]), _hand(second["prediction_labels"])
+    return {**row, "f1": {"clinical": (row["f1"]["clinical"][0], set_f1(ref[0], pred[0]))}}
 
 
 def _keyword_keys(row: dict[str, Any]) -> tuple[list[set], list[set]]:
@@ -474,17 +511,37 @@ def load_sets(folder: Path) -> tuple[dict[str, list[dict[str, Any]]], dict[str, 
 
 
 def _attach_second_rater(path: Path, pairs: list[dict[str, Any]]) -> dict[str, Any]:
-    """A second rater's labels of the same pairs ({"id", "match"} per line), given blind
-    to the first labels: how often two raters agree is the ceiling for any judge."""
+    """A second rater's labels of the same pairs, given blind to the first labels: how
+    often two raters agree is the ceiling for any judge. A line is ``{"id", "match"}``
+    (``second_match`` of the pair) or, for a caption set, ``{"id", "reference_labels",
+    "prediction_labels"}`` (``second_labels``)."""
     labels = {}
     for number, row in json_lines(path):
-        if not isinstance(row, dict) or not isinstance(row.get("match"), bool) or "id" not in row:
-            raise NovaError(f"{path}:{number} lacks an id or a true/false match", "fix that line")
-        labels[row["id"]] = row["match"]
+        label = _second_label(row)
+        if label is None:
+            raise NovaError(
+                f"{path}:{number} lacks an id or a true/false match (or both captions' labels)",
+                "fix that line",
+            )
+        labels[row["id"]] = label
     for pair in pairs:
         if pair["id"] in labels:
-            pair["second_match"] = labels[pair["id"]]
-    return {"path": str(path), "n": sum("second_match" in p for p in pairs)}
+            label = labels[pair["id"]]
+            pair["second_match" if isinstance(label, bool) else "second_labels"] = label
+    rated = sum("second_match" in p or "second_labels" in p for p in pairs)
+    return {"path": str(path), "n": rated}
+
+
+def _second_label(row: Any) -> bool | dict[str, Any] | None:
+    """A second-rater line's label: its match, or its two captions' labels; None: neither."""
+    if not isinstance(row, dict) or "id" not in row:
+        return None
+    if isinstance(row.get("match"), bool):
+        return row["match"]
+    sides = ("reference_labels", "prediction_labels")
+    if all(isinstance(row.get(side), dict) for side in sides):
+        return {side: row[side] for side in sides}
+    return None
 
 
 def _pair_key(pair: Mapping[str, Any]) -> tuple[str, str]:
@@ -601,6 +658,39 @@ def _read_fully_rows(stats: Mapping[str, Any]) -> list[list[str]]:
     ]
 
 
+def _confident_rows(stats: Mapping[str, Any]) -> list[list[str]]:
+    """The pairs the judge calls confident (keyword doubt), and the second rater's
+    difference from the first labels: the human floor beside the judge."""
+    rows = []
+    if stats.get("doubt_known"):
+        rate, count, interval = share(stats["confident"])
+        mad = stats["clinical_f1_confident"]
+        rows.append(
+            [
+                f"pairs confident (keyword doubt <= {CONFIDENT_DOUBT:g} F1 points)",
+                rate,
+                f"{count}, Wilson 95% CI {interval}",
+            ]
+        )
+        rows.append(
+            [
+                "Clinical F1, mean absolute difference, confident pairs",
+                _f1(mad["mad"]),
+                f"{mad['n']} pairs with F1 defined",
+            ]
+        )
+    if "second_rater_clinical_f1" in stats:
+        second = stats["second_rater_clinical_f1"]
+        rows.append(
+            [
+                "Clinical F1, mean absolute difference, a second rater's labels to the first's",
+                _f1(second["mad"]),
+                f"{second['n']} pairs with F1 defined",
+            ]
+        )
+    return rows
+
+
 def _f1(value: float | None) -> str:
     return "n/a" if value is None else f"{value:.1f}"
 
@@ -616,7 +706,7 @@ def caption_markdown(split: str, stats: dict[str, Any], vset: ValidationSet) -> 
         ]
         for family in ("clinical", "modality")
     ]
-    rows += _read_fully_rows(stats)
+    rows += _read_fully_rows(stats) + _confident_rows(stats)
     for family in ("clinical", "modality"):
         rate, count, _ = share(stats[f"{family}_f1_within_5"])
         rows.append([f"{family.title()} F1 within 5 points of hand F1", rate, f"{count} pairs"])
@@ -721,6 +811,9 @@ def _caption_pooled(sets: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     pooled = {key: _pooled_mean([s[key] for s in sets]) for key in means}
     pooled["unread_known"] = sum(s["unread_known"] for s in sets)
     pooled["read_fully"] = sum(s["read_fully"] for s in sets)
+    if all("confident" in s for s in sets):  # older entries lack the keyword doubt
+        pooled["confident"] = _pooled_proportion([s["confident"] for s in sets])
+        pooled["clinical_f1_confident"] = _pooled_mean([s["clinical_f1_confident"] for s in sets])
     return pooled
 
 
@@ -735,6 +828,8 @@ def _caption_set(held: Mapping[str, Any]) -> dict[str, Any]:
         "clinical_f1_not_read_fully": dict(held["clinical_f1_not_read_fully"]),
         "unread_known": held["unread_known"],
         "read_fully": held["read_fully"],
+        "confident": dict(held["confident"]),
+        "clinical_f1_confident": dict(held["clinical_f1_confident"]),
     }
 
 
@@ -836,6 +931,21 @@ def caption_summary(held: Mapping[str, Any]) -> str:
             f" ({_f1(fully['mad'])} on {fully['n']} pairs read fully, "
             f"{_f1(rest['mad'])} on {rest['n']} with unread words)"
         )
+    return line + confident_summary(held)
+
+
+def confident_summary(held: Mapping[str, Any]) -> str:
+    """The confident pairs' share and Clinical F1 difference, and the second rater's."""
+    line = ""
+    if held.get("doubt_known"):
+        confident = held["confident"]
+        line += (
+            f"; confident {percent(confident['rate'])} ({_count(confident)}), Clinical F1 "
+            f"mean abs. difference on them {_f1(held['clinical_f1_confident']['mad'])}"
+        )
+    if "second_rater_clinical_f1" in held:
+        second = held["second_rater_clinical_f1"]
+        line += f"; second rater {_f1(second['mad'])} on {second['n']} pairs"
     return line
 
 

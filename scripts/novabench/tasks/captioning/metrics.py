@@ -39,6 +39,11 @@ Unit: the image. Every metric is on a 0-100 scale.
   judged images whose two captions it read fully (share 0). Keyword F1 is only as good as
   the judge's reading of the words: the judge report gives its error on fully read pairs
   and on the rest. All null for a judge that does not say (an LLM reads every word).
+- Keyword doubt: how many Clinical F1 points a pair's unread words could move its F1
+  (:func:`novabench.caption_keywords.keyword_doubt`), per image (``keyword_doubt``) with
+  ``confident`` (doubt at most ``CONFIDENT_DOUBT``); the summary gives ``Confident_share``
+  and ``Clinical_F1_confident`` (macro Clinical F1 on the confident pairs) beside
+  ``Clinical_F1``. Null for a judge that does not count unread words.
 
 Statuses of a prediction: ``ok`` (scored as is), ``parse_error`` (the model answered but
 no caption could be read: scored as an empty caption, so it counts against the model),
@@ -63,7 +68,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import pandas as pd
 
-from novabench.caption_keywords import set_f1, split_keywords
+from novabench.caption_keywords import is_confident, pair_doubt, set_f1, split_keywords
 from novabench.errors import NovaError
 from novabench.metrics.status import RATE_STATUSES, STATUSES, status_summary
 from novabench.tasks.captioning.verdicts import hypotheses, judge_captions, pair_verdicts
@@ -266,6 +271,8 @@ PER_IMAGE_COLUMNS = (
     "judged",
     "ref_unread_share",
     "pred_unread_share",
+    "keyword_doubt",
+    "confident",
 )
 
 
@@ -366,6 +373,8 @@ def _judge_columns(verdict: tuple[KeywordSet, KeywordSet] | None) -> dict[str, A
         "judged": True,
         "ref_unread_share": ref_k.unread_share,
         "pred_unread_share": pred_k.unread_share,
+        "keyword_doubt": pair_doubt(ref_k, pred_k),
+        "confident": is_confident(pair_doubt(ref_k, pred_k)),
     }
 
 
@@ -397,9 +406,9 @@ def _per_image_table(
     table = pd.DataFrame(per_image, columns=list(PER_IMAGE_COLUMNS))
     for column in ("bleu", "meteor", "bert_f1", "clinical_f1", "modality_f1"):
         table[column] = table[column].astype("float64")
-    for column in ("ref_unread_share", "pred_unread_share"):
+    for column in ("ref_unread_share", "pred_unread_share", "keyword_doubt"):
         table[column] = pd.to_numeric(table[column], errors="coerce").astype("float64")
-    for column in ("ref_abnormal", "pred_abnormal", "judged"):
+    for column in ("ref_abnormal", "pred_abnormal", "judged", "confident"):
         table[column] = table[column].astype("boolean")
     return table
 
@@ -421,6 +430,29 @@ def unread_summary(verdicts: Iterable[tuple[KeywordSet, KeywordSet]]) -> dict[st
         "pred_unread_share_mean": mean([p for _, p in known]),
         "pairs_read_fully": sum(r == 0 and p == 0 for r, p in known) if known else None,
         "pairs_with_unread_share": len(known),
+    }
+
+
+def confident_summary(
+    verdicts: Sequence[tuple[KeywordSet, KeywordSet]], clinical_f1: Sequence[float | None]
+) -> dict[str, Any]:
+    """The pairs whose keyword doubt is small enough to trust (``confident``, see
+    :mod:`novabench.caption_keywords`): ``Confident_share`` (x100) of
+    ``pairs_with_keyword_doubt``, and ``Clinical_F1_confident``, the macro Clinical F1 on
+    them (``Clinical_F1_confident_n`` images with F1 defined) beside ``Clinical_F1`` on all;
+    all null where the judge gives no doubt. ``clinical_f1``: each verdict's F1."""
+    confident = [is_confident(pair_doubt(r, p)) for r, p in verdicts]
+    known = [c for c in confident if c is not None]
+    on_confident = [
+        f1 for f1, c in zip(clinical_f1, confident, strict=True) if c and f1 is not None
+    ]
+    return {
+        "Confident_share": 100.0 * sum(known) / len(known) if known else None,
+        "pairs_with_keyword_doubt": len(known),
+        "Clinical_F1_confident": math.fsum(on_confident) / len(on_confident)
+        if on_confident
+        else None,
+        "Clinical_F1_confident_n": len(on_confident),
     }
 
 
@@ -507,6 +539,7 @@ def aggregate_captioning(
     # word to read and would count as read fully.
     answered = [v for i, v in judged.items() if scored[i]["status"] == "ok" and hyps[i].strip()]
     summary.update(unread_summary(answered))
+    summary.update(confident_summary(list(judged.values()), clinical["per_image"]))
     summary.update(status_summary((r["status"] for r in rows), STATUSES, RATE_STATUSES))
     summary["on_error"] = on_error
     summary.update(_implementations(nltk_data_dir))

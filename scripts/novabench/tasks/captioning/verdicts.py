@@ -2,8 +2,11 @@
 
 Per scored image (``judge_captions``): ``judged`` (False where the judge gave no verdict:
 a failed request or an unreadable answer, counted by the judge) and, when judged,
-``reference`` and ``prediction``, each ``{keywords, abnormal, unread_share}``
-(:class:`novabench.judges.base.KeywordSet` as plain data; keywords sorted). An image
+``reference`` and ``prediction``, each ``{keywords, abnormal, unread_share, unread_words}``
+(:class:`novabench.judges.base.KeywordSet` as plain data; keywords sorted), and the pair's
+``keyword_doubt`` (Clinical F1 points its unread words could move; None where the judge
+does not count them) and ``confident`` (doubt at most ``CONFIDENT_DOUBT``; None likewise):
+:mod:`novabench.caption_keywords`. An image
 without a caption is judged as an empty caption, as scoring counts it. Scoring
 (:mod:`.metrics`) turns these into keyword and binary F1 and runs no judge.
 """
@@ -13,6 +16,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from novabench.caption_keywords import is_confident, pair_doubt
 from novabench.judge_verdicts import KeywordSet, PairVerdict, judge_caption_pairs
 
 
@@ -27,19 +31,32 @@ def _plain(keywords: KeywordSet) -> dict[str, Any]:
         "keywords": sorted(keywords.keywords),
         "abnormal": bool(keywords.abnormal),
         "unread_share": keywords.unread_share,
+        "unread_words": keywords.unread_words,
     }
 
 
 def keyword_set(stored: Mapping[str, Any]) -> KeywordSet:
     """A stored side of a verdict back as the judge gave it."""
-    return KeywordSet(frozenset(stored["keywords"]), stored["abnormal"], stored["unread_share"])
+    return KeywordSet(
+        frozenset(stored["keywords"]),
+        stored["abnormal"],
+        stored["unread_share"],
+        stored.get("unread_words"),  # absent from verdicts read before it was counted
+    )
 
 
 def caption_verdict(verdict: PairVerdict) -> dict[str, Any]:
     if verdict is None:
         return {"judged": False, "reference": None, "prediction": None}
     reference, prediction = verdict
-    return {"judged": True, "reference": _plain(reference), "prediction": _plain(prediction)}
+    doubt = pair_doubt(reference, prediction)
+    return {
+        "judged": True,
+        "reference": _plain(reference),
+        "prediction": _plain(prediction),
+        "keyword_doubt": doubt,
+        "confident": is_confident(doubt),
+    }
 
 
 def caption_pairs(scored: Sequence[Mapping[str, Any]]) -> list[tuple[str, Any]]:
