@@ -20,7 +20,7 @@ from typing import Any
 
 import pandas as pd
 
-from novabench.code_fingerprint import code_fingerprint
+from novabench.code_fingerprint import code_graph
 from novabench.records import read_predictions
 from novabench.refusals import refusal_reason
 from novabench.tasks import AnswerContext, Answers, Task, get_task
@@ -32,7 +32,10 @@ def reader_fingerprint(task: str) -> str:
     """The fingerprint of the code that reads ``task``'s answers (this module, what it
     imports, the task's parse stage): figures measured on raw answers hold for this
     reading only, and are quoted only while it stays the same."""
-    return code_fingerprint(__name__, *get_task(task).code_modules("parse"))
+    graph = code_graph()
+    # A task of a plug-in outside the package has no fingerprint here (as in Plan.code_roots).
+    modules = [m for m in get_task(task).code_modules("parse") if graph.module_file(m)]
+    return graph.fingerprint([__name__, *modules])
 
 
 def answer_sizes(frame: pd.DataFrame) -> dict[str, tuple[int, int]]:

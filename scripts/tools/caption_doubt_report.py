@@ -62,7 +62,7 @@ def thinned_lexicon(seed: int, folder: Path) -> Path:
 def doubt_line(name: str, stats: dict) -> str:
     confident, mad = stats["confident"], stats["clinical_f1_confident"]["mad"]
     line = (
-        f"{name}: {stats['n']} pairs; confident {validation._percent(confident['rate'])} "
+        f"{name}: {stats['n']} pairs; confident {validation.percent(confident['rate'])} "
         f"({confident['k']}/{confident['n']}); Clinical F1 mean |difference| to the hand "
         f"labels: confident {validation._f1(mad)}, all {validation._f1(stats['clinical_f1_mad'])}"
     )

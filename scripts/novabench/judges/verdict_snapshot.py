@@ -64,6 +64,9 @@ def snapshot_rows(
     folder = validation.validation_folder(folder)
     rows = []
     for vset in validation.VALIDATION_SETS:
+        # Name pairs only: raw answers are read first, and their figures are recorded.
+        if vset.measure is not validation.MEASURES["match"]:
+            continue
         if vset.task != "diagnosis" or (keys is not None and vset.key not in keys):
             continue
         if not (folder / vset.filename).is_file():  # a set not (yet) in this checkout
