@@ -6,6 +6,7 @@ out for lack of a reference the task needs), the ``judge`` identity where a judg
 used with ``judge_validation``, the judge's held-out figures looked up by that identity
 (``novabench.judge_figures``: "judge not validated" with the reason where the record
 does not hold it), ``judge_usage`` (an LLM judge's requests, from the verdict summary),
+``judge_live_check`` (its live checks on hand-labelled pairs, from the same summary),
 and the sha256 of the dataset and prediction files it was computed from. A per-image CSV
 (scored images only) sits beside it. Scoring runs no judge: the verdicts were given when
 the answers were read (:mod:`novabench.reading`).
@@ -125,6 +126,8 @@ def score_verdicts(
         "judge_validation": lookup(identity, task, judge_figures) if identity else None,
         # An LLM judge's requests: how many were answered from the cache, failed, cost.
         "judge_usage": summary.get("usage"),
+        # The LLM judges' live checks on hand-labelled pairs in the reading job.
+        "judge_live_check": summary.get("live_check"),
         "inputs": {
             "dataset_sha256": sha256_file(Path(dataset)),
             "predictions_sha256": (summary.get("inputs") or {}).get("predictions_sha256"),
