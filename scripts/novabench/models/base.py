@@ -25,7 +25,7 @@ from __future__ import annotations
 import importlib
 import importlib.util
 from abc import ABC, abstractmethod
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
@@ -99,6 +99,9 @@ class Adapter(ABC):
     starts_server: ClassVar[bool] = False
     #: Its answers are a control (gold, chance), shown apart from the models under test.
     control: ClassVar[bool] = False
+    #: A control's bounds, checked on every score file of its answers (novabench.controls):
+    #: ``at_least`` / ``at_most`` on the task's ceiling metrics where defined; {}: none.
+    control_bounds: ClassVar[Mapping[str, float]] = {}
 
     #: For models whose box convention is fixed by the adapter (offline baselines);
     #: None means the model's config must declare ``box_format``.

@@ -175,10 +175,18 @@ def _task_context(
         "task_note": get_task(task).table_note(estimates),
     }
     unavailable = unavailable_notes(scores)
-    if unavailable:
-        notes = [context["task_note"], *map(latex_escape, unavailable)]
-        context["task_note"] = " ".join(n for n in notes if n)
+    notes = [context["task_note"], *map(latex_escape, unavailable), _controls(scores)]
+    context["task_note"] = " ".join(n for n in notes if n)
     return context
+
+
+def _controls(scores: Sequence[Path]) -> str:
+    """The controls checked among the task's score files, in one sentence (LaTeX)."""
+    from novabench.controls import controls_note
+    from novabench.report.inputs import read_scores
+
+    payloads = {Path(p).name: read_scores(Path(p)) for p in scores}
+    return latex_escape(controls_note(payloads))
 
 
 def write_all_tables(
