@@ -5,73 +5,20 @@ served model in the verdict summary and the score file, a bound that stops the r
 from __future__ import annotations
 
 import json
-import re
 from pathlib import Path
 
 import pytest
 
+from hand_label_judge import judge_from_hand_labels
 from novabench.errors import NovaError
 from novabench.judges.llm import live_check
 from novabench.predict import run_predictions
 from novabench.reading import read_predictions_file
 from novabench.score import score_predictions
-from openai_server import FakeOpenAI, Reply
+from openai_server import FakeOpenAI
 from support import ROOT
 
 PROMPTS = ROOT / "config" / "prompts"
-
-
-def diagnosis_of(prompt: str) -> tuple[str, list[str]]:
-    reference = prompt.split("Reference diagnosis:\n", 1)[1].split("\n\n", 1)[0]
-    block = prompt.split("most likely first:\n", 1)[1].split("\n\n", 1)[0]
-    return reference, [re.sub(r"^\d+\. ", "", line) for line in block.splitlines()]
-
-
-def pair_of(prompt: str) -> tuple[str, str]:
-    reference = prompt.split("Reference description (GT):\n", 1)[1].split("\n\n", 1)[0]
-    prediction = prompt.split("Predicted description (Pred):\n", 1)[1].split("\n\nAnswer", 1)[0]
-    return reference, prediction
-
-
-# The hand labels of every held-out pair the check can draw, as the prompts show the pair.
-HAND_MATCH = {
-    (" ".join(p["reference"].split()), " ".join(p["prediction"].split())): bool(p["match"])
-    for p in live_check.sample_pairs("diagnosis", 10**6, 0)
-}
-HAND_KEYWORDS = {
-    (" ".join(p["reference"].split()), " ".join(p["prediction"].split())): p
-    for p in live_check.sample_pairs("captioning", 10**6, 0)
-}
-
-
-def hand_side(labels: dict) -> dict:
-    return {"findings": labels["clinical"], "sequence": labels["modality"]}
-
-
-def judge_from_hand_labels(seen, wrong: bool = False, model: str = "judge-v1", fp: str = "fp_1"):
-    """A judge that answers the check's pairs from their hand labels (``wrong``: the
-    opposite diagnosis verdict), and every other prompt as no match / the prompt's words."""
-    if "Reference diagnosis:" in seen.prompt:
-        reference, candidates = diagnosis_of(seen.prompt)
-        match = HAND_MATCH.get((reference, candidates[0]), False)
-        return Reply(
-            json.dumps({"first_match": int(match != wrong)}),
-            served_model=model,
-            system_fingerprint=fp,
-        )
-    pair = pair_of(seen.prompt)
-    labelled = HAND_KEYWORDS.get(pair)
-    if labelled is None:
-        sides = {"gt": {"findings": ["mass"]}, "pred": {"findings": ["mass"]}}
-        labels = {"gt_label": "abnormal", "pred_label": "abnormal"}
-    else:
-        ref, pred = labelled["reference_labels"], labelled["prediction_labels"]
-        if wrong:
-            pred = {"clinical": ["nothing alike"], "modality": []}
-        sides = {"gt": hand_side(ref), "pred": hand_side(pred)}
-        labels = {"gt_label": "abnormal", "pred_label": "abnormal"}
-    answer = {"standardized_keywords": sides, **labels}
-    return Reply(json.dumps(answer), served_model=model, system_fingerprint=fp)
 
 
 def llm_judge(server: FakeOpenAI, **check) -> dict:
