@@ -110,6 +110,9 @@ def test_a_wrong_judge_stops_the_reading_with_one_line(tmp_path, dataset):
     assert not (tmp_path / "m.verdicts.jsonl").exists() or summary
     check = summary["live_check"][0]
     assert not check["passed"] and "BELOW THE BOUND" in check["line"]
+    # The stopped check's answers left the cache: the re-run asked them again.
+    assert check["requests"]["sent"] == 40
+    assert check["stale"] is None and not check["refreshed"]
 
 
 def test_a_judge_that_drifts_between_two_runs_is_asked_again_and_stops(tmp_path, dataset):
@@ -132,6 +135,11 @@ def test_a_judge_that_drifts_between_two_runs_is_asked_again_and_stops(tmp_path,
     assert first["live_check"][0]["served"]["model"] == ["judge-v1"]
     check = drifted["live_check"][0]
     assert check["refreshed"] and check["requests"]["sent"] == 40
+    # The cached check it replaced: judge-v1's figure, beside judge-v2's.
+    assert check["stale"] == {
+        "value": 100.0,
+        "served": {"model": ["judge-v1"], "system_fingerprint": ["fp_1"]},
+    }
     assert check["served"] == {"model": ["judge-v2"], "system_fingerprint": ["fp_2"]}
     assert check["value"] == 0.0 and not check["passed"]
     assert "served judge-v2, fp_2, BELOW THE BOUND" in str(stop.value)

@@ -17,7 +17,8 @@ own answers were served by a model or system fingerprint that none of the check'
 carries (the cache held the check from before a change of the served model), the check is
 asked again, so that its figure is that of the model that judged. A figure past the bound
 (``min_agreement``, ``max_f1_difference``) stops the reading job with one line, unless
-``stop: false``.
+``stop: false``; the check's answers are then dropped from the cache, so that a re-run
+(the endpoint fixed) measures again.
 """
 
 from __future__ import annotations
@@ -144,19 +145,30 @@ def run(judge: Any, settings: Mapping[str, Any]) -> dict[str, Any] | None:
     judged_by = {key for key in judge.served if key[0]}  # the job's own answers so far
     counts = dict(judge.counts)
     value, n, served = _measure(judge, pairs)
-    refreshed = bool(judged_by - served)
-    if refreshed:  # answers of another served model: the cached check is not its figure
+    stale = None
+    if judged_by - served:  # answers of another served model: the cached check is not its
+        stale = {"value": round(value, 2), "served": _served_names(served)}
         for prompt in check_prompts(judge, pairs):
             judge._forget(prompt)
         value, n, served = _measure(judge, pairs)
     record = _record(judge, settings, value, n, served, judged_by)
-    record["refreshed"] = refreshed
+    # The cached check it replaced (its figure and served model): the drift, visible.
+    record["refreshed"], record["stale"] = stale is not None, stale
     record["requests"] = {
         k: int(judge.counts[k] - counts.get(k, 0)) for k in ("requests", "cached", "sent")
     }
     if not record["passed"] and settings["stop"]:
+        for prompt in check_prompts(judge, pairs):  # so that a re-run measures again
+            judge._forget(prompt)
         raise NovaError(stop_line(record), fix(judge.name))
     return record
+
+
+def _served_names(served: set[tuple[Any, Any]]) -> dict[str, list[str]]:
+    return {
+        "model": sorted({m for m, _ in served if m}),
+        "system_fingerprint": sorted({f for _, f in served if f}),
+    }
 
 
 def _record(
@@ -175,10 +187,7 @@ def _record(
         "bound": bound,
         "passed": bool(passed),
         "seed": settings["seed"],
-        "served": {
-            "model": sorted({m for m, _ in served if m}),
-            "system_fingerprint": sorted({f for _, f in served if f}),
-        },
+        "served": _served_names(served),
         # Served models of the job's own answers that the check's answers do not carry.
         "judged_by_others": sorted({m for m, _ in judged_by - served if m}),
     }
