@@ -185,3 +185,24 @@ def test_switched_off_the_check_sends_nothing(tmp_path, dataset):
         summary = read(tmp_path, dataset, llm_judge(server, diagnosis_pairs=0))
         assert len(server.requests) == 3  # the job's own: three distinct references
     assert summary["live_check"] is None
+
+
+def test_a_cascade_checks_its_llm_stage_and_the_judge_line_prints_it(tmp_path, dataset):
+    from novabench.judges.base import expand_judge
+    from novabench.report.tables import judge_line
+
+    with FakeOpenAI(judge_from_hand_labels) as server:
+        judges = {
+            "matcher": {"kind": "diagnosis-matcher", "settings": {"embedding_fallback": False}},
+            "llm-judge": {k: v for k, v in llm_judge(server).items() if k != "name"},
+            "c": {"kind": "cascade", "settings": {"first": "matcher", "second": "llm-judge"}},
+        }
+        summary = read(tmp_path, dataset, expand_judge(judges, "c"))
+    (check,) = summary["live_check"]  # the matcher has none; its LLM stage one
+    assert check["judge"] == "llm-judge" and check["passed"]
+    line = judge_line({"judge": summary["identity"], "judge_live_check": summary["live_check"]})
+    assert line.startswith("cascade(")
+    assert line.endswith(
+        "; live check of llm-judge: agreement 100.0% with hand labels (bound >= 75%) on 40 "
+        "pairs, served judge-v1, fp_1"
+    )
