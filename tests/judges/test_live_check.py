@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -206,3 +207,16 @@ def test_a_cascade_checks_its_llm_stage_and_the_judge_line_prints_it(tmp_path, d
         "; live check of llm-judge: agreement 100.0% with hand labels (bound >= 75%) on 40 "
         "pairs, served judge-v1, fp_1"
     )
+
+
+def test_without_the_validation_sets_the_check_says_how_to_switch_it_off(tmp_path, monkeypatch):
+    from novabench import paths
+    from novabench.judges.llm import make_llm_judge
+
+    monkeypatch.setattr(paths, "VALIDATION", tmp_path / "absent")
+    nowhere = SimpleNamespace(base_url="http://127.0.0.1:9/v1")  # nothing is sent
+    judge = make_llm_judge("llm-judge", llm_judge(nowhere)["settings"], "diagnosis")
+    with pytest.raises(NovaError) as stop:
+        judge.live_check()
+    assert str(stop.value).startswith("judges.llm-judge: its live check cannot run: no validation")
+    assert str(stop.value).endswith("judges.llm-judge.settings.live_check.diagnosis_pairs: 0")

@@ -139,7 +139,15 @@ def run(judge: Any, settings: Mapping[str, Any]) -> dict[str, Any] | None:
     of it (None when the sample size is 0). Raises NovaError past the bound unless
     ``stop: false``."""
     settings = resolve(settings)
-    pairs = sample_pairs(judge.task, int(settings[SAMPLE_SETTING[judge.task]]), settings["seed"])
+    size = SAMPLE_SETTING[judge.task]
+    try:
+        pairs = sample_pairs(judge.task, int(settings[size]), settings["seed"])
+    except NovaError as exc:  # no validation/ folder: an installed package without one
+        raise NovaError(
+            f"judges.{judge.name}: its live check cannot run: {str(exc).split('; fix:')[0]}",
+            f"run from a checkout of the repository, or set "
+            f"judges.{judge.name}.settings.live_check.{size}: 0",
+        ) from None
     if not pairs:
         return None
     judged_by = {key for key in judge.served if key[0]}  # the job's own answers so far
