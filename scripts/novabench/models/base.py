@@ -11,8 +11,9 @@ a backend is adding one such module, nothing else. A module outside the package 
 The class says everything the workflow needs to know about its kind, so no other module
 names one: its conda environment (:attr:`Adapter.environment`), its cost model
 (:attr:`Adapter.cost_model`), what a prediction job asks the scheduler for
-(:meth:`Adapter.job_resources`) and whether its answers are a control rather than a model
-under test (:attr:`Adapter.control`).
+(:meth:`Adapter.job_resources`), whether its answers are a control rather than a model
+under test (:attr:`Adapter.control`) and the bounds a control's scores must keep under every
+judge (:attr:`Adapter.control_bounds`, checked by :mod:`novabench.controls`).
 
 Adapters see one :class:`Sample` per image and return one :class:`Response` per sample,
 in order. They return raw text exactly as a model would; the task code parses it with the
