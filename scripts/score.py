@@ -15,6 +15,7 @@ def main(smk):
         out_json=Path(smk.output.scores),
         out_csv=Path(smk.output.per_image),
         options=smk.params.options,
+        control=smk.params.control,
         nltk_data=Path(smk.params.nltk_data),
         code=smk.params.code,
         # The judges' held-out figures (absent for a task scored without a judge).

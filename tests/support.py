@@ -12,6 +12,9 @@ from pathlib import Path
 
 # The checkout, and the test suite's folders in it.
 ROOT = Path(__file__).resolve().parents[1]
+# An LLM judge's settings that switch its live check off, for tests that count the judge's
+# own requests (the check has tests of its own: tests/judges/test_live_check.py).
+NO_LIVE_CHECK = {"live_check": {"diagnosis_pairs": 0, "caption_pairs": 0}}
 TESTS = ROOT / "tests"
 DATA = TESTS / "data"
 SNAPSHOTS = TESTS / "snapshots"

@@ -18,6 +18,7 @@ from novabench.cache import ResponseCache, request_key
 from novabench.cli import main
 from novabench.config import plan_from_files
 from novabench.estimate import (
+    LIVE_CHECK,
     PLACEHOLDER_CHARS,
     estimate_run,
     expected_size,
@@ -374,7 +375,8 @@ def judge_prompt(ranked: list[str], reference: str) -> str:
 
 
 def by_model(estimate) -> dict:
-    return {job.model: job for job in estimate.judges}
+    """The judge rows of the reading jobs by model (the live check's row left out)."""
+    return {job.model: job for job in estimate.judges if job.model != LIVE_CHECK}
 
 
 def test_before_predictions_a_judge_counts_every_image_and_a_cascade_an_upper_bound(tmp_path):
@@ -425,7 +427,7 @@ def test_with_predictions_the_counts_are_exact(workdir, matcher):
         for line in text.splitlines()
         if line.split()[:3] == ["c", "diagnosis", "llm-judge"]
     ]
-    assert row[3:5] == ["2", "2"]
+    assert row[3:5] == ["42", "42"]  # the two undecided lists and the live check's 40 pairs
 
 
 @pytest.mark.slow  # the matcher is built four times
@@ -436,12 +438,17 @@ def test_a_cached_judge_answer_is_not_counted_and_nothing_is_printed_then(workdi
 
     write_answers(workdir)
     with FakeOpenAI(lambda seen: Reply('{"first_match": 0}')) as server:
-        plan = plan_for(workdir, judged_config("c", server.base_url))
+        # (This scripted judge fails its live check: recorded, not stopped.)
+        config = judged_config("c", server.base_url).replace(
+            "      backend:", "      live_check: {stop: false}\n      backend:"
+        )
+        plan = plan_for(workdir, config)
         assert "Estimate of the judge requests" in plan_time_estimate(plan, workdir)
-        # Score-time judging of the same answers fills the cache...
+        # Score-time judging of the same answers, and its live check, fill the cache...
         judge = make_judge(plan.judge("diagnosis"), "diagnosis", workdir / "results" / "cache")
         judge.judge_ranked_many([(r, ref) for r, ref in write_answers(workdir)["retrieval"]])
-        assert len(server.requests) == 2
+        judge.live_check()
+        assert len(server.requests) == 2 + 40
     (job,) = [j for j in estimate_run(plan, workdir).judges if j.model == "retrieval"]
     assert (job.requests, job.to_send, job.input_tokens, job.usd) == (2, 0, 0, 0.0)
     # ...and with nothing left to send, planning prints nothing.
@@ -471,6 +478,38 @@ def test_the_estimate_counts_what_scoring_asks_the_judge(workdir, nltk_data, tas
     assert judge.asked and judge.asked == spec.judged_pairs(frame, Answers(records))
 
 
+def test_the_live_check_of_an_llm_judge_is_counted_once_with_its_share(workdir):
+    write_answers(workdir)
+    estimate = estimate_run(plan_for(workdir, judged_config("llm-judge")), workdir)
+    (check,) = [j for j in estimate.judges if j.model == LIVE_CHECK]
+    # 40 hand-labelled diagnosis pairs by default, asked once for every reading job.
+    assert (check.stage, check.task, check.requests, check.to_send) == (
+        "llm-judge",
+        "diagnosis",
+        40,
+        40,
+    )
+    assert check.input_tokens > 0 and check.usd is not None and check.usd > 0
+    judged = sum(j.requests for j in estimate.judges if j.model != LIVE_CHECK)
+    share = f"{100 * 40 / (40 + judged):.1f}%"
+    assert f"live check: 40 hand-labelled pairs, {share} of the requests" in " ".join(check.notes)
+    # Switched off, nothing is counted for it.
+    off = judged_config("llm-judge").replace(
+        "      backend:", "      live_check: {diagnosis_pairs: 0}\n      backend:"
+    )
+    assert not [
+        j for j in estimate_run(plan_for(workdir, off), workdir).judges if j.model == LIVE_CHECK
+    ]
+
+
+def test_the_paper_runs_live_checks_cost_under_two_percent_of_its_judge_requests(tmp_path):
+    paper = plan_from_files(ROOT, [ROOT / "config" / "paper.yaml"])
+    judges = estimate_run(paper, tmp_path).judges
+    checks = sum(j.requests for j in judges if j.model == LIVE_CHECK)
+    assert checks == 60  # 40 diagnosis and 20 caption pairs
+    assert checks / sum(j.requests for j in judges) < 0.02
+
+
 def test_the_readme_and_the_paper_config_quote_the_estimate_of_the_paper_run(tmp_path):
     paper = ROOT / "config" / "paper.yaml"
     estimate = estimate_run(plan_from_files(ROOT, [paper]), tmp_path)
@@ -487,8 +526,9 @@ def test_the_readme_and_the_paper_config_quote_the_estimate_of_the_paper_run(tmp
     assert variant.judge("diagnosis")["settings"]["second"]["name"] == "gpt-4o-judge"
     assert variant.api_resources()["api_openai"]["tasks"] == {"captioning", "diagnosis"}
     cascade = estimate_run(variant, tmp_path)
-    (row,) = {(j.stage, j.counted) for j in cascade.judges if j.task == "diagnosis"}
-    assert row == ("gpt-4o-judge", "upper bound")
+    rows = {(j.stage, j.model == LIVE_CHECK, j.counted) for j in cascade.judges}
+    assert ("gpt-4o-judge", False, "upper bound") in rows
+    assert ("gpt-4o-judge", True, "exact") in rows
     upper = sum(j.usd for j in cascade.judges if j.task == "diagnosis")
     assert upper == pytest.approx(judges["diagnosis"])
     # Its commented captioning cascade plans too, once uncommented.

@@ -319,6 +319,17 @@ class Plan:
         kind = judge_kind(judge["kind"])
         return kind.input_files(judge["name"], judge.get("settings", {}), task, self.resolve)
 
+    def control_bounds(self, name: str) -> dict[str, Any]:
+        """The bounds a control's scores are checked against (its adapter's
+        ``control_bounds``, novabench.controls) and whether a failed check stops
+        (``models.<name>.control_check``); {} for a model that is no control or is not
+        configured (a score file of an earlier run)."""
+        model = self.config["models"].get(name)
+        if not model or not adapter_exists(model["adapter"]):
+            return {}
+        bounds = dict(adapter_kind(model["adapter"]).control_bounds)
+        return {**bounds, "stop": bool(model.get("control_check", True))} if bounds else {}
+
     def verdict_judge(self, task: str) -> str:
         """The ``{judge}`` of the task's own verdict files: its judge's config name, or
         the task's reader name (``Task.reader``) for a task without a judge."""

@@ -58,7 +58,9 @@ DEFAULT_IMAGE_TOKENS = 1000  # a model of unknown family
 # Characters of a text placeholder ({clinical_history}, {findings}) before the dataset is
 # built: NOVA's histories and captions are a few sentences.
 PLACEHOLDER_CHARS = 300
-DEFAULT_STARTUP_S = 600.0  # a managed vLLM server loading a large model, when info gives none
+DEFAULT_STARTUP_S = 600.0
+# The "model" of the judge estimate's row of an LLM judge's live check (its own sample).
+LIVE_CHECK = "(live check)"  # a managed vLLM server loading a large model, when info gives none
 
 
 @dataclass
@@ -467,7 +469,37 @@ def _judge_jobs(plan: Plan, frame: Any, size: int, workdir: Path) -> list[JudgeE
                 if job.usd is None:
                     job.notes.append(f"no dollars: judges.{stage_name} has no price")
                 out.append(job)
+            check = _live_check_job(judge_cfg["name"], task, stage, answer_tokens, out)
+            if check is not None:
+                out.append(check)
     return out
+
+
+def _live_check_job(
+    judge: str, task: str, stage: ServiceRequests, answer_tokens: float, jobs: list
+) -> JudgeEstimate | None:
+    """The live check an LLM judge gets in its reading jobs (its hand-labelled sample,
+    asked once and cached for every job), with its share of the judge's requests; None
+    for a judge without one. Counted once per (stage, task)."""
+    prompts_of = getattr(stage.judge, "live_check_prompts", None)
+    done = {(j.stage, j.task) for j in jobs if j.model == LIVE_CHECK}
+    prompts = prompts_of() if prompts_of is not None else []
+    if not prompts or (stage.name, task) in done:
+        return None
+    unsent = [p for p in prompts if not stage.judge.cached(p)]
+    tokens_in = sum(text_tokens(p + stage.system_prompt) for p in unsent)
+    tokens_out = round(answer_tokens * len(unsent))
+    usd = dollars(tokens_in, tokens_out, *stage.prices)
+    names = (judge, task, stage.name, LIVE_CHECK, len(prompts), len(unsent))
+    job = JudgeEstimate(*names, tokens_in, tokens_out, usd, "exact")
+    ours = [j for j in jobs if (j.stage, j.task) == (stage.name, task)]
+    judged = sum(j.requests for j in ours if j.model != LIVE_CHECK)
+    share = 100.0 * len(prompts) / (len(prompts) + judged)
+    job.notes.append(
+        f"live check: {len(prompts)} hand-labelled pairs, {share:.1f}% of the requests of "
+        f"{stage.name} counted here"
+    )
+    return job
 
 
 def estimate_run(plan: Plan, workdir: Path) -> Estimate:

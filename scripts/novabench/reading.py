@@ -111,6 +111,9 @@ def read_predictions_file(
         make_judge = importlib.import_module(JUDGE_FACTORY).make_judge
         judge = make_judge(judge_cfg, task, cache_dir=cache_dir)
     verdicts = verdict_records(frame, answers, spec.judge_answers(frame, answers, judge))
+    # A judge that can check itself live (an LLM judge's hand-labelled sample) does so in
+    # every reading job; past its bound it stops here, before anything is written.
+    live_checks = judge.live_check() if hasattr(judge, "live_check") else []
     model = records[0]["model"] if records else Path(predictions).stem
     statuses = Counter(r["status"] for r in verdicts)
     summary = {
@@ -124,6 +127,7 @@ def read_predictions_file(
         "notes": spec.reading_notes(judge) if judge is not None else {},
         # An LLM judge's requests: how many were answered from the cache, failed, cost.
         "usage": judge.usage() if hasattr(judge, "usage") else None,
+        "live_check": live_checks or None,
         "code": code,
         # The reading's own code: the judge figures measured on raw answers hold for it.
         "reader": reader_fingerprint(task),

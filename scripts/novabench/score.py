@@ -6,6 +6,7 @@ out for lack of a reference the task needs), the ``judge`` identity where a judg
 used with ``judge_validation``, the judge's held-out figures looked up by that identity
 (``novabench.judge_figures``: "judge not validated" with the reason where the record
 does not hold it), ``judge_usage`` (an LLM judge's requests, from the verdict summary),
+``judge_live_check`` (its live checks on hand-labelled pairs, from the same summary),
 and the sha256 of the dataset and prediction files it was computed from. A per-image CSV
 (scored images only) sits beside it. Scoring runs no judge: the verdicts were given when
 the answers were read (:mod:`novabench.reading`).
@@ -22,6 +23,7 @@ from typing import Any
 
 import pandas as pd
 
+from novabench.controls import check_control
 from novabench.dataset.read import load_nova
 from novabench.errors import NovaError
 from novabench.io import atomic_path, atomic_write_text
@@ -78,6 +80,23 @@ def read_summary(path: Path) -> dict[str, Any]:
         ) from exc
 
 
+def _judge_fields(
+    summary: Mapping[str, Any], task: str, judge_figures: Path | None
+) -> dict[str, Any]:
+    """What a score file says of the judge, from the verdict summary."""
+    identity = summary.get("identity")
+    return {
+        "judge": identity,
+        "judge_validation": (
+            lookup(identity, task, judge_figures, summary.get("reader")) if identity else None
+        ),
+        # An LLM judge's requests: how many were answered from the cache, failed, cost.
+        "judge_usage": summary.get("usage"),
+        # The LLM judges' live checks on hand-labelled pairs in the reading job.
+        "judge_live_check": summary.get("live_check"),
+    }
+
+
 def score_verdicts(
     *,
     task: str,
@@ -90,14 +109,15 @@ def score_verdicts(
     nltk_data: Path | None = None,
     code: str | None = None,
     judge_figures: Path | None = None,
+    control: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """Score one verdict file (and its summary) with the task's metrics; write the score
     file and the per-image table; return the metrics.
 
-    ``options`` are the task's scoring options (``Task.options``). ``code`` is the job's
-    code fingerprint (:mod:`novabench.code_fingerprint`), recorded in the score file.
-    ``judge_figures``: the record of the judges' held-out figures (default: the
-    repository's ``validation/judge_figures.json``).
+    ``options``: the task's scoring options (``Task.options``). ``code``: the job's code
+    fingerprint, recorded. ``judge_figures``: the record of the judges' held-out figures
+    (default: ``validation/judge_figures.json``). ``control``: a control's bounds
+    (:mod:`novabench.controls`), checked before anything is written.
     """
     spec = get_task(task)
     frame = load_nova(dataset, columns=[*KEY_COLUMNS, *spec.reference_columns])
@@ -114,19 +134,19 @@ def score_verdicts(
         nltk_data=nltk_data,
     )
     metrics, per_image = spec.score(frame, Answers(records), context)
+    model = summary.get("model") or Path(verdicts).stem
+    judge = str(summary.get("judge") or spec.reader)
+    control_check = check_control(task, model, judge, metrics, spec.metrics, control)
     payload = {
         "task": task,
-        "model": summary.get("model") or Path(verdicts).stem,
+        "model": model,
         "metrics": metrics,
         "n_images": len(frame),
         "n_excluded": len(excluded),
         "excluded_images": excluded,
-        "judge": identity,
-        "judge_validation": (
-            lookup(identity, task, judge_figures, summary.get("reader")) if identity else None
-        ),
-        # An LLM judge's requests: how many were answered from the cache, failed, cost.
-        "judge_usage": summary.get("usage"),
+        **_judge_fields(summary, task, judge_figures),
+        # A control's scores against its bounds (None for a model under test).
+        "control_check": control_check,
         "inputs": {
             "dataset_sha256": sha256_file(Path(dataset)),
             "predictions_sha256": (summary.get("inputs") or {}).get("predictions_sha256"),

@@ -17,7 +17,7 @@ from novabench.judges.base import _KINDS, JudgeKind, RankedVerdict, expand_judge
 from novabench.predict import run_predictions
 from novabench.score import score_predictions
 from openai_server import Fail, FakeOpenAI, Garbage, Reply
-from support import ROOT
+from support import NO_LIVE_CHECK, ROOT
 
 PROMPTS = ROOT / "config" / "prompts"
 
@@ -205,7 +205,7 @@ def test_a_score_file_says_which_judge_decided_how_many(tmp_path, dataset):
             predictions=predictions,
             out_json=tmp_path / "scores.json",
             out_csv=tmp_path / "scores.csv",
-            judge_cfg=cascade(llm_judge(server)),
+            judge_cfg=cascade(llm_judge(server, **NO_LIVE_CHECK)),
             cache_dir=tmp_path / "cache",
         )
         assert [diagnosis_of(s.prompt)[0] for s in server.requests] == ["Normal study"]

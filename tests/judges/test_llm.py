@@ -41,7 +41,7 @@ from novabench.score import score_predictions
 from novabench.tasks.captioning.metrics import score_captioning
 from novabench.tasks.diagnosis.metrics import score_diagnosis
 from openai_server import Fail, FakeOpenAI, Reply
-from support import ROOT, free_port, snakemake
+from support import NO_LIVE_CHECK, ROOT, free_port, snakemake
 from upstream import CASES, IMAGES
 
 
@@ -75,6 +75,7 @@ def judge_settings(
     settings = {
         "backend": backend(server, **backend_settings),
         "max_failure_rate": max_failure_rate,
+        **NO_LIVE_CHECK,
     }
     return settings if protocol is None else {**settings, "protocol": protocol}
 

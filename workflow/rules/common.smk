@@ -228,6 +228,11 @@ def reading_judge(wildcards):
     return inert_param(PLAN.reading_judge(wildcards.task, wildcards.judge))
 
 
+def control_bounds(wildcards):
+    """A control's bounds, checked on its score file (none for a model under test)."""
+    return inert_param(PLAN.control_bounds(wildcards.model))
+
+
 def verdict_inputs(wildcards):
     """The verdicts a score job counts: those of the task's own judge (or reader)."""
     stem = f"verdicts/{wildcards.task}/{PLAN.verdict_judge(wildcards.task)}/{wildcards.model}"

@@ -21,6 +21,8 @@ rule score:
     params:
         code=job_code("score"),
         options=score_options,
+        # A control's bounds: outside them the judge is broken or steered, and scoring stops.
+        control=control_bounds,
         nltk_data="results/nltk_data",
     script:
         "../../scripts/score.py"

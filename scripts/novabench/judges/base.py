@@ -5,7 +5,10 @@ label of a caption (captioning), or whether a ranked list of diagnoses names the
 reference (diagnosis). Judges are configured like models: ``judges.<name>`` in the config
 gives a ``kind`` and its ``settings``. A kind is a :class:`JudgeKind` subclass registered
 with :func:`register_judge_kind` in one module of this package; adding a judge is adding
-that module. Judges import no task and nothing from :mod:`novabench.metrics`: the tasks'
+that module. A built judge that can check itself while it reads offers ``live_check()``: a
+list of records the reading stage writes into the verdict summary (an LLM judge's
+hand-labelled sample, :mod:`novabench.judges.llm.live_check`), raising NovaError past its
+bound. Judges import no task and nothing from :mod:`novabench.metrics`: the tasks'
 metrics decide what a verdict counts for (the Clinical/Modality split of keywords is
 :mod:`novabench.caption_keywords`).
 """

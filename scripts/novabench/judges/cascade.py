@@ -106,6 +106,16 @@ class _Cascade:
         """Indices of the pairs the first judge leaves to the second."""
         return self.escalated_pairs(self.first_verdicts(pairs))
 
+    def live_check(self) -> list[dict[str, Any]]:
+        """The live checks of the stages that have one (an LLM stage's hand-labelled
+        sample, :mod:`novabench.judges.llm.live_check`), first stage first."""
+        return [
+            record
+            for stage in (self.first, self.second)
+            if hasattr(stage, "live_check")
+            for record in stage.live_check()
+        ]
+
     def usage(self) -> dict[str, Any]:
         """The second judge's requests (``requests``, ``cached``, ``sent``, ``failed``,
         tokens, ``cost_usd`` as an LLM judge counts them), and per stage the items it

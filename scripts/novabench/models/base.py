@@ -11,8 +11,9 @@ a backend is adding one such module, nothing else. A module outside the package 
 The class says everything the workflow needs to know about its kind, so no other module
 names one: its conda environment (:attr:`Adapter.environment`), its cost model
 (:attr:`Adapter.cost_model`), what a prediction job asks the scheduler for
-(:meth:`Adapter.job_resources`) and whether its answers are a control rather than a model
-under test (:attr:`Adapter.control`).
+(:meth:`Adapter.job_resources`), whether its answers are a control rather than a model
+under test (:attr:`Adapter.control`) and the bounds a control's scores must keep under every
+judge (:attr:`Adapter.control_bounds`, checked by :mod:`novabench.controls`).
 
 Adapters see one :class:`Sample` per image and return one :class:`Response` per sample,
 in order. They return raw text exactly as a model would; the task code parses it with the
@@ -25,7 +26,7 @@ from __future__ import annotations
 import importlib
 import importlib.util
 from abc import ABC, abstractmethod
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
@@ -99,6 +100,9 @@ class Adapter(ABC):
     starts_server: ClassVar[bool] = False
     #: Its answers are a control (gold, chance), shown apart from the models under test.
     control: ClassVar[bool] = False
+    #: A control's bounds, checked on every score file of its answers (novabench.controls):
+    #: ``at_least`` / ``at_most`` on the task's ceiling metrics where defined; {}: none.
+    control_bounds: ClassVar[Mapping[str, float]] = {}
 
     #: For models whose box convention is fixed by the adapter (offline baselines);
     #: None means the model's config must declare ``box_format``.

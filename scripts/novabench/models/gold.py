@@ -8,6 +8,7 @@ would (``Task.gold_answer``), so the answers go through the same parsers.
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
+from typing import ClassVar
 
 from novabench.models.base import Adapter as BaseAdapter
 from novabench.models.base import Response, Sample
@@ -18,6 +19,8 @@ class Adapter(BaseAdapter):
     # Localization's gold answer is pixel corners (Localization.gold_answer).
     box_format = "pixel_xyxy"
     control = True  # the positive control
+    # The reference scores 100 wherever that is defined.
+    control_bounds: ClassVar[dict[str, float]] = {"at_least": 100.0}
 
     def predict(self, samples: Sequence[Sample]) -> Iterator[Response]:
         for sample in samples:

@@ -22,6 +22,9 @@ from novabench.models.base import Response, Sample
 class Adapter(BaseAdapter):
     box_format = "pixel_xyxy"
     control = True  # the negative control
+    # Chance: 1 to 3 boxes at random hit a lesion box rarely; a judge or reader that gives
+    # random boxes more than this is broken.
+    control_bounds: ClassVar[dict[str, float]] = {"at_most": 25.0}
     supported_tasks = ("localization",)
     settings_schema: ClassVar[dict[str, Any]] = {
         "type": "object",

@@ -29,6 +29,7 @@ from typing import Any
 
 import pandas as pd
 
+from novabench.controls import controls_note
 from novabench.errors import NovaError
 from novabench.io import atomic_write_text
 from novabench.report.failures import MARK, Limits
@@ -118,7 +119,9 @@ def task_board(
         for key in ("n_images", "n_cases", "n_resamples", "confidence")
         if len(statistics) and key in statistics
     }
-    context["note"] = get_task(task).table_note(estimates)
+    # The controls checked as live checks of the judge (or that none was in the run).
+    notes = [get_task(task).table_note(estimates), controls_note(payloads)]
+    context["note"] = " ".join(n for n in notes if n)
     judge = next((j for j in judges if j), None)
     return Board(task, table, rates, judge, context)
 

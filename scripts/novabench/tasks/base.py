@@ -50,6 +50,9 @@ class Metric:
     table: bool = True  # a column of the task's table (else only in the statistics)
     interval: bool = True  # whether a bootstrap CI is defined
     figure: bool = True  # a panel of the task's metric figure (a bound is no panel of its own)
+    #: The reference as an answer scores 100 on it: what a control's bounds are checked on
+    #: (novabench.controls).
+    ceiling: bool = False
     # Largest |bootstrap point estimate - score file| accepted, relative to max(1, |value|).
     tolerance: float = 1e-6
 

@@ -47,6 +47,7 @@ from typing import Any
 
 from novabench.errors import ConfigError, NovaError
 from novabench.judges.base import JudgeKind, ServiceRequests, register_judge_kind
+from novabench.judges.llm import live_check
 from novabench.judges.llm.answers import (
     PairedVerdict,
     UnreadableAnswer,
@@ -164,7 +165,10 @@ class LLMKind(JudgeKind):
         return make_llm_judge(name, dict(settings), task, cache_dir)
 
     def input_files(self, name, settings, task, resolve) -> list[str]:
-        return [prompt_paths(name, dict(settings), resolve)[task]]
+        # The prompt, and the validation sets the live check draws its pairs from.
+        check = live_check.resolve(dict(settings).get("live_check"))
+        sets = live_check.set_files(task) if check[live_check.SAMPLE_SETTING[task]] else []
+        return [prompt_paths(name, dict(settings), resolve)[task], *sets]
 
     def environment_problems(self, name, settings, tasks, resolve) -> list[NovaError]:
         backend = check_settings(name, dict(settings), resolve)["backend"]

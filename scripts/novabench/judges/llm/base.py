@@ -13,6 +13,7 @@ from novabench.cache import ResponseCache
 from novabench.code_fingerprint import code_fingerprint
 from novabench.errors import NovaError
 from novabench.judges.base import ServiceRequests
+from novabench.judges.llm import live_check
 from novabench.judges.llm.answers import UnreadableAnswer
 from novabench.judges.llm.settings import (
     TASK_PROTOCOLS,
@@ -54,6 +55,7 @@ class LLMJudge:
         self.prompt_path = resolved["prompts"][self.task]
         self.template = read_prompt(name, self.task, self.prompt_path, resolved["protocol"])
         self.max_failure_rate = resolved["max_failure_rate"]
+        self.live_check_settings = resolved["live_check"]
         # A judge's cache sits apart from the models' (a judge may share a model's name).
         cache = None if cache_dir is None else ResponseCache(Path(cache_dir) / "judges" / name)
         self.client = chat_client.ChatClient(name, resolved["backend"], cache)
@@ -136,6 +138,21 @@ class LLMJudge:
             {k: counts[k] for k in ("prompt_tokens", "completion_tokens")}
         )
         return counts
+
+    # -- the live check (novabench.judges.llm.live_check) ---------------------------------------
+
+    def live_check(self) -> list[dict[str, Any]]:
+        """Send the hand-labelled sample and return its record (none when switched off);
+        NovaError past the bound unless ``live_check.stop`` is false."""
+        record = live_check.run(self, self.live_check_settings)
+        return [] if record is None else [record]
+
+    def live_check_prompts(self) -> list[str]:
+        """The prompts the live check asks (the cost estimate counts them)."""
+        settings = self.live_check_settings
+        size = settings[live_check.SAMPLE_SETTING[self.task]]
+        pairs = live_check.sample_pairs(self.task, int(size), settings["seed"])
+        return live_check.check_prompts(self, pairs) if pairs else []
 
     # -- requests ----------------------------------------------------------------------------
 

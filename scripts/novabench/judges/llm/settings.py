@@ -12,6 +12,7 @@ from typing import Any
 from novabench import paths
 from novabench.errors import ConfigError, NovaError, settings_error
 from novabench.io import resolve_path
+from novabench.judges.llm import live_check
 from novabench.models import chat_client
 
 #: How a caption judge asks: one request per (reference, prediction) pair (the paper's), or
@@ -68,6 +69,7 @@ SETTINGS_SCHEMA: dict[str, Any] = {
             "properties": {task: {"type": "string", "minLength": 1} for task in TASKS},
         },
         "max_failure_rate": {"type": "number", "minimum": 0, "maximum": 100},
+        "live_check": live_check.SCHEMA,
     },
 }
 
@@ -110,6 +112,7 @@ def check_settings(
         "protocol": protocol,
         "prompts": {task: Path(resolve(path)) for task, path in prompts.items()},
         "max_failure_rate": float(settings.get("max_failure_rate", 0.0)),
+        "live_check": live_check.resolve(settings.get("live_check")),
     }
 
 

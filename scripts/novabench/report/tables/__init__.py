@@ -109,12 +109,17 @@ def _judge_name(identity: Mapping[str, Any] | None) -> str | None:
 
 def judge_line(payload: Mapping[str, Any]) -> str | None:
     """A score file's judge and its held-out figures in one line ("judge not validated"
-    where the record does not hold the judge; ``novabench.judge_figures``); None for a
-    task scored without a judge."""
+    where the record does not hold the judge; ``novabench.judge_figures``), then its live
+    checks where it has any; None for a task scored without a judge."""
     from novabench.judge_figures import figures_line
 
     name = _judge_name(payload.get("judge"))
-    return None if name is None else figures_line(name, payload.get("judge_validation"))
+    if name is None:
+        return None
+    line = figures_line(name, payload.get("judge_validation"))
+    # The LLM judges' live checks of this run, each in its own words (their plug-in's).
+    checks = [c["line"] for c in payload.get("judge_live_check") or [] if c.get("line")]
+    return "; ".join([line, *checks])
 
 
 def unavailable_notes(scores: Sequence[Path]) -> list[str]:
@@ -170,10 +175,18 @@ def _task_context(
         "task_note": get_task(task).table_note(estimates),
     }
     unavailable = unavailable_notes(scores)
-    if unavailable:
-        notes = [context["task_note"], *map(latex_escape, unavailable)]
-        context["task_note"] = " ".join(n for n in notes if n)
+    notes = [context["task_note"], *map(latex_escape, unavailable), _controls(scores)]
+    context["task_note"] = " ".join(n for n in notes if n)
     return context
+
+
+def _controls(scores: Sequence[Path]) -> str:
+    """The controls checked among the task's score files, in one sentence (LaTeX)."""
+    from novabench.controls import controls_note
+    from novabench.report.inputs import read_scores
+
+    payloads = {Path(p).name: read_scores(Path(p)) for p in scores}
+    return latex_escape(controls_note(payloads))
 
 
 def write_all_tables(

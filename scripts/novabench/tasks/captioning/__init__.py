@@ -60,14 +60,14 @@ class Captioning(Task):
         "judge that reads every word)."
     )
     metrics = (
-        Metric("Clinical_F1", "Clinical F1", headline=True),
-        Metric("Modality_F1", "Modality F1"),
+        Metric("Clinical_F1", "Clinical F1", headline=True, ceiling=True),
+        Metric("Modality_F1", "Modality F1", ceiling=True),
         Metric("BLEU-4", "BLEU-4", decimals=2, headline=True),
         # Per-image METEOR is read back from a CSV written with 6 significant digits.
         Metric("METEOR", "METEOR", tolerance=1e-3),
         # Per-image BERT F1 is read back from the same CSV.
         Metric("BERT_F1", "BERT F1", tolerance=1e-3),
-        Metric("Binary_F1", "Binary F1"),
+        Metric("Binary_F1", "Binary F1", ceiling=True),
         # How much of the compared text the judge read: no model is better for it.
         Metric("Unread_share", "Unread", better=None, headline=True, interval=False, figure=False),
     )

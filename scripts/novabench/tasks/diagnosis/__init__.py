@@ -62,8 +62,8 @@ class Diagnosis(Task):
         "fundamentally different disease is wrong."
     )
     metrics = (
-        Metric("Top-1", "Top-1", headline=True),
-        Metric("Top-5", "Top-5", headline=True),
+        Metric("Top-1", "Top-1", headline=True, ceiling=True),
+        Metric("Top-5", "Top-5", headline=True, ceiling=True),
         # The judge's uncertainty beside the scores: no best, no CI, no figure panel.
         Metric("Top-1_upper", "Top-1 upper", None, interval=False, figure=False),
         Metric("Top-5_upper", "Top-5 upper", None, interval=False, figure=False),

@@ -81,15 +81,15 @@ class Localization(Task):
         "$\\tau$."
     )
     metrics = (
-        Metric("mAP@30", "mAP@30"),
-        Metric("mAP@50", "mAP@50", headline=True),
-        Metric("mAP@[50:95]", "mAP@[50:95]"),
-        Metric("ACC50", "ACC50"),
+        Metric("mAP@30", "mAP@30", ceiling=True),
+        Metric("mAP@50", "mAP@50", headline=True, ceiling=True),
+        Metric("mAP@[50:95]", "mAP@[50:95]", ceiling=True),
+        Metric("ACC50", "ACC50", ceiling=True),
         Metric("TP30", "TP30", decimals=0, percent=False),
         Metric("FP30", "FP30", "lower", decimals=0, percent=False),
         Metric("FNR", "FNR", "lower"),
-        Metric("Hit@30", "Hit@30", headline=True),
-        Metric("Hit@50", "Hit@50"),
+        Metric("Hit@30", "Hit@30", headline=True, ceiling=True),
+        Metric("Hit@50", "Hit@50", ceiling=True),
         Metric("mean_best_IoU", "mean best IoU", decimals=3, percent=False, table=False),
         Metric("FN30", "FN30", "lower", decimals=0, percent=False, table=False),
     )
