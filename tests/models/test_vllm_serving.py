@@ -375,7 +375,8 @@ def test_the_next_job_stops_a_server_whose_job_is_gone(tmp_path, stand_in):
     time.sleep(0.2)  # the file is written at once, not in one piece
     server = json.loads(stand_in.read_text())["server"]
     folder = tmp_path / "results" / "servers"
-    vllm_server.PidFile(folder / f"{owner.pid}.json").write(server, owner.pid)
+    command = ["vllm", "serve", MODEL_ID, "--port", str(port)]
+    vllm_server.PidFile(folder / f"{owner.pid}.json").write(server, owner.pid, command)
     # While its job runs, the server is left alone ...
     assert vllm_server.reap_orphans(folder) == []
     assert alive(server)
@@ -412,6 +413,7 @@ def test_a_pid_file_never_stops_a_process_that_took_the_servers_number_later(tmp
         "host": socket.gethostname(),
         "pgid": other.pid,
         "start_time": "1",  # not the start time of `other`
+        "command": ["serve", MODEL_ID],
         "owner": dead.pid,
         "owner_start_time": None,
     }
@@ -440,3 +442,125 @@ def test_a_hand_started_server_elsewhere_shares_the_managed_routes_cache_keys(tm
     key = managed.request_identity(request)
     assert Client("h", {**moved, "cache_url": catalog["base_url"]}).request_identity(request) == key
     assert Client("h", moved).request_identity(request) != key
+
+
+# -- a server that is ours before we trust it -----------------------------------------------
+
+JOB_KEY = "job-key-" + "7" * 32
+
+
+def test_the_server_checks_the_jobs_key_which_no_command_line_or_log_holds(
+    dataset, tmp_path, stand_in, monkeypatch, caplog
+):
+    caplog.set_level("INFO", logger="novabench")
+    monkeypatch.setattr(vllm_server.secrets, "token_urlsafe", lambda n: JOB_KEY)
+    # A server printing what it was given: the job's key and a token it inherits.
+    monkeypatch.setenv("HF_TOKEN", "hub-token-8c1f2e")
+    monkeypatch.setenv("VLLM_STAND_IN_PRINT", f"args: api_key={JOB_KEY} HF_TOKEN=hub-token-8c1f2e")
+    _, summary, _ = predict(dataset, tmp_path, managed())
+    assert summary["status_counts"]["ok"] == 4  # every request carried the key
+    record = json.loads(stand_in.read_text())
+    assert record["keyed"], "the server was started without a key"
+    assert not any(JOB_KEY in arg for arg in record["argv"])
+    assert "vllm: args: api_key=[redacted] HF_TOKEN=[redacted]" in caplog.text
+    assert JOB_KEY not in caplog.text and "hub-token-8c1f2e" not in caplog.text
+
+
+def test_the_stand_in_refuses_a_request_without_the_key_as_vllm_does(tmp_path):
+    import urllib.error
+    import urllib.request
+
+    port = vllm_server.free_port()
+    command = [sys.executable, str(ROOT / "tests" / "vllm_stand_in.py"), "serve", MODEL_ID]
+    env = {**os.environ, "VLLM_API_KEY": JOB_KEY}
+    server = subprocess.Popen([*command, "--port", str(port)], env=env, stdout=subprocess.DEVNULL)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 20
+        while vllm_server._get(f"{url}/health") is None and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert vllm_server._get(f"{url}/health") is not None  # health needs no key
+        with pytest.raises(urllib.error.HTTPError) as refused:
+            urllib.request.urlopen(f"{url}/v1/models", timeout=5)
+        assert refused.value.code == 401
+        assert MODEL_ID in vllm_server._served_models(
+            vllm_server._get(f"{url}/v1/models", api_key=JOB_KEY)
+        )
+    finally:
+        server.terminate()
+        server.wait()
+
+
+def test_an_impostor_on_the_port_ends_the_job_before_any_request_or_cache_entry(
+    dataset, tmp_path, stand_in, monkeypatch
+):
+    """Another local process binds the port while vLLM is still loading, and answers as a
+    vLLM server would: the job must not send it anything, nor cache what it says."""
+    from openai_server import FakeOpenAI, Reply
+    from vllm_stand_in import add_vllm_routes
+
+    impostor = FakeOpenAI(lambda seen: Reply('[{"bbox_2d": [0, 0, 476, 476]}]'))
+    add_vllm_routes(impostor, MODEL_ID)
+    port = int(impostor.base_url.rsplit(":", 1)[1].split("/")[0])
+    monkeypatch.setattr(vllm_server, "free_port", lambda: port)
+    monkeypatch.setenv("VLLM_STAND_IN_LOAD_S", "3")  # still importing when the impostor binds
+    with impostor, pytest.raises(NovaError) as error:
+        predict(dataset, tmp_path, managed())
+    message = str(error.value)
+    assert f"port {port} is served by {os.getpid()}, not by the vLLM server" in message
+    assert "nothing was sent to it" in message and "\n" not in message
+    assert impostor.requests == [], "a request went to the impostor"
+    assert not list((tmp_path / "results" / "cache").rglob("*.json")), "its answer was cached"
+
+
+def planted_pid_file(folder: Path, group: int, **fields) -> Path:
+    """A pid file naming ``group``, whose owner is gone, as someone could write it."""
+    dead = subprocess.Popen(["true"])
+    dead.wait()
+    folder.mkdir(exist_ok=True)
+    record = {"host": socket.gethostname(), "pgid": group, "owner": dead.pid, **fields}
+    path = folder / "planted.json"
+    path.write_text(json.dumps(record))
+    return path
+
+
+@pytest.mark.parametrize(
+    "fields",
+    [{}, {"command": ["serve", MODEL_ID]}, {"start_time": "leader"}],
+    ids=["neither", "no-start-time", "no-command-line"],
+)
+def test_a_pid_file_without_start_time_and_command_line_is_ignored_in_one_line(
+    tmp_path, caplog, fields
+):
+    sleeper = subprocess.Popen(["setsid", "sleep", "30"])
+    try:
+        time.sleep(0.2)  # setsid execs sleep in its own session and group
+        if fields.get("start_time") == "leader":
+            fields = {"start_time": vllm_server.process_start_time(sleeper.pid)}
+        path = planted_pid_file(tmp_path / "servers", sleeper.pid, **fields)
+        assert vllm_server.reap_orphans(path.parent, grace_s=1) == []
+        assert sleeper.poll() is None, "an unrelated process group was stopped"
+        warnings = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+        assert len(warnings) == 1 and "ignoring server pid file" in warnings[0]
+        assert "names no start time and command line" in warnings[0]
+    finally:
+        sleeper.kill()
+        sleeper.wait()
+
+
+def test_a_pid_file_whose_group_leader_is_not_a_server_we_started_stops_nothing(tmp_path):
+    # Start time right (read from the process), command line that of a server: still not
+    # the process that runs there.
+    sleeper = subprocess.Popen(["setsid", "sleep", "30"])
+    try:
+        time.sleep(0.2)
+        start = vllm_server.process_start_time(sleeper.pid)
+        command = ["serve", MODEL_ID, "--port", "8000"]
+        path = planted_pid_file(
+            tmp_path / "servers", sleeper.pid, start_time=start, command=command
+        )
+        assert vllm_server.reap_orphans(path.parent, grace_s=1) == []
+        assert sleeper.poll() is None, "an unrelated process group was stopped"
+    finally:
+        sleeper.kill()
+        sleeper.wait()

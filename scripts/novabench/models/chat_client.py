@@ -52,7 +52,7 @@ import re
 import socket
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
@@ -262,6 +262,21 @@ class ChatClient:
         self.name, self.config, self.cache = name, config, cache
         self._identify = identify or self.request_identity
         self._request_logged = False
+        # A job's own server's key (see serving_at), in place of api_key_env's.
+        self._session_key: str | None = None
+
+    @contextlib.contextmanager
+    def serving_at(self, base_url: str, api_key: str) -> Iterator[None]:
+        """Send to ``base_url`` with ``api_key`` meanwhile (a server the job started, which
+        checks the key); answers stay cached under the address of record."""
+        previous = self.config["base_url"]
+        self.config["base_url"], self._session_key = base_url, api_key
+        self.__dict__.pop("redactor", None)  # the key joins the redacted ones
+        try:
+            yield
+        finally:
+            self.config["base_url"], self._session_key = previous, None
+            self.__dict__.pop("redactor", None)
 
     def settings_of_record(self) -> dict[str, Any]:
         """What determines the answers; not the key's variable, limits or prices."""
@@ -285,7 +300,8 @@ class ChatClient:
     def redactor(self) -> Redactor:
         """Removes this endpoint's key and every configured one from what servers send."""
         variable = self.config["api_key_env"]
-        return configured_keys(None if variable is None else os.environ.get(variable))
+        own = self._session_key or (None if variable is None else os.environ.get(variable))
+        return configured_keys(own)
 
     def request_identity(self, request: ChatRequest) -> dict[str, Any]:
         """The cache key's content: everything that determines the answer, no secrets."""
@@ -415,7 +431,7 @@ class ChatClient:
         record: Callable[[int, Response], None],
     ) -> None:
         """Send requests under one client and one pacer; cache each answer, then record it."""
-        key = read_api_key(self.name, self.config)
+        key = self._session_key or read_api_key(self.name, self.config)
         window = self._window()
         pacer = Pacer(window)
         client = self._http_client(key)
