@@ -116,9 +116,7 @@ def api_model(url_key: str = "base_url") -> dict:
     ],
     ids=["model", "model-cache-url", "managed-model", "llm-judge"],
 )
-def test_credentials_in_an_address_are_refused_at_plan_time_without_repeating_them(
-    change, where
-):
+def test_credentials_in_an_address_are_refused_at_plan_time_without_repeating_them(change, where):
     message = planned(change)
     assert message.startswith(f"{where} holds credentials (user:password@)"), message
     assert "api_key_env" in message and "\n" not in message
