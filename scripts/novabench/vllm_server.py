@@ -571,6 +571,10 @@ class ManagedServer:
         how = f"was killed by signal {-code}" if code < 0 else f"exited with code {code}"
         return f"models.{self.name}: the vLLM server {how}; its last lines: {self.output.tail()}"
 
+    def running(self) -> bool:
+        """Whether the server the job started still runs (it alone holds its port)."""
+        return self.process is not None and self.process.poll() is None
+
     def exit_problem(self) -> NovaError | None:
         """Why the server is not running any more, or None while it runs."""
         reason = self.exit_reason()

@@ -564,3 +564,46 @@ def test_a_pid_file_whose_group_leader_is_not_a_server_we_started_stops_nothing(
     finally:
         sleeper.kill()
         sleeper.wait()
+
+
+def test_answers_from_whoever_takes_the_port_after_the_server_died_are_not_kept(
+    dataset, tmp_path, stand_in, monkeypatch
+):
+    import threading
+
+    from openai_server import FakeOpenAI, Reply
+
+    monkeypatch.setenv("VLLM_STAND_IN_DIE_AFTER", "2")
+    taken: list[FakeOpenAI] = []
+
+    def take_the_port_when_free() -> None:
+        deadline = time.monotonic() + 30
+        while not stand_in.exists() and time.monotonic() < deadline:
+            time.sleep(0.01)
+        time.sleep(0.2)  # written at once, not in one piece
+        argv = json.loads(stand_in.read_text())["argv"]
+        port = int(argv[argv.index("--port") + 1])
+        while time.monotonic() < deadline:
+            try:
+                impostor = FakeOpenAI(lambda seen: Reply('[{"bbox_2d": [0, 0, 9, 9]}]'), port=port)
+            except OSError:
+                time.sleep(0.005)
+                continue
+            taken.append(impostor.start())
+            return
+
+    thief = threading.Thread(target=take_the_port_when_free, daemon=True)
+    thief.start()
+    cfg = managed()
+    cfg["settings"].update(concurrency=1, max_attempts=6, backoff_base_s=0.5, backoff_max_s=0.5)
+    try:
+        with pytest.raises(NovaError, match=r"2 of 4 requests were answered \(cached\), 2 failed"):
+            predict(dataset, tmp_path, cfg)
+    finally:
+        thief.join(5)
+        for impostor in taken:
+            impostor.stop()
+    assert taken and taken[0].requests, "the impostor never answered: the test proves nothing"
+    entries = list((tmp_path / "results" / "cache" / "qwen-managed").rglob("*.json"))
+    assert len(entries) == 2
+    assert not any("[0, 0, 9, 9]" in entry.read_text() for entry in entries)

@@ -202,6 +202,11 @@ def endpoint_address(base_url: str) -> tuple[str, int]:
     return parts.hostname or "", parts.port or (443 if parts.scheme == "https" else 80)
 
 
+# An answer that came after the job's own server had ended (see ChatClient.serving_at).
+SERVER_GONE = (
+    "answered after the server the job started had ended: not its answer (another process "
+    "on its port?), not kept"
+)
 # Stands for the image's data URL while the rest of a request is encoded (see body()).
 _IMAGE_SLOT = "\x00image\x00"
 
@@ -291,20 +296,28 @@ class ChatClient:
         self.name, self.config, self.cache = name, config, cache
         self._identify = identify or self.request_identity
         self._request_logged = False
-        # A job's own server's key (see serving_at), in place of api_key_env's.
+        # A job's own server's key (see serving_at), in place of api_key_env's, and
+        # whether that server still runs.
         self._session_key: str | None = None
+        self._still_serving: Callable[[], bool] = lambda: True
 
     @contextlib.contextmanager
-    def serving_at(self, base_url: str, api_key: str) -> Iterator[None]:
+    def serving_at(
+        self, base_url: str, api_key: str, still_serving: Callable[[], bool]
+    ) -> Iterator[None]:
         """Send to ``base_url`` with ``api_key`` meanwhile (a server the job started, which
-        checks the key); answers stay cached under the address of record."""
+        checks the key); answers stay cached under the address of record. An answer that
+        arrives once ``still_serving()`` is False came from whoever took the port after
+        the server ended: a failure, never cached."""
         previous = self.config["base_url"]
         self.config["base_url"], self._session_key = base_url, api_key
+        self._still_serving = still_serving
         self.__dict__.pop("redactor", None)  # the key joins the redacted ones
         try:
             yield
         finally:
             self.config["base_url"], self._session_key = previous, None
+            self._still_serving = lambda: True
             self.__dict__.pop("redactor", None)
 
     def settings_of_record(self) -> dict[str, Any]:
@@ -482,6 +495,8 @@ class ChatClient:
             except BaseException:
                 claims.release(entry_key)
                 raise
+            if response.error is None and not self._still_serving():
+                response = Response(raw=None, error=SERVER_GONE)
             if response.error is None and writer is not None:
                 # Released once written: a waiting process then finds the entry.
                 then = functools.partial(claims.release, entry_key)

@@ -148,7 +148,7 @@ class Adapter(ClientAdapter):
         model = self.config["model"]
         with vllm_server.managed_server(self.name, model, self.serve, self.pid_dir) as server:
             # Each request carries the key the server was started with (it checks it).
-            with self.client.serving_at(server.base_url, server.api_key):
+            with self.client.serving_at(server.base_url, server.api_key, server.running):
                 responses = self._answer(requests, progress=self.name)
             died = server.exit_reason()
             failed = sum(r.error is not None for r in responses)
