@@ -454,9 +454,12 @@ class ServerLog:
         self._thread: threading.Thread | None = None
 
     def open(self) -> Any:
-        """The file the server writes to (the caller closes its copy after the start)."""
+        """The file the server writes to (the caller closes its copy after the start);
+        readable by its owner only, as it holds what the server prints unredacted until the
+        job removes it."""
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        return open(self.path, "wb")
+        self.path.unlink(missing_ok=True)  # a file left by another user keeps its mode
+        return os.fdopen(os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600), "wb")
 
     def follow(self) -> None:
         def pump() -> None:

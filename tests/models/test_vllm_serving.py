@@ -144,6 +144,11 @@ def test_extra_args_may_not_repeat_a_flag_the_job_sets():
         vllm_server.resolve_serve("m", {"extra_args": ["--max-model-len", "10"]})
 
 
+def test_extra_args_may_not_put_a_key_on_the_servers_command_line():
+    with pytest.raises(ConfigError, match=r"extra_args sets --api-key, which the job sets itself"):
+        vllm_server.resolve_serve("m", {"extra_args": ["--api-key", "hunter2-hunter2"]})
+
+
 def test_remote_code_needs_a_pinned_commit_before_the_run():
     cfg = managed(trust_remote_code=True)
     adapter = load_adapter("internvl", cfg)
