@@ -369,11 +369,16 @@ def process_arguments(pid: int) -> list[str] | None:
 
 def _started_by_us(pgid: int, record: dict[str, Any]) -> bool:
     """Whether the group's leader is the server the record names: the same start time and
-    a command line that ends with the recorded arguments."""
+    a command line that ends with the recorded arguments, which are those of a server as
+    this module starts them (any other process's could be copied into a file)."""
     arguments = process_arguments(pgid)
     command = record["command"]
+    ours = command[0] == "serve" and {"--host", LOOPBACK, "--port", "--served-model-name"} <= set(
+        command
+    )
     return (
-        process_start_time(pgid) == record["start_time"]
+        ours
+        and process_start_time(pgid) == record["start_time"]
         and arguments is not None
         and len(arguments) > len(command)
         and arguments[-len(command) :] == command
@@ -384,8 +389,8 @@ def _read_record(path: Path) -> dict[str, Any] | None:
     """A pid file's record, or None (said in one line) where it cannot be trusted."""
     try:
         record = json.loads(path.read_text(encoding="utf-8"))
-        record["pgid"], record["owner"] = int(record["pgid"]), int(record["owner"])
-        str(record["host"])
+        pgid, owner, host = int(record["pgid"]), int(record["owner"]), str(record["host"])
+        record.update(pgid=pgid, owner=owner, host=host)
     except (OSError, ValueError, KeyError, TypeError):
         log.warning("ignoring an unreadable server pid file %s", path)
         return None

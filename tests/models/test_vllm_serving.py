@@ -369,18 +369,17 @@ def test_the_next_job_stops_a_server_whose_job_is_gone(tmp_path, stand_in):
     # A job that started a server without the parent-death signal, then was killed.
     port = vllm_server.free_port()
     starter = (
-        "import subprocess, sys, time; subprocess.Popen(['vllm', 'serve', sys.argv[1], "
-        "'--port', sys.argv[2]], start_new_session=True, stdout=subprocess.DEVNULL); "
-        "time.sleep(60)"
+        "import subprocess, sys, time; subprocess.Popen(sys.argv[1:], "
+        "start_new_session=True, stdout=subprocess.DEVNULL); time.sleep(60)"
     )
-    owner = subprocess.Popen([sys.executable, "-c", starter, MODEL_ID, str(port)])
+    command = vllm_server.serve_command(MODEL_ID, vllm_server.resolve_serve("m", {}), port)
+    owner = subprocess.Popen([sys.executable, "-c", starter, *command])
     deadline = time.monotonic() + 10
     while not stand_in.exists() and time.monotonic() < deadline:
         time.sleep(0.05)
     time.sleep(0.2)  # the file is written at once, not in one piece
     server = json.loads(stand_in.read_text())["server"]
     folder = tmp_path / "results" / "servers"
-    command = ["vllm", "serve", MODEL_ID, "--port", str(port)]
     vllm_server.PidFile(folder / f"{owner.pid}.json").write(server, owner.pid, command)
     # While its job runs, the server is left alone ...
     assert vllm_server.reap_orphans(folder) == []
@@ -553,14 +552,20 @@ def test_a_pid_file_without_start_time_and_command_line_is_ignored_in_one_line(
         sleeper.wait()
 
 
-def test_a_pid_file_whose_group_leader_is_not_a_server_we_started_stops_nothing(tmp_path):
-    # Start time right (read from the process), command line that of a server: still not
-    # the process that runs there.
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["serve", MODEL_ID, "--host", "127.0.0.1", "--port", "8000", "--served-model-name", "m"],
+        ["30"],  # the sleeper's own arguments, copied: not a server's
+    ],
+    ids=["a-servers-command-line", "the-sleepers-own"],
+)
+def test_a_pid_file_whose_group_leader_is_not_a_server_we_started_stops_nothing(tmp_path, command):
+    # Start time right (read from the process): still not a server the project started.
     sleeper = subprocess.Popen(["setsid", "sleep", "30"])
     try:
         time.sleep(0.2)
         start = vllm_server.process_start_time(sleeper.pid)
-        command = ["serve", MODEL_ID, "--port", "8000"]
         path = planted_pid_file(
             tmp_path / "servers", sleeper.pid, start_time=start, command=command
         )
