@@ -503,3 +503,46 @@ def test_python_dash_m_novabench_is_the_command():
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == f"novabench {cli.__version__}"
+
+
+# --- output paths the command lines write -----------------------------------------------------
+
+
+@pytest.mark.parametrize("model", ["x/../../../escaped", "..", "a\\b"])
+def test_score_refuses_a_model_name_that_leaves_the_out_dir(nova, tmp_path, capsys, model):
+    answers = write_answers(tmp_path, "localization", name="answers")
+    out_dir = tmp_path / "a" / "b" / "c" / "kept"
+    capsys.readouterr()
+    code = cli.main(
+        ["score", "--task", "localization", "--dataset", str(nova), "--predictions", str(answers),
+         "--box-format", "xyxy_1000", "--model", model, "--out-dir", str(out_dir)]
+    )  # fmt: skip
+    err = capsys.readouterr().err
+    assert code == 2
+    assert err.startswith(f"novabench: error: --model {model!r} is not a plain name")
+    assert len(err.strip().splitlines()) == 1
+    written = [p for p in tmp_path.rglob("*") if p.is_file() and p != answers]
+    assert written == [], f"wrote {written}"
+
+
+def test_audit_draw_into_a_folder_or_nowhere_is_one_line(tmp_path, capsys):
+    from test_audit import score_file  # a scores file the draw reads to the end
+
+    scores = score_file(tmp_path / "m.images.csv", [(True, True)] * 4)
+    for out, expected in [
+        (tmp_path, f"--out {tmp_path} is a folder"),
+        (tmp_path / "no" / "sheet.csv", f"the folder {tmp_path / 'no'} does not exist"),
+    ]:
+        capsys.readouterr()
+        code = cli.main(["audit", "draw", "--scores", str(scores), "--out", str(out)])
+        err = capsys.readouterr().err
+        assert code == 2 and expected in err and len(err.strip().splitlines()) == 1, err
+
+
+def test_catalog_into_a_missing_readme_is_one_line(tmp_path, capsys):
+    missing = tmp_path / "README.md"
+    capsys.readouterr()
+    assert cli.main(["catalog", "--readme", str(missing)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"novabench: error: --readme {missing}: no such file")
+    assert len(err.strip().splitlines()) == 1 and not missing.exists()

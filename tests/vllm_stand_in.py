@@ -5,17 +5,22 @@
 [--trust-remote-code]`` serves the project's scripted OpenAI-compatible test server
 (tests/openai_server.py) on ``H:P``, with vLLM's ``GET /health`` and ``GET /v1/models``.
 An unknown flag ends it with status 2, as vLLM's argument parser does. Like vLLM it runs an
-"engine worker" child process and stops it on SIGTERM.
+"engine worker" child process and stops it on SIGTERM, and like vLLM started with a key
+(``--api-key`` or ``VLLM_API_KEY``) it answers 401 to a ``/v1`` request that does not carry
+it as ``Authorization: Bearer <key>`` (``/health`` needs none).
 
 What a test wants to see is set by environment variables:
 
 - ``VLLM_STAND_IN_ANSWER``: the text of every answer (default: one Qwen2.5-VL box);
 - ``VLLM_STAND_IN_STARTUP_S``: seconds before ``/health`` answers 200;
+- ``VLLM_STAND_IN_LOAD_S``: seconds before it binds its port (vLLM imports for a while);
+- ``VLLM_STAND_IN_PRINT``: a line it prints at start (a server printing a token, say);
 - ``VLLM_STAND_IN_NEVER_HEALTHY=1``: ``/health`` answers 503 forever;
 - ``VLLM_STAND_IN_CRASH=1``: print a CUDA-style error and exit 1 while "loading";
 - ``VLLM_STAND_IN_DELAY_S``: seconds each answer takes;
 - ``VLLM_STAND_IN_DIE_AFTER=N``: exit with status 1 after answering N requests;
-- ``VLLM_STAND_IN_PIDS=path``: write ``{"server": pid, "worker": pid, "argv": [...]}`` there.
+- ``VLLM_STAND_IN_PIDS=path``: write ``{"server": pid, "worker": pid, "argv": [...],
+  "keyed": bool}`` there (``keyed``: started with a key).
 
 Tests run it through a small wrapper named ``vllm`` that calls this file with the test
 interpreter (``stand_in_executable`` in tests/models/test_vllm_serving.py).
@@ -56,6 +61,7 @@ def parse(argv: list[str]) -> argparse.Namespace:
     serve.add_argument("--revision")
     serve.add_argument("--max-model-len", type=int)
     serve.add_argument("--trust-remote-code", action="store_true")
+    serve.add_argument("--api-key", default=os.environ.get("VLLM_API_KEY"))
     return parser.parse_args(argv)
 
 
@@ -81,13 +87,33 @@ def _answering_script(worker: subprocess.Popen) -> Callable[[object], Reply]:
     return script
 
 
-def _add_vllm_routes(server: FakeOpenAI, name: str, ready_at: float, never_healthy: bool) -> None:
-    """vLLM's ``GET /health`` (503 until ``ready_at``) and ``GET /v1/models`` (``name``)."""
+def add_vllm_routes(
+    server: FakeOpenAI,
+    name: str,
+    ready_at: float = 0.0,
+    never_healthy: bool = False,
+    api_key: str | None = None,
+) -> None:
+    """vLLM's ``GET /health`` (503 until ``ready_at``) and ``GET /v1/models`` (``name``);
+    with ``api_key``, vLLM's check of it on every ``/v1`` route."""
     base = server._server.RequestHandlerClass
 
     class Handler(base):
+        def _unauthorized(self) -> bool:
+            sent = self.headers.get("Authorization", "")
+            if api_key is None or not self.path.startswith("/v1") or sent == f"Bearer {api_key}":
+                return False
+            self._send_json(401, {"error": "Unauthorized"})
+            return True
+
+        def do_POST(self) -> None:
+            if not self._unauthorized():
+                super().do_POST()
+
         def do_GET(self) -> None:
             path = self.path.rstrip("/")
+            if self._unauthorized():
+                return
             if path == "/health":
                 healthy = not never_healthy and time.monotonic() >= ready_at
                 self._send_json(200 if healthy else 503, {})
@@ -102,10 +128,13 @@ def _add_vllm_routes(server: FakeOpenAI, name: str, ready_at: float, never_healt
 def main(argv: list[str]) -> None:
     args = parse(argv)
     print(f"INFO stand-in vLLM serving {args.model} (tp {args.tensor_parallel_size})", flush=True)
+    if os.environ.get("VLLM_STAND_IN_PRINT"):
+        print(os.environ["VLLM_STAND_IN_PRINT"], flush=True)
     worker = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(3600)"])
     pids = os.environ.get("VLLM_STAND_IN_PIDS")
     if pids:
-        record = {"server": os.getpid(), "worker": worker.pid, "argv": argv}
+        keyed = args.api_key is not None
+        record = {"server": os.getpid(), "worker": worker.pid, "argv": argv, "keyed": keyed}
         Path(pids).write_text(json.dumps(record))
 
     def stop(signum: int = signal.SIGTERM, frame: object = None) -> None:
@@ -126,8 +155,10 @@ def main(argv: list[str]) -> None:
         sys.exit(1)
     ready_at = time.monotonic() + float(os.environ.get("VLLM_STAND_IN_STARTUP_S", "0"))
     never_healthy = bool(os.environ.get("VLLM_STAND_IN_NEVER_HEALTHY"))
+    time.sleep(float(os.environ.get("VLLM_STAND_IN_LOAD_S", "0")))
     server = FakeOpenAI(_answering_script(worker), host=args.host, port=args.port)
-    _add_vllm_routes(server, args.served_model_name or args.model, ready_at, never_healthy)
+    name = args.served_model_name or args.model
+    add_vllm_routes(server, name, ready_at, never_healthy, args.api_key)
     print(f"INFO Uvicorn running on http://{args.host}:{args.port}", flush=True)
     try:
         server._server.serve_forever()

@@ -375,6 +375,28 @@ def _records_for_scoring(args: argparse.Namespace, model: str, stem: Path) -> Pa
     )
 
 
+def _check_file_name(option: str, name: str, why: str) -> None:
+    """A name that becomes part of a file name must stay one: no folder, no way up."""
+    if name in ("", ".", "..") or any(sep in name for sep in ("/", "\\", "\0")):
+        raise NovaError(
+            f"{option} {name!r} is not a plain name (a path separator, or . or ..): {why}",
+            f"pass a name without them, e.g. {option} my-model",
+        )
+
+
+def _check_output_file(option: str, path: Path) -> None:
+    """An output file's path names a file in a folder that exists."""
+    if path.is_dir():
+        raise NovaError(
+            f"{option} {path} is a folder", f"name the file to write, e.g. {path}/out.csv"
+        )
+    if not path.parent.is_dir():
+        raise NovaError(
+            f"{option} {path}: the folder {path.parent} does not exist",
+            "create it, or pick another",
+        )
+
+
 def cmd_score(args: argparse.Namespace) -> int:
     config = pipeline_config(find_workflow(), args.configfile)
     switches = {s: getattr(args, f"judge_{s}") for s in judge_switches()}
@@ -385,6 +407,7 @@ def cmd_score(args: argparse.Namespace) -> int:
         folder = Path(args.out_dir) if args.out_dir else Path(scratch)
         folder.mkdir(parents=True, exist_ok=True)
         model = args.model or Path(args.predictions).stem
+        _check_file_name("--model", model, "the score files would be written outside --out-dir")
         # The task in front of the model's name: one folder holds every task's files.
         stem = folder / f"{args.task}-{model}"
         records = _records_for_scoring(args, model, stem)
@@ -633,8 +656,15 @@ def cmd_catalog(args: argparse.Namespace) -> int:
     if args.readme is None:
         print(table)
         return 0
-    text = Path(args.readme).read_text(encoding="utf-8")
-    Path(args.readme).write_text(readme_with_table(text, table), encoding="utf-8")
+    readme = Path(args.readme)
+    if not readme.is_file():
+        raise NovaError(
+            f"--readme {readme}: no such file",
+            "name the README whose catalog table to rewrite, or leave --readme out to print "
+            "the table",
+        )
+    text = readme.read_text(encoding="utf-8")
+    readme.write_text(readme_with_table(text, table), encoding="utf-8")
     print(f"{args.readme}: catalog table written")
     return 0
 
@@ -647,6 +677,7 @@ def _audit_model(scores: Path) -> str:
 def cmd_audit_draw(args: argparse.Namespace) -> int:
     from novabench.audit import draw_sheet
 
+    _check_output_file("--out", Path(args.out))
     drawn = draw_sheet(args.scores, args.out, size=args.size, seed=args.seed)
     strata = "; ".join(f"{s} {v['drawn']} of {v['size']}" for s, v in drawn["strata"].items())
     print(

@@ -165,7 +165,9 @@ class Pacer:
                 await place  # the place is handed over, already counted in flight
             except asyncio.CancelledError:
                 if place.cancelled():
-                    self._waiting.remove(place)
+                    # A release may have dropped it already (it skips cancelled places).
+                    if place in self._waiting:
+                        self._waiting.remove(place)
                 else:
                     self._leave()
                 raise

@@ -17,6 +17,10 @@ A redactor removes
   ``AIza...``, Hugging Face ``hf_...``), which a key from elsewhere (a proxy's, a key the
   server holds) would have.
 
+A process the pipeline starts (a managed vLLM server) may print what it was given: its
+output is also cleared of the values of the secret-named variables it inherits
+(:func:`environment_secrets`: ``HF_TOKEN``, ``*_API_KEY``, ``*_PASSWORD``...).
+
 Keys shorter than :data:`MIN_KEY_LENGTH` are left alone: they are placeholders such as
 ``EMPTY`` and would hit ordinary words of an answer.
 """
@@ -25,7 +29,7 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 
 PLACEHOLDER = "[redacted]"
 # The environment variable holding the names (space-separated) of the configured keys'
@@ -38,6 +42,9 @@ KEY_SHAPES = (
     r"\bAIza[0-9A-Za-z_-]{35}",  # Google (Gemini)
     r"\bhf_[A-Za-z0-9]{30,}",  # Hugging Face
 )
+# Names of environment variables that hold secrets by convention (HF_TOKEN, VLLM_API_KEY,
+# AWS_SECRET_ACCESS_KEY, PGPASSWORD, ...).
+SECRET_NAME = re.compile(r"TOKEN|KEY|SECRET|PASSWORD|PASSWD|CREDENTIAL", re.IGNORECASE)
 
 
 class Redactor:
@@ -69,3 +76,8 @@ def export_key_variables(names: Iterable[str]) -> None:
     """Tell every job (a child process, or a cluster job that re-reads the workflow) which
     variables hold the configured keys."""
     os.environ[KEY_VARIABLES_ENV] = " ".join(sorted(set(names)))
+
+
+def environment_secrets(environment: Mapping[str, str]) -> list[str]:
+    """The values of the variables whose names say they hold a secret."""
+    return [value for name, value in environment.items() if SECRET_NAME.search(name)]

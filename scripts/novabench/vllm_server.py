@@ -10,12 +10,22 @@ it:
   SIGKILL after ``stop_grace_s``) also stops its engine workers;
 - on Linux it gets SIGTERM when the job process dies, even by ``kill -9``
   (``prctl(PR_SET_PDEATHSIG)``, set between fork and exec);
-- a pid file under ``results/servers/`` names the group, its start time, the node and the
-  job that owns it; the next managed job on that node stops every group whose owner is
-  gone (a node without the parent-death signal, or workers that outlived the server).
+- a pid file under ``results/servers/`` names the group, its leader's start time and
+  command line, the node and the job that owns it; the next managed job on that node stops
+  every group whose owner is gone (a node without the parent-death signal), but only while
+  the group's leader is that very server (start time and command line as recorded): a file
+  without them, or naming another process, is ignored with one line.
 
-The server's output goes into the job's log line by line (logger ``novabench.vllm``), and
-its last lines travel with every error about it: a server that exits or never becomes
+Before the first request the job makes sure the server is the process it started: every
+request carries a per-job key the server was started with (``VLLM_API_KEY``, passed in its
+environment, never on its command line), and every socket listening on the port must
+belong to the started process or its descendants; another process there (one that bound
+the port first) ends the job with one line before anything is sent or cached.
+
+The server's output goes into the job's log line by line (logger ``novabench.vllm``), keys
+and secrets redacted (:mod:`novabench.redaction`: the configured keys, the job's key, the
+values of the secret-named variables it inherits such as ``HF_TOKEN``), and its last lines
+travel with every error about it: a server that exits or never becomes
 healthy ends the job with one line naming the cause and those lines.
 
 vLLM is optional (it needs CUDA): it is not in requirements.txt; ``envs/vllm.yaml`` pins it
@@ -30,6 +40,7 @@ import ctypes
 import json
 import logging
 import os
+import secrets
 import shutil
 import signal
 import socket
@@ -47,6 +58,7 @@ from typing import Any
 
 from novabench.errors import ConfigError, NovaError
 from novabench.io import atomic_write_text
+from novabench.redaction import Redactor, configured_keys, environment_secrets
 
 log = logging.getLogger("novabench.vllm")
 
@@ -60,6 +72,8 @@ INSTALL_HINT = (
 LOOPBACK = "127.0.0.1"
 #: Lines of the server's output kept for error messages.
 TAIL_LINES = 20
+#: The variable through which vLLM takes the key every request must carry.
+API_KEY_ENV = "VLLM_API_KEY"
 #: How often the health endpoint is asked while the server starts: soon, then less often.
 POLL_S = (0.1, 2.0)
 #: Default host memory per GPU (MB) a managed job asks for: vLLM workers stage weights
@@ -118,6 +132,7 @@ SERVE_SCHEMA: dict[str, Any] = {
 }
 # Flags the job sets itself: given again in extra_args they would contradict it.
 OWN_FLAGS = (
+    "--api-key",  # the job's own key, passed by environment: never on a command line
     "--host",
     "--port",
     "--served-model-name",
@@ -315,11 +330,14 @@ def _wait_group(pgid: int, seconds: float, process: subprocess.Popen | None) -> 
 
 @dataclass
 class PidFile:
-    """What the next run on the node needs to stop a server whose job died."""
+    """What the next run on the node needs to stop a server whose job died, and to tell
+    that server from any other process group (a planted file names someone else's)."""
 
     path: Path
 
-    def write(self, pgid: int, owner: int) -> None:
+    def write(self, pgid: int, owner: int, command: list[str]) -> None:
+        """``command``: the server's command line as started (its arguments after the
+        executable, which the interpreter running ``vllm`` may precede)."""
         atomic_write_text(
             self.path,
             json.dumps(
@@ -327,6 +345,7 @@ class PidFile:
                     "host": socket.gethostname(),
                     "pgid": pgid,
                     "start_time": process_start_time(pgid),
+                    "command": command[1:],
                     "owner": owner,
                     "owner_start_time": process_start_time(owner),
                 }
@@ -339,26 +358,69 @@ class PidFile:
             self.path.unlink()
 
 
+def process_arguments(pid: int) -> list[str] | None:
+    """The command line of a process (Linux), or None where it cannot be read."""
+    try:
+        raw = Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return None
+    return [part.decode("utf-8", "replace") for part in raw.split(b"\0")[:-1]]
+
+
+def _started_by_us(pgid: int, record: dict[str, Any]) -> bool:
+    """Whether the group's leader is the server the record names: the same start time and
+    a command line that ends with the recorded arguments, which are those of a server as
+    this module starts them (any other process's could be copied into a file)."""
+    arguments = process_arguments(pgid)
+    command = record["command"]
+    ours = command[0] == "serve" and {"--host", LOOPBACK, "--port", "--served-model-name"} <= set(
+        command
+    )
+    return (
+        ours
+        and process_start_time(pgid) == record["start_time"]
+        and arguments is not None
+        and len(arguments) > len(command)
+        and arguments[-len(command) :] == command
+    )
+
+
+def _read_record(path: Path) -> dict[str, Any] | None:
+    """A pid file's record, or None (said in one line) where it cannot be trusted."""
+    try:
+        record = json.loads(path.read_text(encoding="utf-8"))
+        pgid, owner, host = int(record["pgid"]), int(record["owner"]), str(record["host"])
+        record.update(pgid=pgid, owner=owner, host=host)
+    except (OSError, ValueError, KeyError, TypeError):
+        log.warning("ignoring an unreadable server pid file %s", path)
+        return None
+    command = record.get("command")
+    valid_command = (
+        isinstance(command, list) and command and all(isinstance(a, str) for a in command)
+    )
+    if not isinstance(record.get("start_time"), str) or not valid_command:
+        log.warning(
+            "ignoring server pid file %s: it names no start time and command line of a server "
+            "this project started (remove it if no such server runs)",
+            path,
+        )
+        return None
+    return record
+
+
 def reap_orphans(folder: Path, grace_s: float = 10.0) -> list[int]:
     """Stop every server recorded in ``folder`` that runs on this node and whose job is
-    gone; return their process groups. Records of other nodes are left alone."""
+    gone; return their process groups. Records of other nodes are left alone, and so is
+    every group whose leader is not the recorded server."""
     stopped = []
     for path in sorted(Path(folder).glob("*.json")):
-        try:
-            record = json.loads(path.read_text(encoding="utf-8"))
-            host, pgid, owner = record["host"], int(record["pgid"]), int(record["owner"])
-        except (OSError, ValueError, KeyError, TypeError):
-            log.warning("ignoring an unreadable server pid file %s", path)
+        record = _read_record(path)
+        if record is None or record["host"] != socket.gethostname():
             continue
-        if host != socket.gethostname():
-            continue
-        if _alive(owner, record.get("owner_start_time")):
+        if _alive(record["owner"], record.get("owner_start_time")):
             continue  # a job still running (another task of the model, say)
-        # The group is the server's if its leader is the process recorded, or if the leader
-        # has exited and nobody took its pid (a group's id is not reused while it has
-        # members): never another group that got the same number later.
-        leader = _alive(pgid, record.get("start_time"))
-        if leader or (not _pid_taken(pgid) and _group_alive(pgid)):
+        pgid = record["pgid"]
+        if _started_by_us(pgid, record):
             log.warning(
                 "stopping a vLLM server left by a job that is gone (process group %d, %s)",
                 pgid,
@@ -366,6 +428,15 @@ def reap_orphans(folder: Path, grace_s: float = 10.0) -> list[int]:
             )
             stop_group(pgid, grace_s)
             stopped.append(pgid)
+        elif _group_alive(pgid):
+            # Never another group that got the same number later, nor one whose leader has
+            # exited: nothing shows its members are the server's.
+            log.warning(
+                "leaving process group %d alone: its leader is not the vLLM server %s "
+                "records (gone, or its start time or command line differ)",
+                pgid,
+                path.name,
+            )
         for leftover in (path, path.with_suffix(".log")):
             with contextlib.suppress(FileNotFoundError):
                 leftover.unlink()
@@ -380,16 +451,20 @@ class ServerLog:
     writing to it with it), followed into the job's log line by line as it grows; the
     last lines kept for error messages."""
 
-    def __init__(self, path: Path):
+    def __init__(self, path: Path, redactor: Redactor | None = None):
         self.path = Path(path)
+        self.redactor = redactor or Redactor()
         self.lines: collections.deque = collections.deque(maxlen=TAIL_LINES)
         self._done = threading.Event()
         self._thread: threading.Thread | None = None
 
     def open(self) -> Any:
-        """The file the server writes to (the caller closes its copy after the start)."""
+        """The file the server writes to (the caller closes its copy after the start);
+        readable by its owner only, as it holds what the server prints unredacted until the
+        job removes it."""
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        return open(self.path, "wb")
+        self.path.unlink(missing_ok=True)  # a file left by another user keeps its mode
+        return os.fdopen(os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600), "wb")
 
     def follow(self) -> None:
         def pump() -> None:
@@ -413,7 +488,8 @@ class ServerLog:
         self._thread.start()
 
     def _add(self, raw: bytes) -> None:
-        line = raw.decode("utf-8", "replace").rstrip()
+        # Redacted before it is kept or logged: a server may print the tokens it was given.
+        line = self.redactor(raw.decode("utf-8", "replace").rstrip())
         self.lines.append(line)
         log.info("vllm: %s", line)
 
@@ -448,10 +524,14 @@ class ManagedServer:
         self.name, self.model, self.serve = name, model, serve
         folder = Path(pid_dir) if pid_dir is not None else Path(tempfile.mkdtemp())
         self.pid_file = None if pid_dir is None else PidFile(folder / f"{os.getpid()}.json")
-        self.env = env
+        # The key every request carries, which the server checks: a process that is not
+        # the server the job started cannot serve the job's requests with its answers.
+        self.api_key = secrets.token_urlsafe(32)
+        self.env = {**(os.environ if env is None else env), API_KEY_ENV: self.api_key}
         self.port: int | None = None
         self.process: subprocess.Popen | None = None
-        self.output = ServerLog(folder / f"{os.getpid()}.log")
+        redactor = configured_keys(self.api_key, *environment_secrets(self.env))
+        self.output = ServerLog(folder / f"{os.getpid()}.log", redactor)
         self._previous_handlers: dict[int, Any] = {}
 
     @property
@@ -488,7 +568,7 @@ class ManagedServer:
             )
         self.output.follow()
         if self.pid_file is not None:
-            self.pid_file.write(self.process.pid, os.getpid())
+            self.pid_file.write(self.process.pid, os.getpid(), command)
 
     def exit_reason(self) -> str | None:
         """How the server ended, with its last lines; None while it runs."""
@@ -498,6 +578,10 @@ class ManagedServer:
         self.output.drain()
         how = f"was killed by signal {-code}" if code < 0 else f"exited with code {code}"
         return f"models.{self.name}: the vLLM server {how}; its last lines: {self.output.tail()}"
+
+    def running(self) -> bool:
+        """Whether the server the job started still runs (it alone holds its port)."""
+        return self.process is not None and self.process.poll() is None
 
     def exit_problem(self) -> NovaError | None:
         """Why the server is not running any more, or None while it runs."""
@@ -526,7 +610,11 @@ class ManagedServer:
                 )
             time.sleep(min(POLL_S[1], POLL_S[0] * 2 ** min(tries, 10)))
             tries += 1
-        listed = _served_models(_get(f"{self.base_url}/models"))
+        # Healthy, but whose health? Before the key or a request goes there: the server's.
+        problem = self.listener_problem()
+        if problem is not None:
+            raise problem
+        listed = _served_models(_get(f"{self.base_url}/models", api_key=self.api_key))
         if self.model not in listed:
             raise NovaError(
                 f"models.{self.name}: the vLLM server serves {listed or 'no model'}, not "
@@ -538,6 +626,25 @@ class ManagedServer:
             self.name,
             self.port,
             time.monotonic() - started,
+        )
+
+    def listener_problem(self) -> NovaError | None:
+        """Why the port is not (only) the started server's, or None: every socket listening
+        on it must belong to the server's process or one of its descendants."""
+        assert self.process is not None and self.port is not None
+        owners = listening_pids(self.port)
+        ours = process_tree(self.process.pid)
+        strangers = sorted(str(pid) for pid in owners - ours if pid is not None)
+        if None in owners:
+            strangers.append("a process of another user")
+        if owners and not strangers:
+            return None
+        found = ", ".join(strangers) if strangers else "nobody"
+        return NovaError(
+            f"models.{self.name}: port {self.port} is served by {found}, not by the vLLM "
+            f"server the job started (process {self.process.pid}); nothing was sent to it",
+            f"stop what listens there (ss -ltnp 'sport = :{self.port}' names it) and re-run "
+            "the job",
         )
 
     def stop(self) -> None:
@@ -573,10 +680,37 @@ class ManagedServer:
         self._previous_handlers = {}
 
 
-def _get(url: str, timeout_s: float = 5.0) -> bytes | None:
-    """The body of a 200 answer, or None (not up yet, an error status, no connection)."""
+def listening_pids(port: int) -> set[int | None]:
+    """The processes with a TCP socket listening on ``port`` (any address); None stands for
+    one whose owner cannot be read (another user's)."""
+    import psutil
+
+    return {
+        connection.pid
+        for connection in psutil.net_connections(kind="tcp")
+        if connection.status == psutil.CONN_LISTEN
+        and connection.laddr
+        and connection.laddr.port == port
+    }
+
+
+def process_tree(pid: int) -> set[int]:
+    """``pid`` and its descendants (empty once it has exited)."""
+    import psutil
+
     try:
-        with urllib.request.urlopen(url, timeout=timeout_s) as answer:
+        root = psutil.Process(pid)
+        return {pid, *(child.pid for child in root.children(recursive=True))}
+    except psutil.NoSuchProcess:
+        return set()
+
+
+def _get(url: str, timeout_s: float = 5.0, api_key: str | None = None) -> bytes | None:
+    """The body of a 200 answer, or None (not up yet, an error status, no connection)."""
+    headers = {} if api_key is None else {"Authorization": f"Bearer {api_key}"}
+    try:
+        request = urllib.request.Request(url, headers=headers)
+        with urllib.request.urlopen(request, timeout=timeout_s) as answer:
             return answer.read() if answer.status == 200 else None
     except (urllib.error.URLError, OSError, ValueError):
         return None

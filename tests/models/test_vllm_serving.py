@@ -144,6 +144,11 @@ def test_extra_args_may_not_repeat_a_flag_the_job_sets():
         vllm_server.resolve_serve("m", {"extra_args": ["--max-model-len", "10"]})
 
 
+def test_extra_args_may_not_put_a_key_on_the_servers_command_line():
+    with pytest.raises(ConfigError, match=r"extra_args sets --api-key, which the job sets itself"):
+        vllm_server.resolve_serve("m", {"extra_args": ["--api-key", "hunter2-hunter2"]})
+
+
 def test_remote_code_needs_a_pinned_commit_before_the_run():
     cfg = managed(trust_remote_code=True)
     adapter = load_adapter("internvl", cfg)
@@ -364,18 +369,18 @@ def test_the_next_job_stops_a_server_whose_job_is_gone(tmp_path, stand_in):
     # A job that started a server without the parent-death signal, then was killed.
     port = vllm_server.free_port()
     starter = (
-        "import subprocess, sys, time; subprocess.Popen(['vllm', 'serve', sys.argv[1], "
-        "'--port', sys.argv[2]], start_new_session=True, stdout=subprocess.DEVNULL); "
-        "time.sleep(60)"
+        "import subprocess, sys, time; subprocess.Popen(sys.argv[1:], "
+        "start_new_session=True, stdout=subprocess.DEVNULL); time.sleep(60)"
     )
-    owner = subprocess.Popen([sys.executable, "-c", starter, MODEL_ID, str(port)])
+    command = vllm_server.serve_command(MODEL_ID, vllm_server.resolve_serve("m", {}), port)
+    owner = subprocess.Popen([sys.executable, "-c", starter, *command])
     deadline = time.monotonic() + 10
     while not stand_in.exists() and time.monotonic() < deadline:
         time.sleep(0.05)
     time.sleep(0.2)  # the file is written at once, not in one piece
     server = json.loads(stand_in.read_text())["server"]
     folder = tmp_path / "results" / "servers"
-    vllm_server.PidFile(folder / f"{owner.pid}.json").write(server, owner.pid)
+    vllm_server.PidFile(folder / f"{owner.pid}.json").write(server, owner.pid, command)
     # While its job runs, the server is left alone ...
     assert vllm_server.reap_orphans(folder) == []
     assert alive(server)
@@ -412,6 +417,7 @@ def test_a_pid_file_never_stops_a_process_that_took_the_servers_number_later(tmp
         "host": socket.gethostname(),
         "pgid": other.pid,
         "start_time": "1",  # not the start time of `other`
+        "command": ["serve", MODEL_ID],
         "owner": dead.pid,
         "owner_start_time": None,
     }
@@ -440,3 +446,174 @@ def test_a_hand_started_server_elsewhere_shares_the_managed_routes_cache_keys(tm
     key = managed.request_identity(request)
     assert Client("h", {**moved, "cache_url": catalog["base_url"]}).request_identity(request) == key
     assert Client("h", moved).request_identity(request) != key
+
+
+# -- a server that is ours before we trust it -----------------------------------------------
+
+JOB_KEY = "job-key-" + "7" * 32
+
+
+def test_the_server_checks_the_jobs_key_which_no_command_line_or_log_holds(
+    dataset, tmp_path, stand_in, monkeypatch, caplog
+):
+    caplog.set_level("INFO", logger="novabench")
+    monkeypatch.setattr(vllm_server.secrets, "token_urlsafe", lambda n: JOB_KEY)
+    # A server printing what it was given: the job's key and a token it inherits.
+    monkeypatch.setenv("HF_TOKEN", "hub-token-8c1f2e")
+    monkeypatch.setenv("VLLM_STAND_IN_PRINT", f"args: api_key={JOB_KEY} HF_TOKEN=hub-token-8c1f2e")
+    _, summary, _ = predict(dataset, tmp_path, managed())
+    assert summary["status_counts"]["ok"] == 4  # every request carried the key
+    record = json.loads(stand_in.read_text())
+    assert record["keyed"], "the server was started without a key"
+    assert not any(JOB_KEY in arg for arg in record["argv"])
+    assert "vllm: args: api_key=[redacted] HF_TOKEN=[redacted]" in caplog.text
+    assert JOB_KEY not in caplog.text and "hub-token-8c1f2e" not in caplog.text
+
+
+def test_the_stand_in_refuses_a_request_without_the_key_as_vllm_does(tmp_path):
+    import urllib.error
+    import urllib.request
+
+    port = vllm_server.free_port()
+    command = [sys.executable, str(ROOT / "tests" / "vllm_stand_in.py"), "serve", MODEL_ID]
+    env = {**os.environ, "VLLM_API_KEY": JOB_KEY}
+    server = subprocess.Popen([*command, "--port", str(port)], env=env, stdout=subprocess.DEVNULL)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 20
+        while vllm_server._get(f"{url}/health") is None and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert vllm_server._get(f"{url}/health") is not None  # health needs no key
+        with pytest.raises(urllib.error.HTTPError) as refused:
+            urllib.request.urlopen(f"{url}/v1/models", timeout=5)
+        assert refused.value.code == 401
+        assert MODEL_ID in vllm_server._served_models(
+            vllm_server._get(f"{url}/v1/models", api_key=JOB_KEY)
+        )
+    finally:
+        server.terminate()
+        server.wait()
+
+
+def test_an_impostor_on_the_port_ends_the_job_before_any_request_or_cache_entry(
+    dataset, tmp_path, stand_in, monkeypatch
+):
+    """Another local process binds the port while vLLM is still loading, and answers as a
+    vLLM server would: the job must not send it anything, nor cache what it says."""
+    from openai_server import FakeOpenAI, Reply
+    from vllm_stand_in import add_vllm_routes
+
+    impostor = FakeOpenAI(lambda seen: Reply('[{"bbox_2d": [0, 0, 476, 476]}]'))
+    add_vllm_routes(impostor, MODEL_ID)
+    port = int(impostor.base_url.rsplit(":", 1)[1].split("/")[0])
+    monkeypatch.setattr(vllm_server, "free_port", lambda: port)
+    monkeypatch.setenv("VLLM_STAND_IN_LOAD_S", "3")  # still importing when the impostor binds
+    with impostor, pytest.raises(NovaError) as error:
+        predict(dataset, tmp_path, managed())
+    message = str(error.value)
+    assert f"port {port} is served by {os.getpid()}, not by the vLLM server" in message
+    assert "nothing was sent to it" in message and "\n" not in message
+    assert impostor.requests == [], "a request went to the impostor"
+    assert not list((tmp_path / "results" / "cache").rglob("*.json")), "its answer was cached"
+
+
+def planted_pid_file(folder: Path, group: int, **fields) -> Path:
+    """A pid file naming ``group``, whose owner is gone, as someone could write it."""
+    dead = subprocess.Popen(["true"])
+    dead.wait()
+    folder.mkdir(exist_ok=True)
+    record = {"host": socket.gethostname(), "pgid": group, "owner": dead.pid, **fields}
+    path = folder / "planted.json"
+    path.write_text(json.dumps(record))
+    return path
+
+
+@pytest.mark.parametrize(
+    "fields",
+    [{}, {"command": ["serve", MODEL_ID]}, {"start_time": "leader"}],
+    ids=["neither", "no-start-time", "no-command-line"],
+)
+def test_a_pid_file_without_start_time_and_command_line_is_ignored_in_one_line(
+    tmp_path, caplog, fields
+):
+    sleeper = subprocess.Popen(["setsid", "sleep", "30"])
+    try:
+        time.sleep(0.2)  # setsid execs sleep in its own session and group
+        if fields.get("start_time") == "leader":
+            fields = {"start_time": vllm_server.process_start_time(sleeper.pid)}
+        path = planted_pid_file(tmp_path / "servers", sleeper.pid, **fields)
+        assert vllm_server.reap_orphans(path.parent, grace_s=1) == []
+        assert sleeper.poll() is None, "an unrelated process group was stopped"
+        warnings = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+        assert len(warnings) == 1 and "ignoring server pid file" in warnings[0]
+        assert "names no start time and command line" in warnings[0]
+    finally:
+        sleeper.kill()
+        sleeper.wait()
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["serve", MODEL_ID, "--host", "127.0.0.1", "--port", "8000", "--served-model-name", "m"],
+        ["30"],  # the sleeper's own arguments, copied: not a server's
+    ],
+    ids=["a-servers-command-line", "the-sleepers-own"],
+)
+def test_a_pid_file_whose_group_leader_is_not_a_server_we_started_stops_nothing(tmp_path, command):
+    # Start time right (read from the process): still not a server the project started.
+    sleeper = subprocess.Popen(["setsid", "sleep", "30"])
+    try:
+        time.sleep(0.2)
+        start = vllm_server.process_start_time(sleeper.pid)
+        path = planted_pid_file(
+            tmp_path / "servers", sleeper.pid, start_time=start, command=command
+        )
+        assert vllm_server.reap_orphans(path.parent, grace_s=1) == []
+        assert sleeper.poll() is None, "an unrelated process group was stopped"
+    finally:
+        sleeper.kill()
+        sleeper.wait()
+
+
+def test_answers_from_whoever_takes_the_port_after_the_server_died_are_not_kept(
+    dataset, tmp_path, stand_in, monkeypatch
+):
+    import threading
+
+    from openai_server import FakeOpenAI, Reply
+
+    monkeypatch.setenv("VLLM_STAND_IN_DIE_AFTER", "2")
+    taken: list[FakeOpenAI] = []
+
+    def take_the_port_when_free() -> None:
+        deadline = time.monotonic() + 30
+        while not stand_in.exists() and time.monotonic() < deadline:
+            time.sleep(0.01)
+        time.sleep(0.2)  # written at once, not in one piece
+        argv = json.loads(stand_in.read_text())["argv"]
+        port = int(argv[argv.index("--port") + 1])
+        while time.monotonic() < deadline:
+            try:
+                impostor = FakeOpenAI(lambda seen: Reply('[{"bbox_2d": [0, 0, 9, 9]}]'), port=port)
+            except OSError:
+                time.sleep(0.005)
+                continue
+            taken.append(impostor.start())
+            return
+
+    thief = threading.Thread(target=take_the_port_when_free, daemon=True)
+    thief.start()
+    cfg = managed()
+    cfg["settings"].update(concurrency=1, max_attempts=6, backoff_base_s=0.5, backoff_max_s=0.5)
+    try:
+        with pytest.raises(NovaError, match=r"2 of 4 requests were answered \(cached\), 2 failed"):
+            predict(dataset, tmp_path, cfg)
+    finally:
+        thief.join(5)
+        for impostor in taken:
+            impostor.stop()
+    assert taken and taken[0].requests, "the impostor never answered: the test proves nothing"
+    entries = list((tmp_path / "results" / "cache" / "qwen-managed").rglob("*.json"))
+    assert len(entries) == 2
+    assert not any("[0, 0, 9, 9]" in entry.read_text() for entry in entries)

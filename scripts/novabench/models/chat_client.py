@@ -22,11 +22,14 @@ Robust enough to run overnight against a paid API:
   ``requests_per_minute`` caps the rate when the quota is known; Snakemake's
   ``api_<provider>`` resource caps jobs per provider across the whole run;
 - the API key is read from the environment variable named by ``api_key_env`` and never
-  written anywhere: not in settings, logs, errors, the cache or the predictions; keys a
+  written anywhere: not in settings, logs, errors, the cache or the predictions (and an
+  address with credentials, ``https://user:password@host``, is refused); keys a
   server echoes (in an error or an answer) are redacted before anything is stored or
   forwarded (:mod:`novabench.redaction`), and counted;
 - a hostile or broken server cannot hold, flood or divert a job: ``timeout_s`` bounds each
-  send from start to last byte (a server trickling bytes is cut off), an answer over
+  send from start to last byte (a server trickling bytes is cut off),
+  ``request_time_limit_min`` a request's sends and waits together (a server answering 429
+  with ``Retry-After: 600`` for ever ends it at the limit), an answer over
   ``max_response_mb`` or not UTF-8 is a failed send, and a redirect to another host is
   refused (:mod:`novabench.http_guards`);
 - a request another process is already sending (a concurrent run, or a job left running by
@@ -52,13 +55,13 @@ import re
 import socket
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
 
 from novabench.cache import CacheWriter, ResponseCache, request_key
-from novabench.errors import NovaError, settings_error
+from novabench.errors import ConfigError, NovaError, settings_error
 from novabench.models.base import Response
 from novabench.pacing import AdaptiveWindow, Pacer
 from novabench.progress import Progress
@@ -93,6 +96,9 @@ DEFAULTS: dict[str, Any] = {
     # Answers are kilobytes (max_tokens bounds them); megabytes are a broken server.
     "max_response_mb": 4.0,
     "max_attempts": 6,
+    # A request's sends and waits together: then it fails, however often the server says
+    # to come back later.
+    "request_time_limit_min": 15.0,
     "backoff_base_s": 1.0,
     "backoff_max_s": 60.0,
     "price_per_million_input": None,
@@ -127,6 +133,7 @@ SETTINGS_SCHEMA: dict[str, Any] = {
         "connect_timeout_s": _POSITIVE,
         "max_response_mb": _POSITIVE,
         "max_attempts": {"type": "integer", "minimum": 1, "maximum": 100},
+        "request_time_limit_min": _POSITIVE,
         "backoff_base_s": _NUMBER,
         "backoff_max_s": _NUMBER,
         "price_per_million_input": {"type": ["number", "null"], "minimum": 0},
@@ -137,21 +144,43 @@ SETTINGS_SCHEMA: dict[str, Any] = {
 }
 
 
-def resolve_settings(name: str, settings: dict[str, Any]) -> dict[str, Any]:
-    """Check a model's settings and fill in the defaults; ConfigError names the key."""
+def resolve_settings(
+    name: str, settings: dict[str, Any], where: str | None = None
+) -> dict[str, Any]:
+    """Check a model's settings and fill in the defaults; ConfigError names the key
+    (under ``where``, default ``models.<name>.settings``)."""
     import jsonschema
 
+    where = where or f"models.{name}.settings"
     try:
         jsonschema.validate(settings, SETTINGS_SCHEMA)
     except jsonschema.ValidationError as exc:
         raise settings_error(
-            exc, f"models.{name}.settings", "see the openai_compatible adapter in config/README.md"
+            exc, where, "see the openai_compatible adapter in config/README.md"
         ) from None
+    for key in ("base_url", "cache_url"):
+        problem = url_credentials_problem(f"{where}.{key}", settings.get(key))
+        if problem is not None:
+            raise problem
     resolved = {**DEFAULTS, **settings}
     resolved["base_url"] = resolved["base_url"].rstrip("/")
     if resolved["cache_url"]:
         resolved["cache_url"] = resolved["cache_url"].rstrip("/")
     return resolved
+
+
+def url_credentials_problem(where: str, url: str | None) -> ConfigError | None:
+    """An address holding a user or password (``https://user:password@host/v1``) would
+    write them into the manifest, the logs, the cache and the reports, and the client would
+    send them as Basic authentication instead of the key: refused, without repeating it."""
+    if url is None or "@" not in urlsplit(url).netloc:
+        return None
+    return ConfigError(
+        f"{where} holds credentials (user:password@), which would be written wherever the "
+        "address is",
+        "remove them from the address and put the key in an environment variable named by "
+        "api_key_env",
+    )
 
 
 def api_resource(settings: dict[str, Any]) -> str:
@@ -173,6 +202,11 @@ def endpoint_address(base_url: str) -> tuple[str, int]:
     return parts.hostname or "", parts.port or (443 if parts.scheme == "https" else 80)
 
 
+# An answer that came after the job's own server had ended (see ChatClient.serving_at).
+SERVER_GONE = (
+    "answered after the server the job started had ended: not its answer (another process "
+    "on its port?), not kept"
+)
 # Stands for the image's data URL while the rest of a request is encoded (see body()).
 _IMAGE_SLOT = "\x00image\x00"
 
@@ -262,6 +296,29 @@ class ChatClient:
         self.name, self.config, self.cache = name, config, cache
         self._identify = identify or self.request_identity
         self._request_logged = False
+        # A job's own server's key (see serving_at), in place of api_key_env's, and
+        # whether that server still runs.
+        self._session_key: str | None = None
+        self._still_serving: Callable[[], bool] = lambda: True
+
+    @contextlib.contextmanager
+    def serving_at(
+        self, base_url: str, api_key: str, still_serving: Callable[[], bool]
+    ) -> Iterator[None]:
+        """Send to ``base_url`` with ``api_key`` meanwhile (a server the job started, which
+        checks the key); answers stay cached under the address of record. An answer that
+        arrives once ``still_serving()`` is False came from whoever took the port after
+        the server ended: a failure, never cached."""
+        previous = self.config["base_url"]
+        self.config["base_url"], self._session_key = base_url, api_key
+        self._still_serving = still_serving
+        self.__dict__.pop("redactor", None)  # the key joins the redacted ones
+        try:
+            yield
+        finally:
+            self.config["base_url"], self._session_key = previous, None
+            self._still_serving = lambda: True
+            self.__dict__.pop("redactor", None)
 
     def settings_of_record(self) -> dict[str, Any]:
         """What determines the answers; not the key's variable, limits or prices."""
@@ -285,7 +342,8 @@ class ChatClient:
     def redactor(self) -> Redactor:
         """Removes this endpoint's key and every configured one from what servers send."""
         variable = self.config["api_key_env"]
-        return configured_keys(None if variable is None else os.environ.get(variable))
+        own = self._session_key or (None if variable is None else os.environ.get(variable))
+        return configured_keys(own)
 
     def request_identity(self, request: ChatRequest) -> dict[str, Any]:
         """The cache key's content: everything that determines the answer, no secrets."""
@@ -415,7 +473,7 @@ class ChatClient:
         record: Callable[[int, Response], None],
     ) -> None:
         """Send requests under one client and one pacer; cache each answer, then record it."""
-        key = read_api_key(self.name, self.config)
+        key = self._session_key or read_api_key(self.name, self.config)
         window = self._window()
         pacer = Pacer(window)
         client = self._http_client(key)
@@ -437,6 +495,8 @@ class ChatClient:
             except BaseException:
                 claims.release(entry_key)
                 raise
+            if response.error is None and not self._still_serving():
+                response = Response(raw=None, error=SERVER_GONE)
             if response.error is None and writer is not None:
                 # Released once written: a waiting process then finds the entry.
                 then = functools.partial(claims.release, entry_key)
@@ -505,8 +565,14 @@ class ChatClient:
             if self.config[name] is not None:
                 fields[name] = self.config[name]
         body: bytes | None = None
+        deadline = _Deadline(self.config["request_time_limit_min"])
+        reason = ""
         for attempt in range(1, attempts + 1):
-            ticket = await pacer.acquire()
+            ticket = await deadline.turn(pacer)
+            if ticket is None:
+                reason = deadline.exceeded("waiting for a turn to send", reason)
+                attempt -= 1
+                break
             outcome: Response | _Failure | None = None
             try:
                 # Encoded once, when its turn comes: encoding every request of the job up
@@ -522,6 +588,9 @@ class ChatClient:
             if not outcome.retryable or attempt == attempts:
                 break
             delay = self._backoff(attempt, outcome.retry_after)
+            if delay >= deadline.left():
+                reason = deadline.exceeded(f"the next try in {delay:.0f} s", reason)
+                break
             log.warning(
                 "%s: attempt %d/%d failed (%s); retrying in %.1f s",
                 request.label,
@@ -653,6 +722,34 @@ def read_api_key(name: str, config: dict[str, Any]) -> str | None:
         raise problem
     variable = config["api_key_env"]
     return None if variable is None else os.environ[variable].strip()
+
+
+class _Deadline:
+    """The time limit of one request across its sends and waits (``request_time_limit_min``)."""
+
+    def __init__(self, minutes: float):
+        self.minutes = minutes
+        self.started = time.monotonic()
+        self.end = self.started + 60 * minutes
+
+    def left(self) -> float:
+        return max(0.0, self.end - time.monotonic())
+
+    async def turn(self, pacer: Pacer) -> int | None:
+        """The pacer's ticket, or None if the limit comes first (the pacer holds every send
+        while a server says to wait, for up to MAX_RETRY_AFTER_S and more)."""
+        try:
+            async with asyncio.timeout(self.left()):
+                return await pacer.acquire()
+        except TimeoutError:
+            return None
+
+    def exceeded(self, what: str, last_failure: str = "") -> str:
+        gave_up = (
+            f"gave up after {time.monotonic() - self.started:.0f} s: {what} would pass "
+            f"request_time_limit_min ({self.minutes:g} min)"
+        )
+        return f"{last_failure}; {gave_up}" if last_failure else gave_up
 
 
 def _sha256(data: bytes) -> str:

@@ -28,6 +28,7 @@ from novabench.models.chat_client import (
     key_problem,
     read_api_key,
     resolve_settings,
+    url_credentials_problem,
 )
 
 # Names of the client that callers reach through this module (the judges, the vllm
@@ -73,6 +74,15 @@ class Adapter(BaseAdapter):
         return self.client.cache
 
     # -- checks -------------------------------------------------------------------------
+
+    @classmethod
+    def check_settings(cls, name: str, settings: dict[str, Any]) -> None:
+        """The schema, and no credentials in an address (which would be written)."""
+        super().check_settings(name, settings)
+        for key in ("base_url", "cache_url"):
+            problem = url_credentials_problem(f"models.{name}.settings.{key}", settings.get(key))
+            if problem is not None:
+                raise problem
 
     @classmethod
     def check_environment(cls, name: str, settings: dict[str, Any]) -> None:

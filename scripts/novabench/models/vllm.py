@@ -147,11 +147,9 @@ class Adapter(ClientAdapter):
             return
         model = self.config["model"]
         with vllm_server.managed_server(self.name, model, self.serve, self.pid_dir) as server:
-            self.config["base_url"] = server.base_url
-            try:
+            # Each request carries the key the server was started with (it checks it).
+            with self.client.serving_at(server.base_url, server.api_key, server.running):
                 responses = self._answer(requests, progress=self.name)
-            finally:
-                self.config["base_url"] = self.record_url
             died = server.exit_reason()
             failed = sum(r.error is not None for r in responses)
             if died is not None and failed:

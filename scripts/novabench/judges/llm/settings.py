@@ -99,7 +99,9 @@ def check_settings(
     except jsonschema.ValidationError as exc:
         raise settings_error(exc, where, "see the llm judge in config/README.md") from None
     resolve = resolve or _default_resolve
-    backend = chat_client.resolve_settings(name, {**BACKEND_DEFAULTS, **settings["backend"]})
+    backend = chat_client.resolve_settings(
+        name, {**BACKEND_DEFAULTS, **settings["backend"]}, f"{where}.backend"
+    )
     protocol = settings.get("protocol", DEFAULT_PROTOCOL)
     prompts = {
         task: settings.get("prompts", {}).get(task)
