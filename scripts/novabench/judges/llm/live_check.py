@@ -53,6 +53,7 @@ SCHEMA: dict[str, Any] = {
 }
 #: Per task: the setting of its sample size, and the measure of a validation set it draws on.
 SAMPLE_SETTING = {"diagnosis": "diagnosis_pairs", "captioning": "caption_pairs"}
+PAIR_MEASURE = {"diagnosis": "match", "captioning": "keywords"}
 
 
 def resolve(settings: Mapping[str, Any] | None) -> dict[str, Any]:
@@ -61,10 +62,12 @@ def resolve(settings: Mapping[str, Any] | None) -> dict[str, Any]:
 
 
 def sets_of(task: str) -> list[Any]:
-    """The validation sets (``novabench.judges.validation.VALIDATION_SETS``) of ``task``."""
-    from novabench.judges.validation import VALIDATION_SETS
+    """The validation sets (``novabench.judges.validation.VALIDATION_SETS``) of ``task``
+    whose pairs the judge is asked as they are (not the raw answers, read first)."""
+    from novabench.judges.validation import MEASURES, VALIDATION_SETS
 
-    return [vset for vset in VALIDATION_SETS if vset.task == task]
+    measure = MEASURES[PAIR_MEASURE[task]]
+    return [vset for vset in VALIDATION_SETS if vset.task == task and vset.measure is measure]
 
 
 def set_files(task: str, folder: Any = None) -> list[str]:
