@@ -508,16 +508,13 @@ def _config_judges(config_path: Path | None, workflow: Path | None) -> dict[str,
     """The judges to measure: those of ``config_path`` (a file with a ``judges:``
     section, measured as written), else those of the workflow's configuration as the
     workflow reads it."""
-    import yaml
+    from novabench.yaml_data import read_yaml
 
     if config_path is None:
         if workflow is None:
             raise NovaError("no configuration to read judges from", "pass --config")
         return pipeline_config(workflow)["judges"]
-    try:
-        config = yaml.safe_load(Path(config_path).read_text(encoding="utf-8"))
-    except (OSError, yaml.YAMLError) as exc:
-        raise NovaError(f"cannot read the config {config_path} ({exc})", "pass --config") from None
+    config = read_yaml(Path(config_path), "the config", "pass --config")[1]
     judges = config.get("judges") if isinstance(config, dict) else None
     if not isinstance(judges, dict) or not judges:
         raise NovaError(f"{config_path} configures no judges", "add a `judges:` section")

@@ -723,14 +723,23 @@ def validate_config(config: dict[str, Any], schema: Mapping[str, Any]) -> None:
         raise ConfigError(describe_validation_error(exc).removeprefix("config error: ")) from None
 
 
-def read_config(config: dict[str, Any], basedir: Path) -> Plan:
-    """Read a merged configuration as every reader does (in place): its plug-ins loaded,
-    catalog names expanded, ``--config`` strings typed, checked by the schema with the
-    tasks' blocks (defaults filled in), each model's tasks filled in, then checked by
-    :func:`check_config`; the run plan."""
+def read_config(config: dict[str, Any], basedir: Path, files: Sequence[str | Path] = ()) -> Plan:
+    """Read a merged configuration as every reader does (in place): its size bounded (no
+    alias bomb, no NaN), plug-ins loaded, catalog names expanded, ``--config`` strings
+    typed, checked by the schema with the tasks' blocks (defaults filled in), each model's
+    tasks filled in, then checked by :func:`check_config`; the run plan. ``files``: the
+    config files another reader merged into ``config`` (Snakemake), read again strictly
+    for what their loaded content cannot show (a key given twice)."""
     from novabench.catalog import default_catalog_dir, expand_models
     from novabench.plugins import load_plugins
+    from novabench.yaml_data import check_loaded
 
+    for path in files:
+        read_config_file(Path(path))
+    try:
+        check_loaded(config, "the config")
+    except NovaError as exc:
+        raise ConfigError(str(exc)) from None
     plugins = config.get("plugins")
     load_plugins(plugins if isinstance(plugins, list) else [], Path(basedir))
     expand_models(config, default_catalog_dir(basedir))
@@ -760,22 +769,27 @@ def plan_from_files(basedir: Path, configfiles: list[Path]) -> Plan:
 def merged_config_files(basedir: Path | None, configfiles: Sequence[Path]) -> dict[str, Any]:
     """``config/config.yaml`` of the workflow in ``basedir`` (none: no workflow) with each
     of ``configfiles`` merged over it, as ``snakemake --configfile`` merges them."""
-    import yaml
-
     from novabench.catalog import merge
 
     files = [] if basedir is None else [Path(basedir) / "config" / "config.yaml"]
     config: dict[str, Any] = {}
     for path in [*files, *map(Path, configfiles)]:
-        if not path.is_file():
-            raise ConfigError(f"config file {path} does not exist", "check --configfile")
-        try:
-            loaded = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
-        except (OSError, yaml.YAMLError) as exc:
-            raise ConfigError(
-                f"cannot read the config {path} ({exc})", "check --configfile"
-            ) from None
-        if not isinstance(loaded, dict):
-            raise ConfigError(f"the config {path} is not a mapping", "check --configfile")
-        merge(config, loaded)
+        merge(config, read_config_file(path))
     return config
+
+
+def read_config_file(path: Path) -> dict[str, Any]:
+    """One config file, read strictly (novabench.yaml_data.load_yaml: no key twice, no
+    NaN, no alias bomb); ConfigError naming the file otherwise."""
+    from novabench.yaml_data import read_yaml
+
+    path = Path(path)
+    if not path.is_file():
+        raise ConfigError(f"config file {path} does not exist", "check --configfile")
+    try:
+        loaded = read_yaml(path, "the config", "check --configfile")[1] or {}
+    except NovaError as exc:
+        raise ConfigError(str(exc)) from None
+    if not isinstance(loaded, dict):
+        raise ConfigError(f"the config {path} is not a mapping", "check --configfile")
+    return loaded

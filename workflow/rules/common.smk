@@ -45,7 +45,7 @@ def stop(message):
 # The one reader of the configuration (the command line's too): plug-ins, catalog names,
 # `--config` strings typed, the schema with each task's block, then the checks.
 try:
-    PLAN = read_config(config, Path(workflow.basedir))
+    PLAN = read_config(config, Path(workflow.basedir), workflow.configfiles)
 except NovaError as exc:
     stop(f"config error: {exc}")
 if PLAN.idle_reason():
