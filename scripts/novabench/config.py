@@ -23,6 +23,7 @@ from typing import Any
 from novabench.answer_formats import BOX_FORMATS
 from novabench.catalog import check_model_info
 from novabench.code_fingerprint import code_fingerprint, code_graph
+from novabench.dataset.tags import SHARED_FOLDERS
 from novabench.errors import ConfigError, DatasetError, NovaError
 from novabench.io import resolve_path
 from novabench.judges import judge_kind
@@ -531,6 +532,12 @@ def _check_dataset(dataset: dict[str, Any]) -> None:
             detect_layout(Path(str(dataset["local_path"])).expanduser())
         except DatasetError as exc:
             raise ConfigError(f"dataset.local_path: {exc}") from None
+    tag = dataset.get("tag")
+    if tag and str(tag).lower() in SHARED_FOLDERS:
+        raise ConfigError(
+            f"dataset.tag {tag!r} names a folder that every dataset shares (results/{tag}/)",
+            f"choose a tag other than {', '.join(SHARED_FOLDERS)}",
+        )
     lo, hi = dataset["sample"]["images_per_case"]
     if lo > hi:
         raise ConfigError(
@@ -590,6 +597,7 @@ def _check_judges(plan: Plan) -> None:
 def _check_models(plan: Plan) -> None:
     """Every model: a known adapter, valid settings, the tasks it can run, its prompts."""
     for name, model in plan.config["models"].items():
+        _check_model_name(name)
         if not adapter_exists(model["adapter"]):
             raise ConfigError(
                 f"models.{name}.adapter: no adapter called {model['adapter']!r}",
@@ -617,6 +625,18 @@ def _check_models(plan: Plan) -> None:
             raise ConfigError(
                 f"prompt template {prompt} (task {task}, model {name}) does not exist",
                 f"fix tasks.{task}.prompt or models.{name}.prompts",
+            )
+
+
+def _check_model_name(name: str) -> None:
+    """A model may not take a word a task's settings reserve (``Task.reserved_model_names``):
+    the setting would read the word, and the model be silently ignored."""
+    for task in task_names():
+        meaning = get_task(task).reserved_model_names.get(name)
+        if meaning is not None:
+            raise ConfigError(
+                f"models.{name}: the name {name!r} is reserved ({meaning})",
+                "give the model another name",
             )
 
 

@@ -37,7 +37,7 @@ from novabench.dataset.schema import (
     SCHEMA_VERSION,
     rater_slug,
 )
-from novabench.dataset.tags import source_tag
+from novabench.dataset.tags import source_identity, source_tag
 from novabench.errors import ConfigError, DatasetError
 from novabench.io import atomic_path
 from novabench.provenance import sha256_file
@@ -308,7 +308,12 @@ def build_dataset(
         tmp_parquet = outputs.enter_context(atomic_path(out_parquet))
         tmp_manifest = outputs.enter_context(atomic_path(out_manifest))
         write_parquet(records, tmp_parquet)
-        provenance = {**provenance, "layout": layout, "tag": source_tag(dataset_cfg)}
+        provenance = {
+            **provenance,
+            "layout": layout,
+            "tag": source_tag(dataset_cfg),
+            "source_id": source_identity(dataset_cfg),
+        }
         manifest = _manifest(
             records, report, {**provenance, "subset": None}, tmp_parquet, exclusions
         )
