@@ -91,5 +91,5 @@ def test_a_tag_with_a_trailing_newline_is_refused():
 
     config = yaml.safe_load((ROOT / "config" / "config.yaml").read_text())
     config["dataset"]["tag"] = "mine\n"
-    with pytest.raises(ConfigError, match="dataset.tag"):
+    with pytest.raises(ConfigError, match=r"bad name .mine\\n. at dataset\.tag"):
         read_config(config, ROOT)
