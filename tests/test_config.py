@@ -347,10 +347,9 @@ def test_a_predictions_file_model_without_box_format_fails_at_plan_time(tmp_path
         assert not isinstance(plan, str), plan
 
 
-@pytest.mark.parametrize("name", ["gpt\n", "gpt\n\n"])
-def test_a_model_name_with_a_trailing_newline_is_refused(name):
-    message = with_change(lambda c: c["models"].update({name: c["models"]["gold"]}))
-    assert message.startswith(f"config error: bad name {name!r} at models")
+def test_a_model_name_with_a_trailing_newline_is_refused():
+    message = with_change(lambda c: c["models"].update({"gpt\n": c["models"]["gold"]}))
+    assert message.startswith("config error: bad name 'gpt\\n' at models")
 
 
 def test_a_model_named_reference_is_refused():

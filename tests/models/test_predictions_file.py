@@ -33,12 +33,6 @@ def test_a_line_that_is_not_an_answer_names_file_and_line(tmp_path, line, proble
     assert "\n" not in str(raised.value)
 
 
-def test_answers_are_read_as_written(tmp_path):
-    path = tmp_path / "answers.jsonl"
-    path.write_bytes(GOOD + '{"filename": "ü.png", "raw": null}\n'.encode())
-    assert read_answers(path) == {"a.png": "fine", "ü.png": None}
-
-
 def test_the_prediction_job_stops_in_one_line_naming_file_and_line(dataset, tmp_path):
     from novabench.predict import run_predictions
 
