@@ -308,12 +308,8 @@ def build_dataset(
         tmp_parquet = outputs.enter_context(atomic_path(out_parquet))
         tmp_manifest = outputs.enter_context(atomic_path(out_manifest))
         write_parquet(records, tmp_parquet)
-        provenance = {
-            **provenance,
-            "layout": layout,
-            "tag": source_tag(dataset_cfg),
-            "source_id": source_identity(dataset_cfg),
-        }
+        provenance = {**provenance, "layout": layout, "tag": source_tag(dataset_cfg)}
+        provenance["source_id"] = source_identity(dataset_cfg)  # novabench.dataset.tags
         manifest = _manifest(
             records, report, {**provenance, "subset": None}, tmp_parquet, exclusions
         )
