@@ -75,11 +75,13 @@ if workflow.is_main_process:
 # Each dataset (source and subset) has its results folder, results/<tag>/, so switching
 # datasets re-runs and overwrites nothing; the response caches and WordNet are shared.
 FULL_TAG, TAG = dataset_tags(config["dataset"])
-# A tag whose folder holds another source's dataset is refused before anything runs.
-try:
-    check_tag_source(Path("results"), FULL_TAG, config["dataset"])
-except NovaError as exc:
-    stop(f"config error: {exc}")
+# A tag whose folder holds another source's dataset is refused before anything runs (by
+# the main process: a job's node may see the folder by another path).
+if workflow.is_main_process:
+    try:
+        check_tag_source(Path("results"), FULL_TAG, config["dataset"])
+    except NovaError as exc:
+        stop(f"config error: {exc}")
 SUBSET = subset_spec(config["dataset"])
 
 
