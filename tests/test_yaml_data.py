@@ -91,6 +91,17 @@ def test_read_config_refuses_nan_where_a_number_goes():
             read_config(changed, ROOT)
 
 
+def test_a_nan_threshold_in_a_config_file_is_refused_by_the_dry_run(tmp_path):
+    """`reporting.min_answered: .nan` would let no model's dagger ever show."""
+    config = tmp_path / "nan.yaml"
+    config.write_text("reporting:\n  min_answered: .nan\n")
+    result = support.snakemake(tmp_path, "-n", "--configfile", str(config), timeout=120)
+    assert result.returncode != 0
+    assert f"config error: the config {config}:2: .nan is not a finite number" in (
+        result.stdout + result.stderr
+    )
+
+
 def test_config_files_read_by_the_cli_refuse_duplicates_and_bombs(tmp_path):
     duplicated = tmp_path / "dup.yaml"
     duplicated.write_text("dataset: {source: sample}\ndataset: {source: hf}\n")
