@@ -315,6 +315,31 @@ def test_a_sheet_with_rows_removed(hand):
     )
 
 
+@pytest.mark.parametrize("value", ["abc", "", "5.0", "-5", "99999999999999999999"])
+def test_a_sheet_whose_n_drawn_is_not_a_count(hand, capsys, value):
+    scores, sheet = hand
+    fill(sheet, {MATCH: ["yes", "no"], NO: ["no", "no", "no"]}, sheet)
+    frame = pd.read_csv(sheet, dtype=str, keep_default_na=False)
+    frame["n_drawn"] = value
+    frame.to_csv(sheet, index=False)
+    expected = (
+        f"{sheet}: n_drawn is {value[:40]!r}, not the number of rows drawn; fix: restore the "
+        "n_drawn column as `novabench audit draw` wrote it"
+    )
+    assert _error(scores, sheet) == expected
+    assert cli.main(["audit", "estimate", "--scores", str(scores), "--sheet", str(sheet)]) == 2
+    assert capsys.readouterr().err == f"novabench: error: {expected}\n"
+
+
+def test_a_sheet_saved_in_latin_1(hand):
+    scores, sheet = hand
+    fill(sheet, {MATCH: ["oui", "non"], NO: ["non", "non", "non"]}, sheet)
+    sheet.write_bytes(sheet.read_bytes().replace(b"oui", b"o\xf9i"))
+    assert _error(scores, sheet).startswith(
+        f"the audit sheet {sheet} is not UTF-8 (byte 0xf9 at offset "
+    )
+
+
 def test_not_a_score_file(tmp_path):
     path = tmp_path / "x.images.csv"
     pd.DataFrame({"filename": ["a.png"]}).to_csv(path, index=False)

@@ -546,3 +546,36 @@ def test_catalog_into_a_missing_readme_is_one_line(tmp_path, capsys):
     err = capsys.readouterr().err
     assert err.startswith(f"novabench: error: --readme {missing}: no such file")
     assert len(err.strip().splitlines()) == 1 and not missing.exists()
+
+
+# --- hostile predictions files: one line naming file and line, never a traceback --------
+
+HOSTILE_LINES = {
+    # 10^5 nested lists: json's decoder recurses once per level.
+    "deep": (
+        b'{"filename": "case0001_001.png", "raw": "x", "x": '
+        + b"[" * 100_000
+        + b"]" * 100_000
+        + b"}\n",
+        "nested too deeply to read",
+    ),
+    "latin-1": (b'{"filename": "case0001_001.png", "raw": "caf\xe9"}\n', "not UTF-8 (byte 0xe9"),
+}
+
+
+@pytest.mark.parametrize("shape", list(HOSTILE_LINES))
+def test_a_hostile_predictions_line_is_one_line_in_validate_and_score(
+    shape, nova, tmp_path, capsys
+):
+    content, problem = HOSTILE_LINES[shape]
+    path = tmp_path / "answers.jsonl"
+    path.write_bytes(b'{"filename": "case0001_002.png", "raw": "fine"}\n' + content)
+    code, out = validate(capsys, "--task", "captioning", "--predictions", str(path))
+    assert code == 1
+    assert out[0].startswith(f"{path}:2: {problem}") and out[1] == f"{path}: 1 problem(s)"
+    capsys.readouterr()
+    args = ["--task", "captioning", "--predictions", str(path), "--dataset", str(nova)]
+    assert cli.main(["score", *args]) == 2
+    (line,) = capsys.readouterr().err.splitlines()
+    assert line.startswith("novabench: error: 1 problem(s) in the predictions file, first: ")
+    assert f"{path}:2: {problem}" in line

@@ -345,3 +345,32 @@ def test_a_predictions_file_model_without_box_format_fails_at_plan_time(tmp_path
         fixed = {**model, **change}
         plan = with_change(lambda c, fixed=fixed: c["models"].update(harness=fixed))
         assert not isinstance(plan, str), plan
+
+
+def test_a_model_name_with_a_trailing_newline_is_refused():
+    message = with_change(lambda c: c["models"].update({"gpt\n": c["models"]["gold"]}))
+    assert message.startswith("config error: bad name 'gpt\\n' at models")
+
+
+def test_a_model_named_reference_is_refused():
+    """`tasks.diagnosis.findings: reference` means the reference caption: a captioning
+    model of that name would be silently ignored."""
+    message = with_change(lambda c: c["models"].update(reference=c["models"]["gold"]))
+    assert message == (
+        "config error: models.reference: the name 'reference' is reserved "
+        "(tasks.diagnosis.findings: reference means the reference caption); fix: give the "
+        "model another name"
+    )
+
+
+def test_n_cases_beyond_the_generator_is_refused_at_plan_time(tmp_path):
+    from novabench.sample.generate import MAX_CASES
+
+    message = with_change(lambda c: c["dataset"]["sample"].update(n_cases=MAX_CASES + 1))
+    assert message.startswith("config error: invalid value at dataset.sample.n_cases:")
+    plan = with_change(lambda c: c["dataset"]["sample"].update(n_cases=MAX_CASES))
+    assert not isinstance(plan, str), plan
+    # The dry run stops before any job (the sample source is never deleted).
+    result = dry_run(tmp_path, "--config", "dataset={source: sample, sample: {n_cases: 50000}}")
+    assert result.returncode != 0
+    assert "dataset.sample.n_cases" in result.stdout + result.stderr

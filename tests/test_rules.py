@@ -168,7 +168,7 @@ def test_a_rule_script_user_error_through_snakemake(tmp_path):
     logged = only_line("\n".join(line for line in log.splitlines() if " ERROR " in line))
     assert "captioning/bad: stopped at 0/4" in log
     # The JSON parser's own words in brackets vary between Python versions.
-    problem = f"ERROR novabench: {answers}:2 is not a JSON object with `filename` and `raw` ("
+    problem = f"ERROR novabench: {answers}:2: not valid JSON ("
     assert problem in logged, logged
     assert logged.endswith("); fix: see the prediction file format in README.md"), logged
     assert logged in output.splitlines()

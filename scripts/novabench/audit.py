@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import hashlib
 import math
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -304,6 +305,19 @@ def _label(text: str) -> float | None:
     return math.nan
 
 
+SAVE_UTF8 = "save the sheet as UTF-8 CSV"
+
+
+def _drawn_count(path: Path, text: str) -> int:
+    """The sheet's ``n_drawn`` (how many rows the draw wrote) as a number."""
+    if not re.fullmatch(r"[0-9]{1,9}", text.strip()):
+        raise NovaError(
+            f"{path}: n_drawn is {text[:40]!r}, not the number of rows drawn",
+            "restore the n_drawn column as `novabench audit draw` wrote it",
+        )
+    return int(text)
+
+
 def read_sheet(path: Path) -> pd.DataFrame:
     """The filled sheet with ``human_top1``/``human_top5`` as 0/1; every drawn row must be
     labelled: the estimate weighs the drawn rows as a random sample of their stratum, which
@@ -314,6 +328,9 @@ def read_sheet(path: Path) -> pd.DataFrame:
         sheet = read_csv(path, dtype=str, keep_default_na=False)
     except (OSError, pd.errors.ParserError, pd.errors.EmptyDataError) as exc:
         raise NovaError(f"cannot read the audit sheet {path} ({exc})", fix) from None
+    except UnicodeDecodeError as exc:
+        where = f"byte 0x{exc.object[exc.start]:02x} at offset {exc.start}"
+        raise NovaError(f"the audit sheet {path} is not UTF-8 ({where})", SAVE_UTF8) from None
     missing = [c for c in SHEET_COLUMNS if c not in sheet.columns]
     if missing:
         raise NovaError(f"{path} is not an audit sheet (no column {', '.join(missing)})", fix)
@@ -321,7 +338,7 @@ def read_sheet(path: Path) -> pd.DataFrame:
         raise NovaError(f"the audit sheet {path} has no rows", fix)
     if sheet["scores_sha256"].nunique() > 1 or sheet["n_drawn"].nunique() > 1:
         raise NovaError(f"{path} mixes the rows of different draws", "keep one draw per sheet")
-    drawn = int(sheet["n_drawn"].iloc[0])
+    drawn = _drawn_count(path, sheet["n_drawn"].iloc[0])
     if len(sheet) != drawn or sheet["filename"].duplicated().any():
         raise NovaError(
             f"{path} has {len(sheet)} rows with {sheet['filename'].nunique()} distinct images, "

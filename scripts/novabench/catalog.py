@@ -31,11 +31,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from novabench import vlm_families
-from novabench.errors import ConfigError
+from novabench.errors import ConfigError, NovaError
 from novabench.tokens import IMAGE_RULES
+from novabench.yaml_data import load_yaml
 
 CATALOG_README = "config/models/README.md"
 _TABLE_START = "<!-- catalog-table:start (generated: novabench catalog --readme) -->"
@@ -122,9 +121,9 @@ def load_catalog(catalog_dir: Path) -> dict[str, Entry]:
     entries: dict[str, Entry] = {}
     for path in files:
         try:
-            content = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
-        except yaml.YAMLError as exc:
-            raise ConfigError(f"{path} is not valid YAML ({exc})", "fix the file") from None
+            content = load_yaml(path.read_bytes(), str(path)) or {}
+        except NovaError as exc:
+            raise ConfigError(str(exc)) from None
         if not isinstance(content, dict):
             raise ConfigError(f"{path} must map entry names to entries", "fix the file")
         for name, config in content.items():

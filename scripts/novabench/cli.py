@@ -35,7 +35,7 @@ from novabench import __version__, paths
 from novabench.answer_formats import BOX_FORMATS
 from novabench.errors import NovaError
 from novabench.judges import judge_kind, judge_kinds
-from novabench.records import STATUSES
+from novabench.records import STATUSES, json_lines
 from novabench.tasks import dataset_needs, get_task, task_names
 
 RECORD_FIELDS = ("filename", "task", "model", "status")
@@ -111,35 +111,30 @@ def check_predictions(
         raise NovaError(f"predictions file {path} does not exist", "check --predictions")
     check, seen = PredictionsCheck(), {}
     known = None if dataset_filenames is None else set(dataset_filenames)
-    with open(path, encoding="utf-8") as handle:
-        for number, text in enumerate(handle, 1):
-            if not text.strip():
-                continue
-            where = f"{path}:{number}"
-            try:
-                line = json.loads(text)
-            except json.JSONDecodeError as exc:
-                check.problems.append(f"{where}: not valid JSON ({exc.msg})")
-                continue
-            if not isinstance(line, dict):
-                check.problems.append(f"{where}: not a JSON object")
-                continue
-            if check.kind is None:
-                check.kind = "records" if {"status", "parsed"} & set(line) else "answers"
-            problems = _line_problems(task, check.kind, line)
-            check.problems += [f"{where}: {problem}" for problem in problems]
-            name = line.get("filename")
-            if not isinstance(name, str) or not name:
-                continue
-            if name in seen:
-                check.problems.append(f"{where}: {name} repeats line {seen[name]}")
-                continue
-            seen[name] = number
-            check.filenames.append(name)
-            if check.kind == "records" and line.get("status") == "missing":
-                check.missing.append(name)
-            if known is not None and name not in known:
-                check.problems.append(f"{where}: {name} is not in the dataset")
+    for number, line, unreadable in json_lines(path):
+        where = f"{path}:{number}"
+        if unreadable is not None:
+            check.problems.append(f"{where}: {unreadable}")
+            continue
+        if not isinstance(line, dict):
+            check.problems.append(f"{where}: not a JSON object")
+            continue
+        if check.kind is None:
+            check.kind = "records" if {"status", "parsed"} & set(line) else "answers"
+        problems = _line_problems(task, check.kind, line)
+        check.problems += [f"{where}: {problem}" for problem in problems]
+        name = line.get("filename")
+        if not isinstance(name, str) or not name:
+            continue
+        if name in seen:
+            check.problems.append(f"{where}: {name} repeats line {seen[name]}")
+            continue
+        seen[name] = number
+        check.filenames.append(name)
+        if check.kind == "records" and line.get("status") == "missing":
+            check.missing.append(name)
+        if known is not None and name not in known:
+            check.problems.append(f"{where}: {name} is not in the dataset")
     return check
 
 
@@ -531,16 +526,13 @@ def _config_judges(config_path: Path | None, workflow: Path | None) -> dict[str,
     """The judges to measure: those of ``config_path`` (a file with a ``judges:``
     section, measured as written), else those of the workflow's configuration as the
     workflow reads it."""
-    import yaml
+    from novabench.yaml_data import read_yaml
 
     if config_path is None:
         if workflow is None:
             raise NovaError("no configuration to read judges from", "pass --config")
         return pipeline_config(workflow)["judges"]
-    try:
-        config = yaml.safe_load(Path(config_path).read_text(encoding="utf-8"))
-    except (OSError, yaml.YAMLError) as exc:
-        raise NovaError(f"cannot read the config {config_path} ({exc})", "pass --config") from None
+    config = read_yaml(Path(config_path), "the config", "pass --config")[1]
     judges = config.get("judges") if isinstance(config, dict) else None
     if not isinstance(judges, dict) or not judges:
         raise NovaError(f"{config_path} configures no judges", "add a `judges:` section")

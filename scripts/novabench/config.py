@@ -23,6 +23,7 @@ from typing import Any
 from novabench.answer_formats import BOX_FORMATS
 from novabench.catalog import check_model_info
 from novabench.code_fingerprint import code_fingerprint, code_graph
+from novabench.dataset.tags import SHARED_FOLDERS
 from novabench.errors import ConfigError, DatasetError, NovaError
 from novabench.io import resolve_path
 from novabench.judges import judge_kind
@@ -542,6 +543,12 @@ def _check_dataset(dataset: dict[str, Any]) -> None:
             detect_layout(Path(str(dataset["local_path"])).expanduser())
         except DatasetError as exc:
             raise ConfigError(f"dataset.local_path: {exc}") from None
+    tag = dataset.get("tag")
+    if tag and str(tag).lower() in SHARED_FOLDERS:
+        raise ConfigError(
+            f"dataset.tag {tag!r} names a folder that every dataset shares (results/{tag}/)",
+            f"choose a tag other than {', '.join(SHARED_FOLDERS)}",
+        )
     lo, hi = dataset["sample"]["images_per_case"]
     if lo > hi:
         raise ConfigError(
@@ -601,6 +608,7 @@ def _check_judges(plan: Plan) -> None:
 def _check_models(plan: Plan) -> None:
     """Every model: a known adapter, valid settings, the tasks it can run, its prompts."""
     for name, model in plan.config["models"].items():
+        _check_model_name(name)
         if not adapter_exists(model["adapter"]):
             raise ConfigError(
                 f"models.{name}.adapter: no adapter called {model['adapter']!r}",
@@ -628,6 +636,18 @@ def _check_models(plan: Plan) -> None:
             raise ConfigError(
                 f"prompt template {prompt} (task {task}, model {name}) does not exist",
                 f"fix tasks.{task}.prompt or models.{name}.prompts",
+            )
+
+
+def _check_model_name(name: str) -> None:
+    """A model may not take a word a task's settings reserve (``Task.reserved_model_names``):
+    the setting would read the word, and the model be silently ignored."""
+    for task in task_names():
+        meaning = get_task(task).reserved_model_names.get(name)
+        if meaning is not None:
+            raise ConfigError(
+                f"models.{name}: the name {name!r} is reserved ({meaning})",
+                "give the model another name",
             )
 
 
@@ -734,14 +754,23 @@ def validate_config(config: dict[str, Any], schema: Mapping[str, Any]) -> None:
         raise ConfigError(describe_validation_error(exc).removeprefix("config error: ")) from None
 
 
-def read_config(config: dict[str, Any], basedir: Path) -> Plan:
-    """Read a merged configuration as every reader does (in place): its plug-ins loaded,
-    catalog names expanded, ``--config`` strings typed, checked by the schema with the
-    tasks' blocks (defaults filled in), each model's tasks filled in, then checked by
-    :func:`check_config`; the run plan."""
+def read_config(config: dict[str, Any], basedir: Path, files: Sequence[str | Path] = ()) -> Plan:
+    """Read a merged configuration as every reader does (in place): its size bounded (no
+    alias bomb, no NaN), plug-ins loaded, catalog names expanded, ``--config`` strings
+    typed, checked by the schema with the tasks' blocks (defaults filled in), each model's
+    tasks filled in, then checked by :func:`check_config`; the run plan. ``files``: the
+    config files another reader merged into ``config`` (Snakemake), read again strictly
+    for what their loaded content cannot show (a key given twice)."""
     from novabench.catalog import default_catalog_dir, expand_models
     from novabench.plugins import load_plugins
+    from novabench.yaml_data import check_loaded
 
+    for path in files:
+        read_config_file(Path(path))
+    try:
+        check_loaded(config, "the config")
+    except NovaError as exc:
+        raise ConfigError(str(exc)) from None
     plugins = config.get("plugins")
     load_plugins(plugins if isinstance(plugins, list) else [], Path(basedir))
     expand_models(config, default_catalog_dir(basedir))
@@ -771,22 +800,27 @@ def plan_from_files(basedir: Path, configfiles: list[Path]) -> Plan:
 def merged_config_files(basedir: Path | None, configfiles: Sequence[Path]) -> dict[str, Any]:
     """``config/config.yaml`` of the workflow in ``basedir`` (none: no workflow) with each
     of ``configfiles`` merged over it, as ``snakemake --configfile`` merges them."""
-    import yaml
-
     from novabench.catalog import merge
 
     files = [] if basedir is None else [Path(basedir) / "config" / "config.yaml"]
     config: dict[str, Any] = {}
     for path in [*files, *map(Path, configfiles)]:
-        if not path.is_file():
-            raise ConfigError(f"config file {path} does not exist", "check --configfile")
-        try:
-            loaded = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
-        except (OSError, yaml.YAMLError) as exc:
-            raise ConfigError(
-                f"cannot read the config {path} ({exc})", "check --configfile"
-            ) from None
-        if not isinstance(loaded, dict):
-            raise ConfigError(f"the config {path} is not a mapping", "check --configfile")
-        merge(config, loaded)
+        merge(config, read_config_file(path))
     return config
+
+
+def read_config_file(path: Path) -> dict[str, Any]:
+    """One config file, read strictly (novabench.yaml_data.load_yaml: no key twice, no
+    NaN, no alias bomb); ConfigError naming the file otherwise."""
+    from novabench.yaml_data import read_yaml
+
+    path = Path(path)
+    if not path.is_file():
+        raise ConfigError(f"config file {path} does not exist", "check --configfile")
+    try:
+        loaded = read_yaml(path, "the config", "check --configfile")[1] or {}
+    except NovaError as exc:
+        raise ConfigError(str(exc)) from None
+    if not isinstance(loaded, dict):
+        raise ConfigError(f"the config {path} is not a mapping", "check --configfile")
+    return loaded

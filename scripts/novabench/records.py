@@ -10,7 +10,7 @@ and writing them lives here, below prediction, reading, scoring and the report.
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -41,13 +41,37 @@ def read_verdicts(path: Path) -> list[dict[str, Any]]:
 def _read_jsonl(path: Path, what: str, rule: str) -> list[dict[str, Any]]:
     if not path.is_file():
         raise NovaError(f"{what} file {path} does not exist", f"run the `{rule}` rule first")
-    with open(path, encoding="utf-8") as handle:
-        try:
-            return [json.loads(line) for line in handle if line.strip()]
-        except json.JSONDecodeError as exc:
+    records = []
+    for number, value, problem in json_lines(path):
+        if problem is not None:
             raise NovaError(
-                f"{what} file {path} is corrupt ({exc})", f"delete {path} and re-run `{rule}`"
-            ) from exc
+                f"{what} file {path} is corrupt (line {number}: {problem})",
+                f"delete {path} and re-run `{rule}`",
+            )
+        records.append(value)
+    return records
+
+
+def json_lines(path: Path) -> Iterator[tuple[int, Any, str | None]]:
+    """Each non-blank line of a JSON Lines file as (line number, value, None), or as
+    (line number, None, problem) when the line is not UTF-8, not JSON, or nested too
+    deeply to read: a reader names file and line instead of raising a traceback."""
+    with open(path, "rb") as handle:
+        for number, data in enumerate(handle, 1):
+            try:
+                text = data.decode("utf-8")
+            except UnicodeDecodeError as exc:
+                byte = data[exc.start]
+                yield number, None, f"not UTF-8 (byte 0x{byte:02x} at column {exc.start + 1})"
+                continue
+            if not text.strip():
+                continue
+            try:
+                yield number, json.loads(text), None
+            except json.JSONDecodeError as exc:
+                yield number, None, f"not valid JSON ({exc.msg})"
+            except RecursionError:
+                yield number, None, "nested too deeply to read"
 
 
 def write_jsonl(records: Sequence[dict[str, Any]], path: Path) -> None:

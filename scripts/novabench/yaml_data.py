@@ -1,8 +1,19 @@
-"""Reading the package's YAML data files (vocabulary, corpus): one-line errors that name
-the file, and schema violations that name the entry."""
+"""Reading YAML the project takes from users (config files, catalog entries, audit sheets)
+and its own data files (vocabulary, corpus): one-line errors that name the file, and schema
+violations that name the entry.
+
+:func:`load_yaml` is stricter than ``yaml.safe_load`` where a file can hurt or mislead: a
+key given twice in one mapping (YAML keeps the last silently), a NaN or an infinity, and
+aliases that expand the document by more than :data:`MAX_ALIAS_EXPANSION` values (an
+"alias bomb" of a few hundred bytes expands to 10^9 values and hangs whatever walks it)
+are refused, each in one line naming the file and line. :func:`check_loaded` applies
+the same checks to data another reader loaded (Snakemake reads the config files).
+"""
 
 from __future__ import annotations
 
+import math
+import re
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -12,6 +23,14 @@ import yaml
 
 from novabench.errors import NovaError
 
+# How many values aliases may add to a document, beyond those written out in it.
+MAX_ALIAS_EXPANSION = 10_000
+# The C loader when libyaml is present: 10x faster than the pure-Python one.
+_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+_FLOAT_TAG = "tag:yaml.org,2002:float"
+_NOT_FINITE = re.compile(r"[-+]?\.(inf|nan)", re.IGNORECASE)
+_ALIAS_FIX = "write the repeated values out, or use fewer aliases"
+
 
 def read_yaml(path: Path, what: str, unreadable_fix: str) -> tuple[bytes, Any]:
     """A data file's bytes (for its hash) and its parsed YAML; ``what`` names the file in
@@ -20,12 +39,140 @@ def read_yaml(path: Path, what: str, unreadable_fix: str) -> tuple[bytes, Any]:
         raw = Path(path).read_bytes()
     except OSError as exc:
         raise NovaError(f"cannot read {what} {path} ({exc.strerror})", unreadable_fix) from exc
+    return raw, load_yaml(raw, f"{what} {path}")
+
+
+def load_yaml(text: str | bytes, where: str) -> Any:
+    """Parse one YAML document as ``yaml.safe_load`` does, refusing duplicate keys, NaN
+    and infinities, and alias bombs; ``where`` names the file in the one-line errors."""
+    loader = _LOADER(text)
     try:
-        # The C loader when libyaml is present: 10x faster than the pure-Python one.
-        data = yaml.load(raw, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
+        node = loader.get_single_node()
+        if node is None:
+            return None
+        _YamlCheck(where).check(node)
+        return loader.construct_document(node)
     except yaml.YAMLError as exc:
-        raise NovaError(f"{what} {path} is not valid YAML ({exc})", "fix the YAML syntax") from exc
-    return raw, data
+        raise NovaError(f"{where} is not valid YAML ({exc})", "fix the YAML syntax") from None
+    except RecursionError:
+        raise NovaError(f"{where} is nested too deeply", "flatten the YAML") from None
+    finally:
+        loader.dispose()
+
+
+class _YamlCheck:
+    """One walk of a composed node graph: duplicate keys, non-finite numbers, and how many
+    values the aliases add (a node reached twice is an alias; its size counts again)."""
+
+    def __init__(self, where: str):
+        self.where = where
+        self.sizes: dict[int, int] = {}
+        self.open: set[int] = set()
+
+    def check(self, root: yaml.Node) -> None:
+        expanded = self.size(root)
+        if expanded - len(self.sizes) > MAX_ALIAS_EXPANSION:
+            raise NovaError(
+                f"{self.where}: its aliases expand it by more than {MAX_ALIAS_EXPANSION:,} values",
+                _ALIAS_FIX,
+            )
+
+    def size(self, node: yaml.Node) -> int:
+        """The number of values under ``node`` with every alias written out."""
+        key = id(node)
+        if key in self.sizes:
+            return self.sizes[key]
+        if key in self.open:
+            raise NovaError(f"{self.where}:{_line(node)}: an alias refers to itself", _ALIAS_FIX)
+        self.open.add(key)
+        if isinstance(node, yaml.MappingNode):
+            self.duplicate_keys(node)
+            total = 1 + sum(self.size(k) + self.size(v) for k, v in node.value)
+        elif isinstance(node, yaml.SequenceNode):
+            total = 1 + sum(self.size(item) for item in node.value)
+        else:
+            if node.tag == _FLOAT_TAG and _NOT_FINITE.fullmatch(str(node.value)):
+                raise NovaError(
+                    f"{self.where}:{_line(node)}: {node.value} is not a finite number",
+                    "give a number",
+                )
+            total = 1
+        self.open.discard(key)
+        self.sizes[key] = total
+        return total
+
+    def duplicate_keys(self, node: yaml.MappingNode) -> None:
+        seen: set[tuple[str, str]] = set()
+        for key, _ in node.value:
+            if not isinstance(key, yaml.ScalarNode) or key.value == "<<":
+                continue
+            if (key.tag, key.value) in seen:
+                raise NovaError(
+                    f"{self.where}:{_line(key)}: the key {key.value!r} is given twice in "
+                    "one mapping",
+                    "keep one (YAML would silently use the last)",
+                )
+            seen.add((key.tag, key.value))
+
+
+def _line(node: yaml.Node) -> int:
+    return node.start_mark.line + 1
+
+
+def check_loaded(data: Any, where: str) -> None:
+    """Refuse ``data`` (loaded by another reader) as :func:`load_yaml` would: values it
+    holds more than once (YAML aliases) that add more than :data:`MAX_ALIAS_EXPANSION`
+    values, and NaN or infinities anywhere; one line naming ``where`` and the key."""
+    walk = _DataWalk(where)
+    try:
+        expanded = walk.size(data, ())
+    except RecursionError:
+        raise NovaError(f"{where} is nested too deeply", "flatten it") from None
+    if expanded - walk.unique > MAX_ALIAS_EXPANSION:
+        raise NovaError(
+            f"{where}: its aliases expand it by more than {MAX_ALIAS_EXPANSION:,} values",
+            _ALIAS_FIX,
+        )
+
+
+class _DataWalk:
+    """Sizes of loaded containers with shared ones counted at every place they appear
+    (memoized, so a bomb costs its unique size), and the unique size beside them."""
+
+    def __init__(self, where: str):
+        self.where = where
+        self.sizes: dict[int, int] = {}
+        self.open: set[int] = set()
+        self.unique = 0
+
+    def size(self, value: Any, path: tuple[Any, ...]) -> int:
+        key = id(value)
+        if key in self.sizes:
+            return self.sizes[key]
+        if key in self.open:
+            raise NovaError(f"{self.where}: {_dotted(path)} contains itself", _ALIAS_FIX)
+        self.open.add(key)
+        self.unique += 1
+        items = value.items() if isinstance(value, dict) else enumerate(value)
+        total = 1
+        for name, child in items:
+            if isinstance(child, dict | list):
+                total += self.size(child, (*path, name))
+                continue
+            self.unique += 1
+            total += 1
+            if isinstance(child, float) and not math.isfinite(child):
+                raise NovaError(
+                    f"{self.where}: {_dotted((*path, name))} is {child}, not a finite number",
+                    "give a number",
+                )
+        self.open.discard(key)
+        self.sizes[key] = total
+        return total
+
+
+def _dotted(path: tuple[Any, ...]) -> str:
+    return ".".join(map(str, path)) or "(top level)"
 
 
 def check_entries(data: Any, schema: Mapping[str, Any], path: Path, what: str, fix: str) -> None:

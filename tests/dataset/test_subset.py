@@ -40,7 +40,7 @@ def category_of(diagnosis):
         ({"source": "hf"}, "nova"),
         (
             {"source": "hf", "hf": {"current": {"revision": "0123456789abcdef"}}},
-            "nova-0123456789ab",
+            "nova-0123456789abcdef",
         ),
         ({"source": "hf-legacy"}, "nova-legacy"),
         ({"source": "local", "local_path": "/data/my Nova/"}, "local-my_Nova"),

@@ -12,7 +12,7 @@ import pytest
 import yaml
 
 from novabench.caption_keywords import MODALITY_KEYWORDS, split_keywords
-from novabench.errors import ConfigError
+from novabench.errors import ConfigError, NovaError
 from novabench.judges import KeywordSet
 from novabench.judges.keywords import DEFAULT_LEXICON, RULE_IDS, KeywordJudge
 from novabench.tasks.captioning.metrics import keyword_f1
@@ -611,3 +611,15 @@ def test_lexicon_keys_are_checked_when_it_is_loaded(tmp_path, change, message):
     assert str(caught.value).startswith("judge lexicon lexicon.yaml: ")
     assert message in str(caught.value)
     assert "\n" not in str(caught.value)
+
+
+def test_a_lexicon_with_a_key_given_twice_is_refused_naming_its_line(tmp_path):
+    """YAML keeps the last of two equal keys: a rule or a group would vanish silently."""
+    text = DEFAULT_LEXICON.read_text()
+    head, sep, rest = text.partition("\nversion:")
+    assert sep, "the lexicon has a top-level version key"
+    lexicon = tmp_path / "lexicon.yaml"
+    lexicon.write_text(f"{head}{sep}{rest}\nversion: 2\n")
+    line = lexicon.read_text().count("\n")
+    with pytest.raises(NovaError, match=f"lexicon.yaml:{line}: the key 'version' is given twice"):
+        KeywordJudge(lexicon)

@@ -710,3 +710,13 @@ def test_a_metric_that_could_not_be_computed_says_why_in_the_caption(tmp_path):
         "BERT F1 not computed: the encoder roberta-large is not in the Hugging Face cache "
         "and the Hub cannot be reached (the score files say how to fix it)."
     ]
+
+
+def test_the_paper_reference_refuses_a_nan(tmp_path):
+    from novabench.errors import ConfigError
+    from novabench.report.tables import load_paper_reference
+
+    path = tmp_path / "paper_reference.yaml"
+    path.write_text("sources: {}\nmodels: {}\nreported:\n  - {value: .nan}\n")
+    with pytest.raises(ConfigError, match=r"paper_reference.yaml:4: \.nan is not a finite"):
+        load_paper_reference(path)

@@ -11,6 +11,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from novabench.dataset.tags import source_identity
 from support import ROOT, SNAKEMAKE, snakemake
 
 pytestmark = pytest.mark.slow
@@ -226,6 +227,8 @@ def _hostile_report_inputs(run, tmp_path) -> tuple[Path, Path]:
     manifest_path = work / "results" / "sample" / "dataset" / "manifest.json"
     manifest = json.loads(manifest_path.read_text())
     manifest.update(source="local", local_path=str(local), subset={"description": PAYLOAD})
+    # The folder's recorded source is this one (else the plan refuses the tag).
+    manifest["source_id"] = source_identity({"source": "local", "local_path": str(local)})
     manifest_path.write_text(json.dumps(manifest))
     config = tmp_path / "hostile.yaml"
     config.write_text(

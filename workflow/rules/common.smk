@@ -17,7 +17,11 @@ from novabench.job_env import job_environment  # noqa: E402
 from novabench.job_params import inert_param  # noqa: E402
 from novabench.redaction import export_key_variables  # noqa: E402
 from novabench.dataset.schema import rater_slug  # noqa: E402
-from novabench.dataset.tags import dataset_tags, subset_spec  # noqa: E402
+from novabench.dataset.tags import (  # noqa: E402
+    check_tag_source,
+    dataset_tags,
+    subset_spec,
+)
 from novabench.report.breakdowns import AXES as BREAKDOWN_AXES  # noqa: E402
 from novabench.report.inputs import report_models  # noqa: E402
 from novabench.report.scored import (  # noqa: E402
@@ -45,7 +49,7 @@ def stop(message):
 # The one reader of the configuration (the command line's too): plug-ins, catalog names,
 # `--config` strings typed, the schema with each task's block, then the checks.
 try:
-    PLAN = read_config(config, Path(workflow.basedir))
+    PLAN = read_config(config, Path(workflow.basedir), workflow.configfiles)
 except NovaError as exc:
     stop(f"config error: {exc}")
 if PLAN.idle_reason():
@@ -71,6 +75,13 @@ if workflow.is_main_process:
 # Each dataset (source and subset) has its results folder, results/<tag>/, so switching
 # datasets re-runs and overwrites nothing; the response caches and WordNet are shared.
 FULL_TAG, TAG = dataset_tags(config["dataset"])
+# A tag whose folder holds another source's dataset is refused before anything runs (by
+# the main process: a job's node may see the folder by another path).
+if workflow.is_main_process:
+    try:
+        check_tag_source(Path("results"), FULL_TAG, config["dataset"])
+    except NovaError as exc:
+        stop(f"config error: {exc}")
 SUBSET = subset_spec(config["dataset"])
 
 

@@ -37,7 +37,7 @@ from novabench.dataset.schema import (
     SCHEMA_VERSION,
     rater_slug,
 )
-from novabench.dataset.tags import source_tag
+from novabench.dataset.tags import source_identity, source_tag
 from novabench.errors import ConfigError, DatasetError
 from novabench.io import atomic_path
 from novabench.provenance import sha256_file
@@ -309,6 +309,7 @@ def build_dataset(
         tmp_manifest = outputs.enter_context(atomic_path(out_manifest))
         write_parquet(records, tmp_parquet)
         provenance = {**provenance, "layout": layout, "tag": source_tag(dataset_cfg)}
+        provenance["source_id"] = source_identity(dataset_cfg)  # novabench.dataset.tags
         manifest = _manifest(
             records, report, {**provenance, "subset": None}, tmp_parquet, exclusions
         )

@@ -37,8 +37,6 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, ClassVar
 
-import yaml
-
 from novabench import paths
 from novabench.code_fingerprint import code_fingerprint
 from novabench.errors import ConfigError
@@ -52,6 +50,7 @@ from novabench.text import (
     longest_of,
     regular_plurals,
 )
+from novabench.yaml_data import load_yaml
 
 DEFAULT_LEXICON = paths.RESOURCES / "lexicon.yaml"
 
@@ -219,8 +218,8 @@ class KeywordJudge:
                 "point lexicon_path at a lexicon YAML file",
             ) from exc
         self._sha256 = hashlib.sha256(raw).hexdigest()
-        # libyaml's loader where PyYAML has it: the lexicon is large for the Python one.
-        lexicon = yaml.load(raw, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
+        # Strict (a key given twice would drop a rule silently), on libyaml's loader.
+        lexicon = load_yaml(raw, f"the judge lexicon {self.lexicon_path}")
         self._check_keys(lexicon)
         self.version = str(lexicon["version"])
         self._groups: dict[str, dict] = {}

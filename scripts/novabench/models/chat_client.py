@@ -120,7 +120,7 @@ SETTINGS_SCHEMA: dict[str, Any] = {
     "properties": {
         "base_url": {"type": "string", "pattern": "^https?://[^/]+"},
         "model": {"type": "string", "minLength": 1},
-        "api_key_env": {"type": ["string", "null"], "pattern": "^[A-Za-z_][A-Za-z0-9_]*$"},
+        "api_key_env": {"type": ["string", "null"], "pattern": r"^[A-Za-z_][A-Za-z0-9_]*\Z"},
         "temperature": {"type": ["number", "null"], "minimum": 0},
         "max_tokens": {"type": ["integer", "null"], "minimum": 1},
         "seed": {"type": ["integer", "null"]},
@@ -138,7 +138,7 @@ SETTINGS_SCHEMA: dict[str, Any] = {
         "backoff_max_s": _NUMBER,
         "price_per_million_input": {"type": ["number", "null"], "minimum": 0},
         "price_per_million_output": {"type": ["number", "null"], "minimum": 0},
-        "provider": {"type": ["string", "null"], "pattern": "^[A-Za-z0-9_]+$"},
+        "provider": {"type": ["string", "null"], "pattern": r"^[A-Za-z0-9_]+\Z"},
         "cache_url": {"type": ["string", "null"], "pattern": "^https?://[^/]+"},
     },
 }

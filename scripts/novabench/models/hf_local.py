@@ -86,7 +86,7 @@ SETTINGS_SCHEMA: dict[str, Any] = {
         "model": {"type": "string", "minLength": 1},
         "revision": {"type": ["string", "null"], "minLength": 1},
         "dtype": {"enum": list(DTYPES)},
-        "device": {"type": "string", "pattern": r"^(auto|cpu|cuda(:\d+)?)$"},
+        "device": {"type": "string", "pattern": r"^(auto|cpu|cuda(:\d+)?)\Z"},
         "gpus": {"type": ["integer", "null"], "minimum": 0},
         "attn_implementation": {"type": ["string", "null"], "minLength": 1},
         "batch_size": {"type": "integer", "minimum": 1},
@@ -102,7 +102,7 @@ SETTINGS_SCHEMA: dict[str, Any] = {
     },
 }
 _HELP = "see the hf_local adapter in config/README.md"
-_COMMIT = re.compile(r"^[0-9a-f]{40}$")
+_COMMIT = re.compile(r"^[0-9a-f]{40}\Z")
 
 
 def resolve_settings(name: str, settings: dict[str, Any]) -> dict[str, Any]:
@@ -145,7 +145,7 @@ def job_gpus(model_cfg: dict[str, Any]) -> int:
 
 # -- finding the weights without loading them ------------------------------------------
 
-_HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*(/[\w.-]+)?$")
+_HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*(/[\w.-]+)?\Z")
 
 
 def _missing_weights(name: str, config: dict[str, Any]) -> NovaError:

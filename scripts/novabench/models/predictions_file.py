@@ -10,7 +10,6 @@ file gets status ``missing``; the job stops when any image is missing unless the
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any, ClassVar
@@ -18,6 +17,7 @@ from typing import Any, ClassVar
 from novabench.errors import ConfigError, NovaError
 from novabench.models.base import Adapter as BaseAdapter
 from novabench.models.base import Response, Sample
+from novabench.records import json_lines
 
 
 def predictions_path(name: str, settings: dict, task: str) -> Path:
@@ -31,26 +31,36 @@ def predictions_path(name: str, settings: dict, task: str) -> Path:
     )
 
 
-def read_answers(path: Path) -> dict[str, str]:
+def read_answers(path: Path) -> dict[str, str | None]:
+    """``{filename: raw}`` of a predictions file; NovaError naming file and line at the
+    first line that is not an answer (not UTF-8 JSON, too deep, fields of the wrong type)."""
     if not path.is_file():
         raise NovaError(f"predictions file {path} does not exist", "fix the model's settings.path")
-    answers: dict[str, str] = {}
-    with open(path, encoding="utf-8") as handle:
-        for number, line in enumerate(handle, 1):
-            if not line.strip():
-                continue
-            try:
-                record = json.loads(line)
-                filename, raw = record["filename"], record["raw"]
-            except (json.JSONDecodeError, KeyError, TypeError) as exc:
-                raise NovaError(
-                    f"{path}:{number} is not a JSON object with `filename` and `raw` ({exc})",
-                    "see the prediction file format in README.md",
-                ) from exc
-            if filename in answers:
-                raise NovaError(f"{path}:{number} repeats {filename}", "keep one answer per image")
-            answers[str(filename)] = raw if raw is None else str(raw)
+    answers: dict[str, str | None] = {}
+    for number, record, problem in json_lines(path):
+        problem = problem or _answer_problem(record)
+        if problem is not None:
+            raise NovaError(
+                f"{path}:{number}: {problem}", "see the prediction file format in README.md"
+            )
+        if record["filename"] in answers:
+            raise NovaError(
+                f"{path}:{number} repeats {record['filename']}", "keep one answer per image"
+            )
+        answers[record["filename"]] = record["raw"]
     return answers
+
+
+def _answer_problem(record: Any) -> str | None:
+    """Why a parsed line is not an answer (``filename`` a non-empty string, ``raw`` a string
+    or null), or None."""
+    if not isinstance(record, dict) or not {"filename", "raw"} <= set(record):
+        return "not a JSON object with `filename` and `raw`"
+    if not isinstance(record["filename"], str) or not record["filename"]:
+        return f"filename must be a non-empty string, not {type(record['filename']).__name__}"
+    if record["raw"] is not None and not isinstance(record["raw"], str):
+        return f"raw must be a string or null, not {type(record['raw']).__name__}"
+    return None
 
 
 class Adapter(BaseAdapter):

@@ -30,7 +30,7 @@ from novabench.models.openai_compatible import Adapter as ClientAdapter
 
 #: The address of record when an entry names none: vLLM's default port on the job's node.
 RECORD_URL = "http://localhost:8000/v1"
-_COMMIT = re.compile(r"^[0-9a-f]{40}$")
+_COMMIT = re.compile(r"^[0-9a-f]{40}\Z")
 
 
 def _schema() -> dict[str, Any]:

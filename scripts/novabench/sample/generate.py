@@ -159,10 +159,14 @@ class _Image:
     brain: np.ndarray
 
 
+# The most cases a sample may have (the config schema's bound of dataset.sample.n_cases).
+MAX_CASES = 9999
+
+
 def _validate(n_cases: int, seed: int, images_per_case: tuple[int, int]) -> tuple[int, int]:
-    if isinstance(n_cases, bool) or not isinstance(n_cases, int) or not 1 <= n_cases <= 9999:
+    if isinstance(n_cases, bool) or not isinstance(n_cases, int) or not 1 <= n_cases <= MAX_CASES:
         raise ConfigError(
-            f"sample n_cases must be an integer from 1 to 9999, got {n_cases!r}",
+            f"sample n_cases must be an integer from 1 to {MAX_CASES}, got {n_cases!r}",
             "set sample.n_cases to e.g. 12",
         )
     if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:

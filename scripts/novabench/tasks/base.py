@@ -164,6 +164,9 @@ class Task:
     figures: ClassVar[tuple[str, ...]] = ()
     # The task whose predictions this one can read as an input (diagnosis: captioning).
     upstream_task: ClassVar[str | None] = None
+    # Words this task's settings give a meaning of their own where a model name goes
+    # (word -> that meaning): no model may be called so.
+    reserved_model_names: ClassVar[Mapping[str, str]] = {}
     # Tokens of an answer, for the cost estimate until answers were measured.
     answer_tokens: ClassVar[int] = 100
     # The `{judge}` of a task's verdict files when it has no judge (what reading it reads).

@@ -11,23 +11,22 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from novabench.errors import NovaError
 from novabench.judges import diagnosis_qualifiers as qualifiers
 from novabench.judges.diagnosis_matcher.verdicts import RULE_IDS
+from novabench.yaml_data import load_yaml
 
 
 def read_yaml(path: Path, what: str) -> tuple[bytes, Any]:
     """The file's bytes and its YAML content; NovaError naming ``what`` when unreadable."""
     try:
         raw = path.read_bytes()
-        return raw, yaml.safe_load(raw)
-    except (OSError, yaml.YAMLError) as exc:
+    except OSError as exc:
         raise NovaError(
             f"cannot load {what} {path} ({exc})",
             "point the judge's setting at a valid YAML file of that kind",
         ) from exc
+    return raw, load_yaml(raw, f"{what} {path}")
 
 
 _STRINGS = {"type": "array", "items": {"type": "string"}}

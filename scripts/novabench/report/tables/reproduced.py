@@ -10,7 +10,7 @@ from typing import Any
 
 import pandas as pd
 
-from novabench.errors import ConfigError
+from novabench.errors import ConfigError, NovaError
 from novabench.report.labels import NOVA_IMAGES, dataset_label, not_comparable
 from novabench.report.markdown import md_row, md_text
 from novabench.report.tables.formatting import format_number, latex_escape
@@ -20,13 +20,13 @@ from novabench.tasks import get_task, task_names
 
 def load_paper_reference(path: Path) -> dict[str, Any]:
     """Read and check ``config/paper_reference.yaml``."""
-    import yaml
+    from novabench.yaml_data import read_yaml
 
     path = Path(path)
     try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
-    except (OSError, yaml.YAMLError) as exc:
-        raise ConfigError(f"cannot read {path} ({exc})", "fix the YAML syntax") from exc
+        data = read_yaml(path, "the paper reference", "restore the file")[1] or {}
+    except NovaError as exc:
+        raise ConfigError(str(exc)) from None
     models, sources = data.get("models") or {}, data.get("sources") or {}
     known = {task: {m.key for m in get_task(task).table_metrics} for task in task_names()}
     for i, item in enumerate(data.get("reported") or []):

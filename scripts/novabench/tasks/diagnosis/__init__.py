@@ -97,6 +97,9 @@ class Diagnosis(Task):
     agreement_labels = ("top1_correct", "top5_correct")
     figures = ("breakdown", "labels")
     upstream_task = "captioning"
+    reserved_model_names: ClassVar[Mapping[str, str]] = {
+        "reference": "tasks.diagnosis.findings: reference means the reference caption"
+    }
     answer_tokens = 60  # a JSON object with five diagnoses
     stage_modules: ClassVar[Mapping[str, tuple[str, ...]]] = {
         "parse": ("parser",),
