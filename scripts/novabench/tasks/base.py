@@ -52,6 +52,9 @@ class Metric:
     figure: bool = True  # a panel of the task's metric figure (a bound is no panel of its own)
     # Largest |bootstrap point estimate - score file| accepted, relative to max(1, |value|).
     tolerance: float = 1e-6
+    # The score file's metrics key that records what computed this metric and, where it
+    # was not computed, why ({"status": "unavailable" or "disabled", "reason": ...}).
+    computed_by: str | None = None
 
     @property
     def arrow(self) -> str:

@@ -66,7 +66,7 @@ class Captioning(Task):
         # Per-image METEOR is read back from a CSV written with 6 significant digits.
         Metric("METEOR", "METEOR", tolerance=1e-3),
         # Per-image BERT F1 is read back from the same CSV.
-        Metric("BERT_F1", "BERT F1", tolerance=1e-3),
+        Metric("BERT_F1", "BERT F1", tolerance=1e-3, computed_by="bertscore"),
         Metric("Binary_F1", "Binary F1"),
         # How much of the compared text the judge read: no model is better for it.
         Metric("Unread_share", "Unread", better=None, headline=True, interval=False, figure=False),
