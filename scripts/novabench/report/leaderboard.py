@@ -8,10 +8,13 @@ column reorders the rows within each group, so a control never ranks among the m
 
 The page is one file with no external resource: CSS and a small vanilla script are
 inline, a Content-Security-Policy with their hashes forbids loading anything else, and it
-opens from ``file://``. Figures are linked by relative path rather than embedded: they are
-files the pipeline already writes next to the page (``figures/``), one of them is a few
-MB, and the page stays small enough to diff. Every text from config or score files is
-HTML-escaped.
+opens from ``file://``. Figures show as thumbnails embedded as ``data:`` URIs
+(``novabench.report.thumbnails``; the CSP allows images from ``data:`` only), each linking
+the full figure by relative path (``figures/``, next to the page): one figure is a few MB,
+and the page stays small enough to diff. Every "–" says why on hover and in a numbered
+footnote under its table (``novabench.report.missing``), and each value tested against the
+reference model shows its paired test's p-value under its CI. Every text from config or
+score files is HTML-escaped.
 """
 
 from __future__ import annotations
@@ -436,7 +439,7 @@ def write_leaderboard(
     left_out: str | None = None,
 ) -> list[Board]:
     """Write the page to ``out``; ``statistics[task]`` and ``scores[task]`` as for the
-    tables, ``figures`` the figure files to link (they need not exist yet), ``limits``
+    tables, ``figures`` the figure files to show (a preview of each that is a readable image), ``limits``
     when a model is marked for failures (as in the tables), ``left_out`` the line naming
     score files of the results folder that are not shown."""
     try:
