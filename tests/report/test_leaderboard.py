@@ -154,10 +154,10 @@ def test_figures_are_linked_relative_to_the_page_with_embedded_thumbnails(page):
     )
     assert len(images) == 1
     preview = Image.open(io.BytesIO(base64.b64decode(images[0][0])))
-    assert preview.format == "PNG" and preview.size == (440, 293) == tuple(map(int, images[0][1:]))
+    assert preview.format == "PNG" and preview.size == (360, 240) == tuple(map(int, images[0][1:]))
     # The blue rectangle of the figure (x 100-600, y 100-300 of 1050 x 700) is in it.
-    assert preview.convert("RGB").getpixel((150, 90)) == (0x00, 0x72, 0xB2)
-    assert preview.convert("RGB").getpixel((400, 250)) == (255, 255, 255)
+    assert preview.convert("RGB").getpixel((60, 60)) == (0x00, 0x72, 0xB2)
+    assert preview.convert("RGB").getpixel((300, 200)) == (255, 255, 255)
 
 
 def test_nothing_is_loaded_from_elsewhere(page):

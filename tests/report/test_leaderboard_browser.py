@@ -166,7 +166,7 @@ def test_figure_thumbnails_render_from_the_page_itself(browser):
         "return [arguments[0].complete, arguments[0].naturalWidth, arguments[0].width]",
         images[0],
     )
-    assert natural == [True, 440, 220]
+    assert natural == [True, 360, 240]
     link = images[0].find_element(By.XPATH, "..")
     assert link.get_attribute("href").endswith("/figures/localization_metrics.png")
     assert errors(browser) == []

@@ -439,9 +439,9 @@ def write_leaderboard(
     left_out: str | None = None,
 ) -> list[Board]:
     """Write the page to ``out``; ``statistics[task]`` and ``scores[task]`` as for the
-    tables, ``figures`` the figure files to show (a preview of each that is a readable image), ``limits``
-    when a model is marked for failures (as in the tables), ``left_out`` the line naming
-    score files of the results folder that are not shown."""
+    tables, ``figures`` the figure files to show (with a preview where one is a readable
+    image), ``limits`` when a model is marked for failures (as in the tables),
+    ``left_out`` the line naming score files of the results folder that are not shown."""
     try:
         manifest = json.loads(Path(dataset_manifest).read_text(encoding="utf-8"))
     except (OSError, json.JSONDecodeError) as exc:
@@ -499,7 +499,7 @@ sup.note { font-size: .7em; }
 ol.notes { font-size: .85em; color: #444; margin: .4rem 0 0; }
 ul.figures { list-style: none; display: flex; flex-wrap: wrap; gap: .8rem; padding: 0; }
 ul.figures a { display: block; text-align: center; }
-ul.figures img { display: block; width: 220px; height: auto; border: 1px solid #ddd; }
+ul.figures img { display: block; width: 240px; height: auto; border: 1px solid #ddd; }
 """
 
 # Sorts the entry rows of each tbody (group) by the clicked column: numbers by their
