@@ -304,11 +304,16 @@ def plot_metric_bars(task: str, statistics: pd.DataFrame, png: Path, pdf: Path) 
     axes[0, 0].set_yticks(y, order)
     axes[0, 0].invert_yaxis()
     fig.tight_layout(h_pad=0.6, w_pad=0.8)
-    if not_computed:
-        labels = ", ".join(m.label for m in not_computed)
+    _name_not_computed(fig, not_computed)
+    save(fig, png, pdf)
+
+
+def _name_not_computed(fig: plt.Figure, metrics: Sequence[Any]) -> None:
+    """A line under the figure naming the metrics left without a panel."""
+    if metrics:
+        labels = ", ".join(m.label for m in metrics)
         note = f"Not computed for any entry (no panel): {labels}."
         fig.text(0.0, 0.0, note, fontsize=6, color="0.35", ha="left", va="top")
-    save(fig, png, pdf)
 
 
 def computed_metrics(metrics: Sequence[Any], statistics: pd.DataFrame) -> tuple[list, list]:
