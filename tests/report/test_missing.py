@@ -9,6 +9,7 @@ from novabench.tasks import get_task
 
 BERT_F1 = get_task("captioning").metric("BERT_F1")
 METEOR = get_task("captioning").metric("METEOR")
+UNREAD = get_task("captioning").metric("Unread_share")
 
 
 @pytest.mark.parametrize(
@@ -35,6 +36,8 @@ METEOR = get_task("captioning").metric("METEOR")
         ({}, METEOR, missing.NOT_IN_SCORE_FILE),
         ({"METEOR": 0.0}, METEOR, None),
         ({"METEOR": True}, METEOR, missing.UNDEFINED),  # not a number
+        # A metric that says why it can be null (a judge that gives no unread share).
+        ({"Unread_share": None}, UNREAD, UNREAD.when_undefined),
     ],
 )  # fmt: skip
 def test_metric_reason(metrics, metric, reason):

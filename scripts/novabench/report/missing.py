@@ -48,7 +48,7 @@ def metric_reason(payload: Mapping[str, Any] | None, metric: Metric) -> str | No
             return stated if stated.startswith(metric.label) else f"not computed: {stated}"
     if metric.key not in metrics:
         return NOT_IN_SCORE_FILE
-    return unavailable_reason(value, NOT_COMPUTED) or UNDEFINED
+    return unavailable_reason(value, NOT_COMPUTED) or metric.when_undefined or UNDEFINED
 
 
 def share_reason(group: str) -> str:

@@ -69,7 +69,15 @@ class Captioning(Task):
         Metric("BERT_F1", "BERT F1", tolerance=1e-3, computed_by="bertscore"),
         Metric("Binary_F1", "Binary F1"),
         # How much of the compared text the judge read: no model is better for it.
-        Metric("Unread_share", "Unread", better=None, headline=True, interval=False, figure=False),
+        Metric(
+            "Unread_share",
+            "Unread",
+            better=None,
+            headline=True,
+            interval=False,
+            figure=False,
+            when_undefined="the judge does not say which words it could not read",
+        ),
     )
     reference_columns = ("caption",)
     required_references = ("caption",)
