@@ -13,7 +13,7 @@ def main(smk):
         statistics=statistics,
         scores=scores,
         dataset_manifest=Path(smk.input.dataset_manifest),
-        figures=[Path(f) for f in smk.params.figures],
+        figures=[Path(f) for f in smk.input.figures],
         out=Path(smk.output.html),
         git=smk.params.git,
         limits=Limits.from_config(smk.params.limits),

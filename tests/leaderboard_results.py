@@ -2,7 +2,8 @@
 
 Two tasks with known numbers: localization (four models, two controls, one rater; one
 model's name is HTML, one model has no mAP@30) and captioning (a judge whose name is HTML,
-a refusal rate). The values are chosen so that numeric and text order differ (9.5 < 10.3
+a refusal rate, BERT F1 not computed for a reason with HTML in it); one figure that is an
+image and one that is not. The values are chosen so that numeric and text order differ (9.5 < 10.3
 < 100.0, but "10.3" < "100.0" < "9.5").
 """
 
@@ -14,6 +15,7 @@ from html.parser import HTMLParser
 from pathlib import Path
 
 import pandas as pd
+from PIL import Image, ImageDraw
 
 EVIL = '<script>alert("x & y")'  # no slash: it is also a file name
 # name: (group, mAP@30 or None, CI, FP30)
@@ -36,6 +38,9 @@ LOCALIZATION_STATUS = {
     "error_rate": 10.0,
 }
 CAPTIONING_JUDGE = {"name": "<judge>", "version": "2"}
+# What the captioning scorer records when BERTScore's encoder is not available offline;
+# HTML in it, as an encoder name from config could carry.
+BERT_REASON = "BERT F1 not computed: the encoder <roberta> & co is not cached offline"
 GIT = {"commit": "0123456789abcdef0123456789abcdef01234567", "dirty": True}
 
 
@@ -112,6 +117,11 @@ def _write_captioning(root: Path, stats_dir: Path) -> Path:
             "n_ok": 19,
             "n_refusal": 1,
             "refusal_rate": 5.0,
+            "BERT_F1": None,
+            "bertscore": {
+                "status": "unavailable",
+                "reason": f"{BERT_REASON}; fix: download it once with the internet",
+            },
         },
         "judge": CAPTIONING_JUDGE,
     }
@@ -134,9 +144,12 @@ def write_results(root: Path) -> dict:
         {"source": "hf", "repo_id": "c-i-ber/Nova", "resolved_revision": "abc123", "n_images": 20},
     )
     figures = [root / "figures" / f"{n}.png" for n in ("localization_metrics", "judge_agreement")]
-    for figure in figures:
-        figure.parent.mkdir(parents=True, exist_ok=True)
-        figure.write_bytes(b"\x89PNG\r\n\x1a\n")
+    figures[0].parent.mkdir(parents=True, exist_ok=True)
+    # A figure (1050 x 700 px, as a 3.5 in figure at 300 dpi), and a file that is no image.
+    figure = Image.new("RGB", (1050, 700), "white")
+    ImageDraw.Draw(figure).rectangle((100, 100, 600, 300), fill="#0072B2")
+    figure.save(figures[0])
+    figures[1].write_bytes(b"\x89PNG\r\n\x1a\n")
     return {
         "statistics": {t: stats_dir / f"{t}.csv" for t in scores},
         "scores": scores,

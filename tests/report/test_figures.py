@@ -3,6 +3,8 @@ writes a PNG and a PDF of paper-column size."""
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -342,3 +344,25 @@ def test_a_model_keeps_its_colour_whatever_else_is_configured():
     # Up to the palette's size, never two entries of one colour.
     names = [f"model-{i}" for i in range(len(figures.OKABE_ITO))]
     assert len(set(colours(names).values())) == len(names)
+
+
+def test_a_metric_no_entry_has_gets_no_empty_panel(drawn, tmp_path):
+    # BERT F1 without its encoder: a row per entry, no value (as the statistics write it).
+    columns = figures_columns("captioning")
+    stats = pd.DataFrame(
+        [
+            {"model": m, "group": "model", "metric": c.key,
+             "estimate": math.nan if c.key == "BERT_F1" else 50.0,
+             "ci_low": math.nan if c.key == "BERT_F1" else 40.0,
+             "ci_high": math.nan if c.key == "BERT_F1" else 60.0}
+            for m in ("a", "b")
+            for c in columns
+        ]
+    )  # fmt: skip
+    figures.plot_metric_bars("captioning", stats, tmp_path / "a.png", tmp_path / "a.pdf")
+    fig = drawn[0]
+    titles = [ax.get_title() for ax in fig.axes if ax.axison]
+    drawable = [c for c in columns if c.decimals != 0 and c.figure]
+    assert "BERT_F1" in [c.key for c in drawable]
+    assert titles == [f"{c.label} {c.arrow}" for c in drawable if c.key != "BERT_F1"]
+    assert any("Not computed for any entry (no panel): BERT F1." in t.get_text() for t in fig.texts)

@@ -81,9 +81,9 @@ def test_tables_render_with_their_rows_and_values(browser):
     assert column(browser, "localization", 0) == ["model-b", EVIL, "model-a", "model-nan"]
     assert column(browser, "localization", 1) == [
         "10.3 [8.0, 12.5]",
-        "100.0 [99.0, 100.0]",
-        "9.5 [5.0, 14.0]",
-        "–",
+        "100.0 [99.0, 100.0] p = 0.010",
+        "9.5 [5.0, 14.0] p = 0.010",
+        "–1",
     ]
     assert column(browser, "localization", 0, "control") == ["gold", "random"]
     assert column(browser, "localization", 0, "human") == ["rater-r1"]
@@ -132,3 +132,41 @@ def test_the_page_fits_a_1400_px_window_with_its_captions(browser):
         assert right <= browser.execute_script("return window.innerWidth"), right
     finally:
         browser.set_window_size(1200, 900)
+
+
+def test_every_dash_shows_its_reason_on_hover_and_links_its_footnote(browser):
+    cells = browser.find_elements(By.CSS_SELECTOR, "table.board td")
+    dashes = [cell for cell in cells if cell.text.startswith("–")]
+    assert dashes
+    for cell in dashes:
+        reason = cell.get_attribute("title")  # what the browser shows on hover
+        link = cell.find_element(By.CSS_SELECTOR, "sup a")
+        note = browser.find_element(By.ID, link.get_attribute("href").split("#")[1])
+        assert reason and note.is_displayed() and note.text.endswith(f": {reason}.")
+    bert = next(c for c in browser.find_elements(By.CSS_SELECTOR, "#table-captioning td")
+                if "BERT F1 not computed" in (c.get_attribute("title") or ""))  # fmt: skip
+    # The reason's HTML is text, not markup.
+    assert bert.get_attribute("title").endswith("the encoder <roberta> & co is not cached offline")
+    bert.find_element(By.CSS_SELECTOR, "sup a").click()
+    assert browser.execute_script("return location.hash") == "#note-captioning-2"
+    assert errors(browser) == []
+
+
+def test_p_values_are_shown_beside_the_values(browser):
+    shown = browser.find_elements(By.CSS_SELECTOR, "#table-localization td .p")
+    assert [p.text for p in shown if p.is_displayed()] == ["p = 0.010"] * 5
+    assert not browser.find_elements(By.CSS_SELECTOR, "#table-captioning td .p")
+
+
+def test_figure_thumbnails_render_from_the_page_itself(browser):
+    images = browser.find_elements(By.CSS_SELECTOR, "ul.figures img")
+    assert len(images) == 1
+    # Decoded and laid out (a blocked or broken image has no natural width).
+    natural = browser.execute_script(
+        "return [arguments[0].complete, arguments[0].naturalWidth, arguments[0].width]",
+        images[0],
+    )
+    assert natural == [True, 360, 240]
+    link = images[0].find_element(By.XPATH, "..")
+    assert link.get_attribute("href").endswith("/figures/localization_metrics.png")
+    assert errors(browser) == []

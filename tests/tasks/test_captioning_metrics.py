@@ -435,6 +435,12 @@ def test_no_encoder_is_one_line_and_the_scoring_goes_on(nltk_data, monkeypatch, 
     assert [r.getMessage() for r in caplog.records if r.levelname == "WARNING"] == [reason]
     assert table["bert_f1"].isna().all()
     assert summary["METEOR"] > 0 and summary["Clinical_F1"] is not None  # the rest is scored
+    # The report's "–" for BERT F1 quotes this reason (the metric names where it is kept).
+    from novabench.report.missing import metric_reason
+    from novabench.tasks import get_task
+
+    metric = get_task("captioning").metric("BERT_F1")
+    assert metric_reason({"metrics": summary}, metric) == reason.split("; fix:")[0]
 
 
 @pytest.mark.parametrize(

@@ -194,11 +194,12 @@ def test_editing_the_judge_figures_rescores_the_judged_tasks_only(checkout):
     assert planned(checkout) == set()
 
 
-def test_editing_figure_code_redraws_figures_only(checkout):
+def test_editing_figure_code_redraws_figures_and_the_page_of_their_thumbnails_only(checkout):
     with edited(module_file(checkout, "novabench.report.figures")):
         jobs = planned(checkout)
-    assert rules(jobs) <= {"figure_metrics", "figure_breakdown", "figure_task", "all"}
-    assert "figure_task" in rules(jobs)
+    figures = {"figure_metrics", "figure_breakdown", "figure_task"}
+    assert rules(jobs) <= {*figures, "leaderboard", "all"}
+    assert {"figure_task", "leaderboard"} <= rules(jobs)
     assert planned(checkout) == set()
 
 
@@ -218,7 +219,11 @@ def test_editing_leaderboard_code_rewrites_the_leaderboard_only(checkout):
 
 def test_editing_a_tasks_figures_redraws_that_tasks_figures_only(checkout):
     with edited(module_file(checkout, "novabench.tasks.diagnosis.figures")):
-        assert planned(checkout) == {("figure_task", "task=diagnosis, family=labels"), ("all", "")}
+        assert planned(checkout) == {
+            ("figure_task", "task=diagnosis, family=labels"),
+            ("leaderboard", ""),  # it embeds the figure's thumbnail
+            ("all", ""),
+        }
     assert planned(checkout) == set()
 
 

@@ -504,10 +504,12 @@ def manifest_inputs(wildcards):
 
 
 def leaderboard_inputs(wildcards):
-    """What the tables read, and the dataset manifest (the page names the dataset)."""
+    """What the tables read, the dataset manifest (the page names the dataset) and the
+    figures (the page embeds their thumbnails: a re-drawn figure rewrites it)."""
     inputs = tables_inputs(wildcards)
     del inputs["paper_reference"]
     inputs["dataset_manifest"] = MANIFEST
+    inputs["figures"] = report_figures()
     return inputs
 
 

@@ -84,8 +84,6 @@ rule leaderboard:
         "../../envs/reporting.yaml"
     params:
         code=job_code("leaderboard", tasks=tuple(REPORT_TASKS)),
-        # Linked, not read: a re-plotted figure does not rewrite the page.
-        figures=report_figures(),
         # The page shows the commit, so a new commit re-writes it.
         git=inert_param(GIT_STATE),
         left_out=LEFT_OUT,

@@ -253,9 +253,10 @@ def plot_metric_bars(task: str, statistics: pd.DataFrame, png: Path, pdf: Path) 
 
     apply_style()
     # Counts are left out: another scale.
-    columns = [m for m in get_task(task).table_metrics if m.decimals != 0 and m.figure]
+    wanted = [m for m in get_task(task).table_metrics if m.decimals != 0 and m.figure]
+    columns, not_computed = computed_metrics(wanted, statistics)
     names = list(dict.fromkeys(statistics["model"]))
-    if not names:
+    if not names or not columns:
         placeholder(f"No {task} scores.", png, pdf)
         return
     groups = statistics.drop_duplicates("model").set_index("model")["group"].to_dict()
@@ -303,7 +304,24 @@ def plot_metric_bars(task: str, statistics: pd.DataFrame, png: Path, pdf: Path) 
     axes[0, 0].set_yticks(y, order)
     axes[0, 0].invert_yaxis()
     fig.tight_layout(h_pad=0.6, w_pad=0.8)
+    _name_not_computed(fig, not_computed)
     save(fig, png, pdf)
+
+
+def _name_not_computed(fig: plt.Figure, metrics: Sequence[Any]) -> None:
+    """A line under the figure naming the metrics left without a panel."""
+    if metrics:
+        labels = ", ".join(m.label for m in metrics)
+        note = f"Not computed for any entry (no panel): {labels}."
+        fig.text(0.0, 0.0, note, fontsize=6, color="0.35", ha="left", va="top")
+
+
+def computed_metrics(metrics: Sequence[Any], statistics: pd.DataFrame) -> tuple[list, list]:
+    """(metrics with a value for at least one entry, those with none): a metric no entry
+    has (BERT F1 without its encoder) gets no empty panel, only a line under the figure."""
+    values = pd.to_numeric(statistics.get("estimate", pd.Series(dtype=float)), errors="coerce")
+    present = set(statistics.loc[values.notna(), "metric"]) if len(statistics) else set()
+    return [m for m in metrics if m.key in present], [m for m in metrics if m.key not in present]
 
 
 # --- breakdowns by sequence and plane ------------------------------------------------------

@@ -8,10 +8,13 @@ column reorders the rows within each group, so a control never ranks among the m
 
 The page is one file with no external resource: CSS and a small vanilla script are
 inline, a Content-Security-Policy with their hashes forbids loading anything else, and it
-opens from ``file://``. Figures are linked by relative path rather than embedded: they are
-files the pipeline already writes next to the page (``figures/``), one of them is a few
-MB, and the page stays small enough to diff. Every text from config or score files is
-HTML-escaped.
+opens from ``file://``. Figures show as thumbnails embedded as ``data:`` URIs
+(``novabench.report.thumbnails``; the CSP allows images from ``data:`` only), each linking
+the full figure by relative path (``figures/``, next to the page): one figure is a few MB,
+and the page stays small enough to diff. Every "–" says why on hover and in a numbered
+footnote under its table (``novabench.report.missing``), and each value tested against the
+reference model shows its paired test's p-value under its CI. Every text from config or
+score files is HTML-escaped.
 """
 
 from __future__ import annotations
@@ -34,7 +37,9 @@ from novabench.errors import NovaError
 from novabench.io import atomic_write_text
 from novabench.report.failures import MARK, Limits
 from novabench.report.inputs import GROUP_MODEL, GROUP_TITLES, GROUPS, Entry, read_scores
+from novabench.report.missing import UNDEFINED, metric_reason, share_reason
 from novabench.report.tables import _cell_parts, judge_line, latex_text, task_table
+from novabench.report.thumbnails import thumbnail
 from novabench.spreadsheet import read_csv
 from novabench.tasks import Metric, get_task, task_names
 
@@ -59,6 +64,8 @@ class Board:
     judge: str | None
     context: dict[str, Any]
     figures: list[Path] = field(default_factory=list)
+    # Each entry's score file as read (None: no score file), for why a value is missing.
+    payloads: dict[str, dict[str, Any]] = field(default_factory=dict)
 
 
 def dataset_line(manifest: Mapping[str, Any]) -> str:
@@ -123,7 +130,7 @@ def task_board(
     notes = [get_task(task).table_note(estimates), controls_note(payloads)]
     context["note"] = " ".join(n for n in notes if n)
     judge = next((j for j in judges if j), None)
-    return Board(task, table, rates, judge, context)
+    return Board(task, table, rates, judge, context, payloads=payloads)
 
 
 def task_figures(task: str, figures: Sequence[Path]) -> list[Path]:
@@ -152,29 +159,94 @@ def _header(column: Column, first_rate: bool = False) -> str:
     )
 
 
-def _metric_cell(row: pd.Series, metric: Metric) -> str:
+def _metric_cell(row: pd.Series, metric: Metric, board: Board, notes: Footnotes) -> str:
     value, ci, best = _cell_parts(row, metric)
     point = row[metric.key]
-    sort_key = "" if pd.isna(point) else repr(float(point))
+    if pd.isna(point):
+        reason = metric_reason(board.payloads.get(str(row["model"])), metric)
+        return missing_cell(reason or UNDEFINED, metric.label, notes)
     text = f"<strong>{escape(value)}</strong>" if best else escape(value)
     if ci:
         text += f' <span class="ci">{escape(ci)}</span>'
-    p_value = row.get(f"{metric.key}_p_value")
+    p_text = p_value_text(row, metric)
     title = ""
-    if not pd.isna(p_value) and row.get("reference") not in (None, row["model"]):
-        title = f' title="p = {p_value:.3g} vs {escape(str(row["reference"]))}"'
-    return f'<td data-value="{sort_key}"{title}>{text}</td>'
+    if p_text:
+        text += f' <span class="p">{escape(p_text)}</span>'
+        title = f' title="{escape(p_text)} vs {escape(str(row["reference"]))}"'
+    return f'<td data-value="{float(point)!r}"{title}>{text}</td>'
 
 
-def _rate_cell(value: float, first_rate: bool = False) -> str:
+def _rate_cell(row: pd.Series, column: Column, notes: Footnotes, first_rate: bool) -> str:
     css = ' class="first-rate"' if first_rate else ""
+    value = row[column.key]
     if pd.isna(value):
-        return f'<td{css} data-value="">–</td>'
+        return missing_cell(share_reason(str(row["group"])), column.label, notes, css)
     return f'<td{css} data-value="{float(value)!r}">{value:.1f}</td>'
 
 
-def table_html(board: Board) -> str:
-    """The task's table: one ``tbody`` per group, a group title row, then its entries."""
+# --- why a cell is "–", and the paired tests --------------------------------------------------
+
+
+@dataclass
+class Footnotes:
+    """The reasons behind one table's "–" cells, numbered in order of first use, with the
+    columns each one empties."""
+
+    task: str
+    columns: dict[str, list[str]] = field(default_factory=dict)  # reason -> column labels
+
+    def number(self, reason: str, column: str) -> int:
+        labels = self.columns.setdefault(reason, [])
+        if column not in labels:
+            labels.append(column)
+        return list(self.columns).index(reason) + 1
+
+    def anchor(self, number: int) -> str:
+        return f"note-{escape(self.task)}-{number}"
+
+    def html(self) -> str:
+        """The footnotes under the table ("" when no cell is "–")."""
+        items = [
+            f'<li id="{self.anchor(i)}">“–” in {escape(", ".join(labels))}: {escape(reason)}.</li>'
+            for i, (reason, labels) in enumerate(self.columns.items(), start=1)
+        ]
+        return f'<ol class="notes">{"".join(items)}</ol>' if items else ""
+
+
+def missing_cell(reason: str, column: str, notes: Footnotes, css: str = "") -> str:
+    """A "–" cell: its reason on hover and as a numbered footnote under the table."""
+    number = notes.number(reason, column)
+    link = f'<sup class="note"><a href="#{notes.anchor(number)}">{number}</a></sup>'
+    return f'<td{css} data-value="" title="{escape(reason)}">–{link}</td>'
+
+
+def p_value_text(row: pd.Series, metric: Metric) -> str | None:
+    """The paired test's p-value of an entry's metric against the reference model; None
+    for the reference itself and where no test was run (no CI, no reference)."""
+    p_value, reference = row.get(f"{metric.key}_p_value"), row.get("reference")
+    if pd.isna(p_value) or pd.isna(reference) or reference == row["model"]:
+        return None
+    return "p < 0.001" if p_value < 0.001 else f"p = {p_value:.3f}"
+
+
+def p_value_note(board: Board) -> str | None:
+    """The caption's line on the p-values, where the table shows any."""
+    references = board.table["reference"].dropna() if "reference" in board.table else []
+    keys = [f"{m.key}_p_value" for m in get_task(board.task).table_metrics]
+    shown = [k for k in keys if k in board.table and board.table[k].notna().any()]
+    if not len(references) or not shown:
+        return None
+    return (
+        f"p: two-sided paired case-bootstrap test of each entry's difference to "
+        f"{references.iloc[0]} (the reference model), on the same resamples as the CIs; "
+        "not corrected for multiple comparisons."
+    )
+
+
+def table_html(board: Board, notes: Footnotes | None = None) -> str:
+    """The task's table: one ``tbody`` per group, a group title row, then its entries;
+    the reasons of its "–" cells go to ``notes``."""
+    notes = notes if notes is not None else Footnotes(board.task)
     metrics = list(get_task(board.task).table_metrics)
     columns = [Column("model", "Model", "Model or rater name", numeric=False)]
     columns += [metric_column(m) for m in metrics]
@@ -202,8 +274,8 @@ def table_html(board: Board) -> str:
             flag = str(row.get("flag") or "")
             mark = f' <span class="flag" title="{escape(flag)}">{MARK}</span>' if flag else ""
             cells = [f'<th scope="row" data-value="{name}">{name}{mark}</th>']
-            cells += [_metric_cell(row, m) for m in metrics]
-            cells += [_rate_cell(row[c.key], i == 0) for i, c in enumerate(board.rates)]
+            cells += [_metric_cell(row, m, board, notes) for m in metrics]
+            cells += [_rate_cell(row, c, notes, i == 0) for i, c in enumerate(board.rates)]
             lines.append('<tr class="entry">' + "".join(cells) + "</tr>")
         lines.append("</tbody>")
     lines.append("</table>")
@@ -229,28 +301,49 @@ def caption_text(board: Board) -> str:
     parts.append(latex_text(get_task(board.task).caption))
     if context.get("note"):
         parts.append(latex_text(context["note"]))
+    p_note = p_value_note(board)
+    if p_note:
+        parts.append(p_note)
     return " ".join(parts)
 
 
 def section_html(board: Board, page_dir: Path) -> str:
     judge = board.judge or "none (scored without a judge)"
+    notes = Footnotes(board.task)
     lines = [
         f'<section id="task-{escape(board.task)}">',
         f"<h2>{escape(get_task(board.task).title)}</h2>",
         f'<p class="judge">Judge: {escape(judge)}</p>',
         '<div class="scroll">',
-        table_html(board),
+        table_html(board, notes),
         "</div>",
+        notes.html(),
     ]
     if board.figures:
-        links = [
-            f'<li><a href="{escape(_relative(f, page_dir))}">'
-            f"{escape(Path(f).stem.removeprefix(board.task + '_').replace('_', ' '))}</a></li>"
-            for f in board.figures
-        ]
-        lines += ['<p class="figures">Figures:</p>', "<ul>", *links, "</ul>"]
+        lines += ['<p class="figures">Figures:</p>']
+        lines.append(figures_html(board.figures, page_dir, f"{board.task}_"))
     lines.append("</section>")
     return "\n".join(lines)
+
+
+def figures_html(figures: Sequence[Path], page_dir: Path, prefix: str = "") -> str:
+    """Each figure as a thumbnail (embedded: the page stays one file) linking to the
+    figure itself, by relative path; a link alone where the file is no readable image."""
+    items = []
+    for figure in figures:
+        name = escape(Path(figure).stem.removeprefix(prefix).replace("_", " "))
+        preview = thumbnail(Path(figure))
+        image = (
+            f'<img src="{preview.uri}" width="{preview.width}" height="{preview.height}" '
+            f'alt="{name}">'
+            if preview
+            else ""
+        )
+        items.append(
+            f'<li><a href="{escape(_relative(figure, page_dir))}">{image}'
+            f"<span>{name}</span></a></li>"
+        )
+    return '<ul class="figures">' + "".join(items) + "</ul>"
 
 
 def _relative(path: Path, page_dir: Path) -> str:
@@ -291,19 +384,17 @@ def page_html(
     left_out: str | None = None,
 ) -> str:
     """The whole page; nothing in it loads from anywhere else."""
-    csp = f"default-src 'none'; style-src {_csp_hash(STYLE)}; script-src {_csp_hash(SCRIPT)}"
+    csp = (
+        f"default-src 'none'; style-src {_csp_hash(STYLE)}; script-src {_csp_hash(SCRIPT)}; "
+        "img-src data:"
+    )
     nav = " · ".join(
         f'<a href="#task-{escape(b.task)}">{escape(get_task(b.task).title)}</a>' for b in boards
     )
     body = [section_html(b, page_dir) for b in boards] or ["<p>No task has scores.</p>"]
     if other_figures:
-        links = [
-            f'<li><a href="{escape(_relative(f, page_dir))}">'
-            f"{escape(Path(f).stem.replace('_', ' '))}</a></li>"
-            for f in other_figures
-        ]
-        body.append('<section id="other-figures"><h2>Other figures</h2><ul>')
-        body += [*links, "</ul></section>"]
+        body.append('<section id="other-figures"><h2>Other figures</h2>')
+        body += [figures_html(other_figures, page_dir), "</section>"]
     return "\n".join(
         [
             "<!DOCTYPE html>",
@@ -351,9 +442,9 @@ def write_leaderboard(
     left_out: str | None = None,
 ) -> list[Board]:
     """Write the page to ``out``; ``statistics[task]`` and ``scores[task]`` as for the
-    tables, ``figures`` the figure files to link (they need not exist yet), ``limits``
-    when a model is marked for failures (as in the tables), ``left_out`` the line naming
-    score files of the results folder that are not shown."""
+    tables, ``figures`` the figure files to show (with a preview where one is a readable
+    image), ``limits`` when a model is marked for failures (as in the tables),
+    ``left_out`` the line naming score files of the results folder that are not shown."""
     try:
         manifest = json.loads(Path(dataset_manifest).read_text(encoding="utf-8"))
     except (OSError, json.JSONDecodeError) as exc:
@@ -406,6 +497,12 @@ table.board thead th[aria-sort=descending] button::after { content: " \\25BC"; }
 table.board button:focus-visible { outline: 2px solid #1a5fb4; }
 table.board .first-rate { border-left: 2px solid #bbb; }
 .ci { display: block; color: #555; font-size: .85em; }
+.p { display: block; color: #555; font-size: .8em; }
+sup.note { font-size: .7em; }
+ol.notes { font-size: .85em; color: #444; margin: .4rem 0 0; }
+ul.figures { list-style: none; display: flex; flex-wrap: wrap; gap: .8rem; padding: 0; }
+ul.figures a { display: block; text-align: center; }
+ul.figures img { display: block; width: 240px; height: auto; border: 1px solid #ddd; }
 """
 
 # Sorts the entry rows of each tbody (group) by the clicked column: numbers by their

@@ -55,6 +55,12 @@ class Metric:
     ceiling: bool = False
     # Largest |bootstrap point estimate - score file| accepted, relative to max(1, |value|).
     tolerance: float = 1e-6
+    # The score file's metrics key that records what computed this metric and, where it
+    # was not computed, why ({"status": "unavailable" or "disabled", "reason": ...}).
+    computed_by: str | None = None
+    # Why the score file can hold null for this metric, where the general reason (no image
+    # it can be computed on) would mislead; the report's "–" says it.
+    when_undefined: str | None = None
 
     @property
     def arrow(self) -> str:

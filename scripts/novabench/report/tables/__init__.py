@@ -127,14 +127,14 @@ def unavailable_notes(scores: Sequence[Path]) -> list[str]:
     compute (``{"status": "unavailable", "reason": ...}``, e.g. BERT F1 without its
     encoder), without the fix, once per distinct reason."""
     from novabench.report.inputs import read_scores
+    from novabench.report.missing import unavailable_reason
 
     notes: dict[str, None] = {}
     for path in scores:
         for value in (read_scores(Path(path)).get("metrics") or {}).values():
-            if isinstance(value, dict) and value.get("status") == "unavailable":
-                reason = str(value.get("reason") or "").split("; fix:")[0].strip().rstrip(".")
-                if reason:
-                    notes[f"{reason} (the score files say how to fix it)."] = None
+            reason = unavailable_reason(value)
+            if reason:
+                notes[f"{reason} (the score files say how to fix it)."] = None
     return list(notes)
 
 

@@ -66,10 +66,18 @@ class Captioning(Task):
         # Per-image METEOR is read back from a CSV written with 6 significant digits.
         Metric("METEOR", "METEOR", tolerance=1e-3),
         # Per-image BERT F1 is read back from the same CSV.
-        Metric("BERT_F1", "BERT F1", tolerance=1e-3),
+        Metric("BERT_F1", "BERT F1", tolerance=1e-3, computed_by="bertscore"),
         Metric("Binary_F1", "Binary F1", ceiling=True),
         # How much of the compared text the judge read: no model is better for it.
-        Metric("Unread_share", "Unread", better=None, headline=True, interval=False, figure=False),
+        Metric(
+            "Unread_share",
+            "Unread",
+            better=None,
+            headline=True,
+            interval=False,
+            figure=False,
+            when_undefined="the judge does not say which words it could not read",
+        ),
     )
     reference_columns = ("caption",)
     required_references = ("caption",)
