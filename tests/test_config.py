@@ -345,3 +345,18 @@ def test_a_predictions_file_model_without_box_format_fails_at_plan_time(tmp_path
         fixed = {**model, **change}
         plan = with_change(lambda c, fixed=fixed: c["models"].update(harness=fixed))
         assert not isinstance(plan, str), plan
+
+
+def test_a_model_error_rate_in_percent_is_refused_with_the_fraction_to_write():
+    def percent(config):
+        config["models"]["gold"]["max_error_rate"] = 10
+
+    assert with_change(percent) == (
+        "config error: models.gold.max_error_rate is 10, a percent; it is a fraction of "
+        "images (as reporting.max_error_rate); fix: write max_error_rate: 0.1"
+    )
+
+    def fraction(config):
+        config["models"]["gold"]["max_error_rate"] = 0.1
+
+    assert not isinstance(with_change(fraction), str)

@@ -150,7 +150,7 @@ def expected_metrics(inputs: Inputs, task: str, folder: Path) -> dict:
         model_cfg = {
             "adapter": "predictions_file",
             "tasks": [task],
-            "max_error_rate": 100,  # as the CLI: an image without an answer is missing
+            "max_error_rate": 1,  # as the CLI: an image without an answer is missing
             "settings": {"path": str(inputs.predictions[task])},
             **({"box_format": "xyxy_1000"} if task == "localization" else {}),
         }
