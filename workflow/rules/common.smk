@@ -14,7 +14,7 @@ from novabench.catalog import predict_params  # noqa: E402
 from novabench.config import read_config  # noqa: E402
 from novabench.errors import NovaError  # noqa: E402
 from novabench.job_env import job_environment  # noqa: E402
-from novabench.job_params import inert_param  # noqa: E402
+from novabench.job_params import DigestParam, inert_param  # noqa: E402
 from novabench.redaction import export_key_variables  # noqa: E402
 from novabench.dataset.schema import rater_slug  # noqa: E402
 from novabench.dataset.tags import dataset_tags, subset_spec  # noqa: E402
@@ -362,8 +362,9 @@ GIT_STATE = _git_state()
 
 def manifest_code(wildcards):
     """The code and data behind every job of the run ({file: sha256}), for the manifest:
-    worked out when the manifest job is, not on every parse of a cluster job."""
-    return PLAN.run_code_files()
+    worked out when the manifest job is, not on every parse of a cluster job; shown by
+    its digest, so that Snakemake's "Params have changed" line stays short."""
+    return DigestParam(PLAN.run_code_files())
 
 
 def job_code(job, **keys):
