@@ -42,6 +42,15 @@ def stop(message):
     sys.exit(1)
 
 
+def check_run_environment():
+    """`onstart` (a real run only, not `-n`): every model's and judge's key variable is
+    set and its server reachable; a problem is one line, with no Snakefile header."""
+    try:
+        PLAN.check_environment()
+    except NovaError as exc:
+        stop(f"cannot start the run: {exc}")
+
+
 # The one reader of the configuration (the command line's too): plug-ins, catalog names,
 # `--config` strings typed, the schema with each task's block, then the checks.
 try:
