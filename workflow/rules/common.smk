@@ -15,6 +15,7 @@ from novabench.config import read_config  # noqa: E402
 from novabench.errors import NovaError  # noqa: E402
 from novabench.job_env import job_environment  # noqa: E402
 from novabench.job_params import DigestParam, inert_param  # noqa: E402
+from novabench.snakemake_log import install as install_short_job_lines  # noqa: E402
 from novabench.redaction import export_key_variables  # noqa: E402
 from novabench.dataset.schema import rater_slug  # noqa: E402
 from novabench.dataset.tags import dataset_tags, subset_spec  # noqa: E402
@@ -30,6 +31,9 @@ from novabench.report.scored import (  # noqa: E402
     unreadable,
 )
 from novabench.tasks import dataset_needs, get_task, task_names  # noqa: E402
+
+# Snakemake's job lines with file lists and reasons a person can read (novabench.snakemake_log).
+install_short_job_lines(logger)
 
 # Libraries keep their state under results/, not in the home folder (novabench.job_env);
 # set before any job starts, so every job inherits it.
