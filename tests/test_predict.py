@@ -245,3 +245,17 @@ def test_a_score_log_line_prints_plain_numbers():
     metrics = {"Top-1": np.float64(88.461538), "n_ok": np.int64(26), "Entropy": math.nan}
     metrics["judge"] = {"name": "matcher"}  # details stay in the score file
     assert metrics_text(metrics) == "Top-1=88.46, n_ok=26, Entropy=None"
+
+
+def test_a_report_quotes_few_and_short_items_of_a_huge_file(dataset, tmp_path):
+    answers = tmp_path / "huge.jsonl"
+    lines = [{"filename": f"{n}-" + "x" * 10_000, "raw": "no finding"} for n in range(50)]
+    answers.write_text("".join(json.dumps(line) + "\n" for line in lines) + "{oops\n" * 50)
+    cfg = {"adapter": "predictions_file", "tasks": ["captioning"]}
+    cfg["settings"] = {"path": str(answers)}
+    with pytest.raises(NovaError) as caught:
+        predict(dataset, tmp_path, "captioning", cfg)
+    message = str(caught.value)
+    assert "50 unreadable line(s): line 51 not valid JSON" in message and "and 47 more" in message
+    assert "50 filename(s) not in the dataset: 0-xxx" in message
+    assert len(message) < 2_000

@@ -37,6 +37,7 @@ REPORT_STATUSES = ("ok", "no_finding", "parse_error", "refusal", "error", "missi
 FAILURES = {"parse_error": "answer(s) the task cannot read", "refusal": "refusal(s)"}
 # Lines and filenames quoted per kind of problem in the one-line error; the rest counted.
 QUOTED = 3
+QUOTED_CHARS = 160
 
 
 class LineProblem(ValueError):
@@ -110,8 +111,11 @@ def read_answer_file(path: Path) -> AnswerFile:
 
 
 def _quoted(items: Sequence[str]) -> str:
+    """The first :data:`QUOTED` items, each cut to :data:`QUOTED_CHARS` (a filename or a
+    reason comes from the file), and how many more."""
+    clipped = [i if len(i) <= QUOTED_CHARS else i[: QUOTED_CHARS - 3] + "..." for i in items]
     more = f" and {len(items) - QUOTED} more" if len(items) > QUOTED else ""
-    return ", ".join(items[:QUOTED]) + more
+    return ", ".join(clipped[:QUOTED]) + more
 
 
 @dataclass
