@@ -30,7 +30,7 @@ include: "workflow/rules/judges.smk"
 
 
 onstart:
-    PLAN.check_environment()
+    check_run_environment()
 
 
 rule all:

@@ -138,11 +138,11 @@ def test_raw_answers_score_as_the_pipeline_scores_them(task, nova, tmp_path, cap
     model_cfg = {
         "adapter": "predictions_file",
         "tasks": [task],
-        "max_error_rate": 100,  # as the CLI: missing images are scored as missing
+        "max_error_rate": 1,  # as the CLI: missing images are scored as missing
         "settings": {"path": str(answers)},
     }
     args = ["--task", task, "--dataset", str(nova), "--predictions", str(answers)]
-    args += ["--nltk-data", str(nltk)]
+    args += ["--nltk-data", str(nltk), "--allow-missing"]
     if task == "localization":
         model_cfg["box_format"] = "xyxy_1000"
         args += ["--box-format", "xyxy_1000"]
@@ -188,7 +188,7 @@ def test_the_diagnosis_matcher_can_run_without_its_embedding_model(nova, tmp_pat
     code, out = score_cli(
         capsys,
         *("--task", "diagnosis", "--dataset", str(nova), "--predictions", str(answers)),
-        *("--no-embedding-fallback", "--format", "json"),
+        *("--no-embedding-fallback", "--format", "json", "--allow-missing"),
     )
     assert code == 0
     assert json.loads(out)["metrics"]["judge"]["embedding_fallback"] is False
@@ -201,6 +201,7 @@ def test_raw_answers_are_kept_as_records_in_the_output_folder(nova, tmp_path, ca
         capsys,
         *("--task", "localization", "--dataset", str(nova), "--predictions", str(answers)),
         *("--box-format", "xyxy_1000", "--model", "my-vlm", "--out-dir", str(out_dir)),
+        "--allow-missing",
     )
     assert code == 0
     records = [
@@ -240,7 +241,7 @@ def test_validate_accepts_a_pipeline_prediction_file(nova, tmp_path, capsys):
         capsys, "--task", "captioning", "--predictions", str(records), "--dataset", str(nova)
     )
     assert code == 0
-    assert lines == [f"{records}: valid (4 records for captioning)"]
+    assert lines == [f"{records}: images: 4 ok", f"{records}: valid (4 records for captioning)"]
 
 
 def test_validate_finds_every_planted_problem_in_records(nova, tmp_path, capsys):
@@ -262,7 +263,7 @@ def test_validate_finds_every_planted_problem_in_records(nova, tmp_path, capsys)
     )
     assert code == 1
     assert out[:-1] == [
-        f"{path}:2: not valid JSON (Expecting property name enclosed in double quotes)",
+        f"{path}:2: not valid JSON at column 2 (Expecting property name enclosed in double quotes)",
         f"{path}:3: missing fields task, model",
         f"{path}:4: unknown status 'done' "
         "(one of ok, no_finding, parse_error, refusal, error, missing)",
@@ -285,24 +286,107 @@ def test_validate_checks_raw_answers_and_notes_unanswered_images(nova, tmp_path,
         '{"filename": "case0002_001.png", "raw": 42}\n'
         "[1, 2]\n"
     )
-    code, out = validate(capsys, "--task", "localization", "--predictions", str(path))
+    args = ["--task", "localization", "--predictions", str(path), "--box-format", "xyxy_1000"]
+    code, out = validate(capsys, *args)
     assert code == 1
     assert out == [
-        f"{path}:3: missing field raw",
+        f"{path}:3: no raw field",
+        f"{path}:5: raw is a int, not a string or null",
+        f"{path}:6: a JSON list, not an object with filename and raw",
         f"{path}:4: case0001_001.png repeats line 1",
-        f"{path}:5: raw must be a string or null",
-        f"{path}:6: not a JSON object",
         f"{path}: 4 problem(s)",
     ]
     path.write_text('{"filename": "case0001_001.png", "raw": null}\n')
-    code, out = validate(
-        capsys, "--task", "localization", "--predictions", str(path), "--dataset", str(nova)
-    )
+    args = [*args, "--dataset", str(nova)]
+    code, out = validate(capsys, *args, "--allow-missing")
     assert code == 0
     assert out == [
+        f"{path}: 3 of 4 images have no answer, e.g. case0001_002.png (scored as missing)",
+        f"{path}: images: 1 error, 3 missing",
         f"{path}: valid (1 answers for localization)",
-        "note: 3 image(s) of the dataset have no prediction (scored as missing)",
     ]
+    code, out = validate(capsys, *args)  # as `score` and the pipeline: none may be missing
+    assert code == 1
+    assert out[0] == (
+        f"{path}: 3 of 4 images have no answer, e.g. case0001_002.png "
+        "(pass --allow-missing to score them as missing)"
+    )
+
+
+# A predictions file with five kinds of problem (localization, boxes in xyxy_1000).
+FIVE_PROBLEMS = [
+    '{"filename": "case0001_001.png", "raw": "[208, 250, 333, 333]"}',  # 1: fine
+    '{"filename": "case0001_002.png", "raw": "lesion at [12, 40, 3"',  # 2: cut short
+    '{"filename": "case0001_001.png", "raw": "[1, 2, 3, 4]"}',  # 3: repeats line 1
+    '{"filename": "case9999_001.png", "raw": "no finding"}',  # 4: not in the dataset
+    '{"filename": "case0001_002.png", "raw": "lesion at [12, 40, 3"}',  # 5: parse error
+    '{"filename": "case0002_001.png", "raw": "I am not able to help with medical images."}',
+    # case0003_001.png: missing
+]
+
+
+def test_five_problems_of_a_predictions_file_come_in_one_report(nova, tmp_path, capsys):
+    path = tmp_path / "five.jsonl"
+    path.write_text("\n".join(FIVE_PROBLEMS) + "\n")
+    common = ["--task", "localization", "--predictions", str(path), "--dataset", str(nova)]
+    common += ["--box-format", "xyxy_1000"]
+    code, out = validate(capsys, *common)
+    assert code == 1
+    assert out[:4] == [
+        f"{path}:2: not valid JSON: the line ends inside its JSON value",
+        f"{path}:3: case0001_001.png repeats line 1",
+        f"{path}:4: case9999_001.png is not in the dataset",
+        f"{path}: 1 of 4 images have no answer, e.g. case0003_001.png "
+        "(pass --allow-missing to score them as missing)",
+    ]
+    assert out[4].startswith(f"{path}:5: case0001_002.png: parse_error (")
+    assert out[5].startswith(f"{path}:6: case0002_001.png: refusal (")
+    assert out[6:] == [
+        f"{path}: images: 1 ok, 1 parse_error, 1 refusal, 1 missing",
+        f"{path}: 4 problem(s)",
+    ]
+    # The pipeline's predictions_file model stops on the same file with one line naming
+    # all five, and `score` passes the same gate with the same words.
+    model_cfg = {
+        "adapter": "predictions_file",
+        "tasks": ["localization"],
+        "box_format": "xyxy_1000",
+        "settings": {"path": str(path)},
+    }
+    with pytest.raises(NovaError) as stopped:
+        make_records(nova, tmp_path, "localization", model_cfg, "five")
+    pipeline = str(stopped.value)
+    for named in (
+        "1 unreadable line(s): line 2 not valid JSON: the line ends inside its JSON value",
+        "1 repeated filename(s): line 3 repeats case0001_001.png of line 1",
+        "1 filename(s) not in the dataset: case9999_001.png",
+        "1 of 4 images missing: case0003_001.png",
+        "1 answer(s) the task cannot read: line 5 case0001_002.png (",
+        "1 refusal(s): line 6 case0002_001.png (",
+    ):
+        assert named in pipeline, named
+    capsys.readouterr()
+    assert cli.main(["score", *common]) == 2
+    (line,) = capsys.readouterr().err.splitlines()
+    report = pipeline.removeprefix("models.five: ").split(" (images: ")[0]
+    assert line.startswith(f"novabench: error: {report}; fix: list every problem with ")
+
+
+def test_score_and_the_pipeline_agree_on_missing_images(nova, tmp_path, capsys):
+    answers = write_answers(tmp_path, "localization")  # 3 of 4 images
+    model_cfg = {"adapter": "predictions_file", "settings": {"path": str(answers)}}
+    model_cfg.update(tasks=["localization"], box_format="xyxy_1000")
+    with pytest.raises(NovaError, match=r"1 of 4 images missing: case0003_001\.png"):
+        make_records(nova, tmp_path, "localization", model_cfg, "partial")
+    common = ["--task", "localization", "--predictions", str(answers), "--dataset", str(nova)]
+    common += ["--box-format", "xyxy_1000", "--format", "json"]
+    capsys.readouterr()
+    assert cli.main(["score", *common]) == 2
+    assert "1 of 4 images missing: case0003_001.png" in capsys.readouterr().err
+    # Allowed in both, the image is scored as missing in both.
+    make_records(nova, tmp_path, "localization", {**model_cfg, "max_error_rate": 0.25}, "partial")
+    code, out = score_cli(capsys, *common, "--allow-missing")
+    assert code == 0 and json.loads(out)["metrics"]["n_missing"] == 1
 
 
 # --- build-dataset ----------------------------------------------------------------------
@@ -385,7 +469,7 @@ def test_predictions_that_answer_no_image_fail_in_one_line(content, nova, tmp_pa
             "adapter": "predictions_file",
             "tasks": ["localization"],
             "box_format": "xyxy_1000",
-            "max_error_rate": 100,
+            "max_error_rate": 1,
             "settings": {"path": str(path)},
         }
         path = make_records(nova, tmp_path, "localization", model_cfg, "nothing")
@@ -572,10 +656,9 @@ def test_a_hostile_predictions_line_is_one_line_in_validate_and_score(
     path.write_bytes(b'{"filename": "case0001_002.png", "raw": "fine"}\n' + content)
     code, out = validate(capsys, "--task", "captioning", "--predictions", str(path))
     assert code == 1
-    assert out[0].startswith(f"{path}:2: {problem}") and out[1] == f"{path}: 1 problem(s)"
+    assert out[0].startswith(f"{path}:2: {problem}") and out[-1] == f"{path}: 1 problem(s)"
     capsys.readouterr()
     args = ["--task", "captioning", "--predictions", str(path), "--dataset", str(nova)]
     assert cli.main(["score", *args]) == 2
     (line,) = capsys.readouterr().err.splitlines()
-    assert line.startswith("novabench: error: 1 problem(s) in the predictions file, first: ")
-    assert f"{path}:2: {problem}" in line
+    assert line.startswith(f"novabench: error: {path}: 1 unreadable line(s): line 2 {problem}")

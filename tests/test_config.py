@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import os
 import subprocess
 
 import pytest
@@ -374,3 +375,43 @@ def test_n_cases_beyond_the_generator_is_refused_at_plan_time(tmp_path):
     result = dry_run(tmp_path, "--config", "dataset={source: sample, sample: {n_cases: 50000}}")
     assert result.returncode != 0
     assert "dataset.sample.n_cases" in result.stdout + result.stderr
+
+
+def test_a_model_error_rate_in_percent_is_refused_with_the_fraction_to_write():
+    def percent(config):
+        config["models"]["gold"]["max_error_rate"] = 10
+
+    assert with_change(percent) == (
+        "config error: models.gold.max_error_rate is 10, a percent; it is a fraction of "
+        "images (as reporting.max_error_rate); fix: write max_error_rate: 0.1"
+    )
+
+    def fraction(config):
+        config["models"]["gold"]["max_error_rate"] = 0.1
+
+    assert not isinstance(with_change(fraction), str)
+
+
+def test_a_missing_key_is_checked_when_the_run_starts_as_the_readme_says(tmp_path):
+    """The dry run plans without keys; the run stops at its start in one line naming the
+    variable and the fix, with no traceback and no Snakefile header after it."""
+    keyless = {
+        "adapter": "openai_compatible",
+        "tasks": ["captioning"],
+        "settings": {"base_url": "http://127.0.0.1:9/v1", "model": "m"},
+    }
+    keyless["settings"]["api_key_env"] = "NOVA_TEST_KEY_NEVER_SET"
+    config = tmp_path / "keyless.yaml"
+    config.write_text(yaml.safe_dump({"models": {"keyless": keyless}}))
+    readme = " ".join((ROOT / "README.md").read_text().split())
+    assert "An API key is checked when the run starts, not by `snakemake -n`" in readme
+    env = {k: v for k, v in os.environ.items() if k != "NOVA_TEST_KEY_NEVER_SET"}
+    planned = support.snakemake(tmp_path, "-n", "--configfile", str(config), env=env, timeout=120)
+    assert planned.returncode == 0, planned.stderr[-2000:]
+    run = support.snakemake(tmp_path, "--configfile", str(config), env=env, timeout=300)
+    assert run.returncode == 1
+    (line,) = [line for line in output_lines(run) if "NOVA_TEST_KEY_NEVER_SET" in line]
+    assert line.startswith("cannot start the run: models.keyless: ") and "; fix: " in line
+    output = run.stdout + run.stderr
+    assert "Traceback" not in output and 'in file "' not in output, output[-3000:]
+    assert output.rstrip().endswith(line), output[-3000:]

@@ -354,7 +354,7 @@ def write_answers(workdir: Path) -> dict[str, list[tuple[list[str], str]]]:
             model_cfg={
                 "adapter": "predictions_file",
                 "tasks": ["diagnosis"],
-                "max_error_rate": 100,
+                "max_error_rate": 1,
                 "settings": {"path": str(raw)},
             },
             prompt_path=ROOT / "config" / "prompts" / "diagnosis-v1.txt",

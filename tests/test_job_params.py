@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 import pickle
 
-from novabench.job_params import InertParam, inert_json, inert_param
+from novabench.job_params import DigestParam, InertParam, inert_json, inert_param
 from novabench.report.labels import rst_escape
 
 HOSTILE = {"backend": {"model": "</script><script>alert(1)</script>", "base_url": "a&b"}}
@@ -39,3 +39,14 @@ def test_the_dataset_label_of_the_captions_never_holds_an_end_tag():
     escaped = rst_escape("local copy at /data/x</script>\n\n.. raw:: html\n\n<b>")
     assert "</" not in escaped and "\n" not in escaped
     assert escaped == ("local copy at \\/data\\/x\\<\\/script\\> .. raw\\:\\: html \\<b\\>")
+
+
+def test_a_digest_parameter_is_short_text_that_follows_its_content():
+    listing = {f"scripts/novabench/module_{n}.py": "0" * 64 for n in range(300)}
+    param = DigestParam(listing)
+    assert len(repr(param)) == len("sha256:") + 16 and str(param) == repr(param)
+    assert repr(DigestParam(dict(reversed(listing.items())))) == repr(param)
+    changed = DigestParam({**listing, "scripts/novabench/module_0.py": "1" * 64})
+    assert repr(changed) != repr(param)
+    copy = pickle.loads(pickle.dumps(param))  # the job script gets the listing itself
+    assert type(copy) is DigestParam and copy == listing

@@ -85,7 +85,7 @@ def test_garbage_answers_score_zero_with_their_parse_error_rate(dataset, tmp_pat
         "adapter": "predictions_file",
         "tasks": ["localization"],
         "box_format": "xyxy_1000",
-        "max_error_rate": 25,
+        "max_error_rate": 0.25,
         "settings": {"path": str(answers)},
     }
     records, summary, out = predict(dataset, tmp_path, "localization", cfg, name="garbage")
@@ -125,14 +125,15 @@ def test_predictions_file_with_missing_images_stops_unless_allowed(dataset, tmp_
     with pytest.raises(NovaError) as caught:
         predict(dataset, tmp_path, "captioning", cfg, name="partial")
     assert str(caught.value) == (
-        "models.partial: 1 of 4 images are missing from the predictions file "
-        "(25.0% > max_error_rate 0.0%), e.g. case0003_001.png; fix: add the missing "
-        "answers, or set models.partial.max_error_rate to score them as missing"
+        f"models.partial: {answers}: 1 of 4 images missing: case0003_001.png "
+        "(images: 3 ok, 1 missing); fix: correct the file (`novabench validate` lists every "
+        "line), or set models.partial.max_error_rate (a fraction of images) to score absent "
+        "images as missing"
     )
     assert not out.exists()  # nothing is written for a refused file
 
     records, summary, out = predict(
-        dataset, tmp_path, "captioning", {**cfg, "max_error_rate": 25}, name="partial"
+        dataset, tmp_path, "captioning", {**cfg, "max_error_rate": 0.25}, name="partial"
     )
     assert summary["status_counts"]["missing"] == 1
     assert [r["status"] for r in records] == ["ok", "ok", "ok", "missing"]
@@ -149,7 +150,7 @@ def test_predictions_file_in_a_declared_convention_is_parsed(dataset, tmp_path):
         "adapter": "predictions_file",
         "tasks": ["localization"],
         "box_format": "gemini_yxyx_1000",
-        "max_error_rate": 100,  # one image on file is enough here
+        "max_error_rate": 1,  # one image on file is enough here
         "settings": {"path": str(answers)},
     }
     records, _, _ = predict(dataset, tmp_path, "localization", cfg)
@@ -168,7 +169,7 @@ def test_predictions_file_for_another_dataset_is_refused(dataset, tmp_path):
         "box_format": "pixel_xyxy",
         "settings": {"path": str(answers)},
     }
-    with pytest.raises(NovaError, match=r"not in the dataset, e\.g\. case9999_001\.png"):
+    with pytest.raises(NovaError, match=r"1 filename\(s\) not in the dataset: case9999_001\.png"):
         predict(dataset, tmp_path, "localization", cfg)
 
 
@@ -244,3 +245,17 @@ def test_a_score_log_line_prints_plain_numbers():
     metrics = {"Top-1": np.float64(88.461538), "n_ok": np.int64(26), "Entropy": math.nan}
     metrics["judge"] = {"name": "matcher"}  # details stay in the score file
     assert metrics_text(metrics) == "Top-1=88.46, n_ok=26, Entropy=None"
+
+
+def test_a_report_quotes_few_and_short_items_of_a_huge_file(dataset, tmp_path):
+    answers = tmp_path / "huge.jsonl"
+    lines = [{"filename": f"{n}-" + "x" * 10_000, "raw": "no finding"} for n in range(50)]
+    answers.write_text("".join(json.dumps(line) + "\n" for line in lines) + "{oops\n" * 50)
+    cfg = {"adapter": "predictions_file", "tasks": ["captioning"]}
+    cfg["settings"] = {"path": str(answers)}
+    with pytest.raises(NovaError) as caught:
+        predict(dataset, tmp_path, "captioning", cfg)
+    message = str(caught.value)
+    assert "50 unreadable line(s): line 51 not valid JSON" in message and "and 47 more" in message
+    assert "50 filename(s) not in the dataset: 0-xxx" in message
+    assert len(message) < 2_000

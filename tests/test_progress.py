@@ -115,7 +115,7 @@ def test_a_prediction_job_counts_statuses_on_its_bar(dataset, tmp_path, monkeypa
     model = {
         "adapter": "predictions_file",
         "tasks": ["captioning"],
-        "max_error_rate": 25,
+        "max_error_rate": 0.25,
         "settings": {"path": str(answers)},
     }
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import logging
 import subprocess
+import sys
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -167,13 +168,27 @@ def test_a_rule_script_user_error_through_snakemake(tmp_path):
     # The progress line says where the job stopped; the problem is one ERROR line.
     logged = only_line("\n".join(line for line in log.splitlines() if " ERROR " in line))
     assert "captioning/bad: stopped at 0/4" in log
-    # The JSON parser's own words in brackets vary between Python versions.
-    problem = f"ERROR novabench: {answers}:2: not valid JSON ("
-    assert problem in logged, logged
-    assert logged.endswith("); fix: see the prediction file format in README.md"), logged
+    # The whole file in one report: the unreadable line and the images it lacks.
+    report = (
+        f"{answers}: 1 unreadable line(s): line 2 not valid JSON at column 41 (Expecting "
+        "value); 3 of 4 images missing: case0001_002.png, case0002_001.png, case0003_001.png"
+    )
+    assert f"ERROR novabench: models.bad: {report} (images: 1 ok, 3 missing); fix: " in logged
     assert logged in output.splitlines()
     assert "Traceback" not in output
     assert not (workdir / target).exists()
+    # `novabench score` stops on the same file at the same gate, in the same words.
+    dataset = workdir / "results/local-repo/dataset/nova.parquet"
+    score = ["score", "--task", "captioning", "--predictions", str(answers)]
+    result = subprocess.run(
+        [sys.executable, "-m", "novabench", *score, "--dataset", str(dataset)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert result.returncode == 2, result.stderr[-3000:]
+    assert result.stderr.startswith(f"novabench: error: {report}; fix: "), result.stderr
 
 
 def test_a_full_disk_anywhere_in_a_job_is_one_line_naming_the_folder(tmp_path, capsys):

@@ -12,7 +12,7 @@
 A predictions file is either prediction records (lines with ``status``: the pipeline's
 ``results/<tag>/predictions/{task}/{model}.jsonl`` with the raw answer, or another
 harness's records with a ``parsed`` value, taken as read) or raw answers
-``{"filename", "raw"}`` (README, "Bring your own predictions"), which are turned into
+``{"filename", "raw"}`` (README, "Add your model"), which are turned into
 records exactly as the ``predictions_file`` adapter does in the pipeline. Either is then
 read and judged by the reading stage's code and scored (novabench.score).
 
@@ -26,6 +26,7 @@ import json
 import os
 import sys
 import tempfile
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -39,7 +40,6 @@ from novabench.records import STATUSES, json_lines
 from novabench.tasks import dataset_needs, get_task, task_names
 
 RECORD_FIELDS = ("filename", "task", "model", "status")
-ANSWER_FIELDS = ("filename", "raw")
 HUB_REPOSITORIES = {"hf": "c-i-ber/Nova", "hf-legacy": "Ano-2090/Nova"}
 
 
@@ -70,19 +70,14 @@ def _parsed_problem(task: str, parsed: Any) -> str | None:
     return get_task(task).parsed_problem(parsed)
 
 
-def _line_problems(task: str, kind: str, line: dict[str, Any]) -> list[str]:
-    """Problems of one JSON object line of a predictions file of ``kind``."""
-    required = RECORD_FIELDS if kind == "records" else ANSWER_FIELDS
-    missing = [name for name in required if name not in line]
+def _line_problems(task: str, line: dict[str, Any]) -> list[str]:
+    """Problems of one JSON object line of a file of prediction records."""
+    missing = [name for name in RECORD_FIELDS if name not in line]
     if missing:
         return [f"missing field{'s' * (len(missing) > 1)} {', '.join(missing)}"]
     problems = []
     if not isinstance(line["filename"], str) or not line["filename"]:
         problems.append("filename must be a non-empty string")
-    if kind == "answers":
-        if line["raw"] is not None and not isinstance(line["raw"], str):
-            problems.append("raw must be a string or null")
-        return problems
     if line["task"] != task:
         problems.append(f"task is {line['task']!r}, not {task}")
     if "parsed" not in line and "raw" not in line:
@@ -103,7 +98,8 @@ def check_predictions(
     """Every problem of a predictions file, one line each (``<path>:<line>: <problem>``).
 
     The first JSON object decides the format: a prediction record if it has ``status``
-    or ``parsed`` (with ``raw``, or ``parsed`` taken as read), else a raw answer.
+    or ``parsed`` (with ``raw``, or ``parsed`` taken as read), else a raw answer, which
+    is the predictions_file model's to read (``kind`` "answers", nothing else checked).
     ``dataset_filenames``: also flag unknown images.
     """
     path = Path(path)
@@ -121,7 +117,9 @@ def check_predictions(
             continue
         if check.kind is None:
             check.kind = "records" if {"status", "parsed"} & set(line) else "answers"
-        problems = _line_problems(task, check.kind, line)
+        if check.kind == "answers":  # read whole by the predictions-file report instead
+            return PredictionsCheck(kind="answers")
+        problems = _line_problems(task, line)
         check.problems += [f"{where}: {problem}" for problem in problems]
         name = line.get("filename")
         if not isinstance(name, str) or not name:
@@ -153,6 +151,75 @@ def require_answers(check: PredictionsCheck, path: Path, n_images: int | None) -
     )
 
 
+def scored_sizes(task: str, dataset: Path | None) -> dict[str, tuple[int, int]] | None:
+    """filename -> (width, height) of the images ``task`` asks and scores, as the
+    pipeline's prediction job takes them (Task.scored_rows); None without a dataset."""
+    if dataset is None:
+        return None
+    from novabench.dataset.read import load_nova
+
+    spec = get_task(task)
+    columns = ["filename", "width", "height", *spec.required_references]
+    frame, _ = spec.scored_rows(load_nova(Path(dataset), columns=list(dict.fromkeys(columns))))
+    return {r.filename: (int(r.width), int(r.height)) for r in frame.itertuples(index=False)}
+
+
+def missing_limit(allow_missing: bool) -> float:
+    """The share of images that may lack an answer: the pipeline's predictions_file
+    default (none), or every one with ``--allow-missing`` (scored as missing)."""
+    from novabench.models.predictions_file import Adapter
+
+    return 1.0 if allow_missing else Adapter.max_error_rate
+
+
+def _require_box_format(task: str, box_format: str | None) -> None:
+    if get_task(task).needs_box_format and not box_format:
+        raise NovaError(
+            f"raw {task} answers need the model's box convention",
+            f"pass --box-format, one of {', '.join(BOX_FORMATS)}",
+        )
+
+
+def answers_report(args: argparse.Namespace, sizes: dict[str, tuple[int, int]] | None) -> Any:
+    """The predictions_file model's report of a raw-answers file (FileReport)."""
+    from novabench.models.predictions_file import file_report, read_answer_file
+
+    _require_box_format(args.task, args.box_format)
+    report = file_report(read_answer_file(args.predictions), args.task, sizes, args.box_format)
+    if not report.file.answers and not report.stops(missing_limit(args.allow_missing)):
+        require_answers(PredictionsCheck(kind="answers"), Path(args.predictions), len(sizes or {}))
+    return report
+
+
+def answers_report_lines(args: argparse.Namespace, report: Any) -> tuple[list[str], list[str]]:
+    """(problems, notes) of a raw-answers file, one line each, ``<path>:<line>: ...``."""
+    from novabench.models.predictions_file import FAILURES
+
+    path, file = args.predictions, report.file
+    problems = [f"{path}:{n}: {why}" for n, why in file.unreadable]
+    problems += [
+        f"{path}:{n}: {name} repeats line {file.line_of[name]}" for n, name in file.repeated
+    ]
+    problems += [f"{path}:{file.line_of[n]}: {n} is not in the dataset" for n in report.unknown]
+    notes = [
+        f"{path}:{n}: {name}: {status} ({why})"
+        for status in FAILURES
+        for n, name, why in report.failures.get(status, [])
+    ]
+    if report.missing:
+        line = (
+            f"{path}: {len(report.missing)} of {report.n_images} images have no answer, "
+            f"e.g. {report.missing[0]}"
+        )
+        if args.allow_missing:
+            notes.append(f"{line} (scored as missing)")
+        elif report.stops(missing_limit(False)):
+            problems.append(f"{line} (pass --allow-missing to score them as missing)")
+    if report.counts:
+        notes.append(f"{path}: images: {report.counts_text()}")
+    return problems, notes
+
+
 def _dataset_filenames(dataset: Path) -> list[str]:
     from novabench.dataset.read import load_nova
 
@@ -167,7 +234,14 @@ def _with_suffix(stem: Path, suffix: str) -> Path:
 
 
 def answers_to_records(
-    *, task: str, dataset: Path, answers: Path, model: str, box_format: str | None, stem: Path
+    *,
+    task: str,
+    dataset: Path,
+    answers: Path,
+    model: str,
+    box_format: str | None,
+    stem: Path,
+    max_error_rate: float = 1.0,
 ) -> Path:
     """Turn raw answers into prediction records as the pipeline's predictions_file model
     does; return the records file ``<stem>.predictions.jsonl`` (its summary is
@@ -177,9 +251,9 @@ def answers_to_records(
     model_cfg: dict[str, Any] = {
         "adapter": "predictions_file",
         "tasks": [task],
-        # The CLI scores what it is given: images without an answer are scored as
-        # missing and counted in the printed table (n_missing, missing_rate).
-        "max_error_rate": 100,
+        # The pipeline's gate (none missing) unless --allow-missing: images without an
+        # answer are then scored as missing and counted (n_missing, missing_rate).
+        "max_error_rate": max_error_rate,
         "settings": {"path": str(answers)},
     }
     if box_format:
@@ -343,31 +417,59 @@ def judge_switches() -> dict[str, str]:
 
 
 def _records_for_scoring(args: argparse.Namespace, model: str, stem: Path) -> Path:
-    """Check the predictions file; raw answers are turned into records next to ``stem``."""
-    filenames = _dataset_filenames(args.dataset)
-    check = check_predictions(args.predictions, args.task, filenames)
+    """Check the predictions file with the pipeline's gates; raw answers are turned into
+    records next to ``stem``."""
+    check = check_predictions(args.predictions, args.task, None)
+    validate = (
+        f"list every problem with `novabench validate --task {args.task} "
+        f"--predictions {args.predictions} --dataset {args.dataset}`"
+    )
+    sizes = scored_sizes(args.task, args.dataset) or {}
+    if check.kind == "answers":
+        report = answers_report(args, sizes)
+        if report.stops(missing_limit(args.allow_missing)):
+            raise NovaError(
+                f"{args.predictions}: " + "; ".join(report.problems()),
+                f"{validate}; --allow-missing scores absent images as missing",
+            )
+        return answers_to_records(
+            task=args.task,
+            dataset=args.dataset,
+            answers=args.predictions,
+            model=model,
+            box_format=args.box_format,
+            stem=stem,
+            max_error_rate=missing_limit(args.allow_missing),
+        )
+    check = check_predictions(args.predictions, args.task, _dataset_filenames(args.dataset))
     if check.problems:
         raise NovaError(
             f"{len(check.problems)} problem(s) in the predictions file, first: {check.problems[0]}",
-            f"list them with `novabench validate --task {args.task} "
-            f"--predictions {args.predictions} --dataset {args.dataset}`",
+            validate,
         )
-    require_answers(check, Path(args.predictions), len(filenames))
-    if check.kind != "answers":
-        return Path(args.predictions)
-    if get_task(args.task).needs_box_format and not args.box_format:
+    require_answers(check, Path(args.predictions), len(sizes))
+    _require_records_complete(args, check, sizes)
+    return Path(args.predictions)
+
+
+def _unanswered_records(check: PredictionsCheck, sizes: Mapping[str, Any]) -> list[str]:
+    """Images of the task without an answer in a records file: status missing, or absent."""
+    answered = set(check.filenames)
+    return [*check.missing, *(name for name in sizes if name not in answered)]
+
+
+def _require_records_complete(
+    args: argparse.Namespace, check: PredictionsCheck, sizes: Mapping[str, Any]
+) -> None:
+    """The pipeline's gate on a records file: no image without an answer, unless
+    ``--allow-missing``."""
+    unanswered = _unanswered_records(check, sizes)
+    if unanswered and not args.allow_missing:
         raise NovaError(
-            f"raw {args.task} answers need the model's box convention",
-            f"pass --box-format, one of {', '.join(BOX_FORMATS)}",
+            f"{args.predictions}: {len(unanswered)} of {len(sizes)} images have no answer, "
+            f"e.g. {unanswered[0]}",
+            "add the answers, or pass --allow-missing to score them as missing",
         )
-    return answers_to_records(
-        task=args.task,
-        dataset=args.dataset,
-        answers=args.predictions,
-        model=model,
-        box_format=args.box_format,
-        stem=stem,
-    )
 
 
 def _check_file_name(option: str, name: str, why: str) -> None:
@@ -450,21 +552,63 @@ def metrics_table(payload: dict[str, Any]) -> str:
 
 
 def cmd_validate(args: argparse.Namespace) -> int:
+    """Every problem of the file, then its counts per status; exit 1 on any problem."""
+    sizes = scored_sizes(args.task, args.dataset)
     filenames = _dataset_filenames(args.dataset) if args.dataset else None
     check = check_predictions(args.predictions, args.task, filenames)
-    for problem in check.problems:
-        print(problem)
-    if check.problems:
-        print(f"{args.predictions}: {len(check.problems)} problem(s)")
+    if check.kind == "answers":
+        report = answers_report(args, sizes)
+        problems, notes = answers_report_lines(args, report)
+        what = f"{len(report.file.answers)} answers"
+    else:
+        problems, notes = records_report_lines(args, check, sizes)
+        what = f"{len(check.filenames)} records"
+    for line in [*problems, *notes]:
+        print(line)
+    if problems:
+        print(f"{args.predictions}: {len(problems)} problem(s)")
         return 1
-    require_answers(check, Path(args.predictions), None if filenames is None else len(filenames))
-    print(f"{args.predictions}: valid ({len(check.filenames)} {check.kind} for {args.task})")
-    missing = len(check.missing)
-    if filenames is not None:
-        missing += len(filenames) - len(check.filenames)
-    if missing:
-        print(f"note: {missing} image(s) of the dataset have no prediction (scored as missing)")
+    print(f"{args.predictions}: valid ({what} for {args.task})")
     return 0
+
+
+def records_report_lines(
+    args: argparse.Namespace,
+    check: PredictionsCheck,
+    sizes: Mapping[str, tuple[int, int]] | None,
+) -> tuple[list[str], list[str]]:
+    """(problems, notes) of a records file: its line problems; else the images without an
+    answer (a problem unless --allow-missing) and the counts per status as the reading
+    stage will take them (boxes only with --dataset, which gives the image sizes)."""
+    from novabench.answers import read_answer
+    from novabench.records import read_predictions
+
+    if check.problems:
+        return list(check.problems), []
+    require_answers(check, Path(args.predictions), None if sizes is None else len(sizes))
+    problems, notes, sizes = [], [], sizes or {}
+    unanswered = _unanswered_records(check, sizes)
+    if unanswered:
+        line = (
+            f"{args.predictions}: {len(unanswered)} of {len(sizes) or len(check.filenames)} "
+            f"images have no answer, e.g. {unanswered[0]}"
+        )
+        if args.allow_missing:
+            notes.append(f"{line} (scored as missing)")
+        else:
+            problems.append(f"{line} (pass --allow-missing to score them as missing)")
+    spec = get_task(args.task)
+    if spec.needs_box_format and not sizes:
+        return problems, notes
+    counts = Counter(
+        read_answer(spec, record, sizes.get(record["filename"]))["status"]
+        for record in read_predictions(Path(args.predictions))
+        if not sizes or record["filename"] in sizes
+    )
+    counts["missing"] += len(unanswered) - len(check.missing)
+    counted = ", ".join(f"{counts[s]} {s}" for s in STATUSES if counts[s])
+    notes.append(f"{args.predictions}: images: {counted}")
+    return problems, notes
 
 
 def dataset_config(args: argparse.Namespace) -> dict[str, Any]:
@@ -777,6 +921,12 @@ def _score_parser(commands: Any) -> None:
     score.add_argument(
         "--box-format", choices=BOX_FORMATS, help="box convention of raw localization answers"
     )
+    score.add_argument(
+        "--allow-missing",
+        action="store_true",
+        help="score images without an answer as missing (default: stop, as the pipeline's "
+        "predictions_file model does)",
+    )
     score.add_argument("--model", help="name of the model and its files (default: file name)")
     score.add_argument("--format", choices=("table", "json"), default="table")
     score.add_argument("--out-dir", type=Path, help="keep the score files here")
@@ -813,7 +963,17 @@ def make_parser() -> argparse.ArgumentParser:
     validate = commands.add_parser("validate", help="list the problems of a predictions file")
     validate.add_argument("--task", required=True, choices=task_names())
     validate.add_argument("--predictions", required=True, type=Path)
-    validate.add_argument("--dataset", type=Path, help="also flag images not in it")
+    validate.add_argument(
+        "--dataset", type=Path, help="also flag images not in it and images without an answer"
+    )
+    validate.add_argument(
+        "--box-format", choices=BOX_FORMATS, help="box convention of raw localization answers"
+    )
+    validate.add_argument(
+        "--allow-missing",
+        action="store_true",
+        help="images without an answer are a note, not a problem (as `score --allow-missing`)",
+    )
     validate.set_defaults(run=cmd_validate)
     _build_parser(commands)
     _judge_report_parser(commands)

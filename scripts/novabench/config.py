@@ -776,9 +776,23 @@ def read_config(config: dict[str, Any], basedir: Path, files: Sequence[str | Pat
     expand_models(config, default_catalog_dir(basedir))
     schema = config_schema(basedir)
     coerce_config(config, schema)
+    check_error_rate_units(config)
     validate_config(config, schema)
     _default_model_tasks(config)
     return check_config(config, Path(basedir))
+
+
+def check_error_rate_units(config: dict[str, Any]) -> None:
+    """``models.<name>.max_error_rate`` is a fraction of images, as
+    ``reporting.max_error_rate``; a value above 1 is the percent it once was."""
+    for name, model in (config.get("models") or {}).items():
+        rate = model.get("max_error_rate") if isinstance(model, dict) else None
+        if isinstance(rate, int | float) and not isinstance(rate, bool) and rate > 1:
+            raise ConfigError(
+                f"models.{name}.max_error_rate is {rate}, a percent; it is a fraction of "
+                "images (as reporting.max_error_rate)",
+                f"write max_error_rate: {rate / 100:g}",
+            )
 
 
 def _default_model_tasks(config: dict[str, Any]) -> None:

@@ -9,10 +9,17 @@ parameter whose text (its ``repr``, which is also its ``str``) is canonical JSON
 ``<``, ``>`` and ``&`` written as ``\\u003c``, ``\\u003e``, ``\\u0026``: the same content
 gives the same text (a change still re-runs the job), and no text can open or close
 markup. The job script receives it as the mapping it is.
+
+:class:`DigestParam` is one whose text is a short digest of that JSON: Snakemake prints
+every changed parameter's text in its "reason: Params have changed" line, and a listing of
+the run's code (hundreds of files with their hashes) would make that one line tens of
+thousands of characters long. The job still receives the whole mapping, and writes it
+where it belongs (the manifest).
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 from collections.abc import Mapping
 from typing import Any
@@ -29,6 +36,16 @@ class InertParam(dict):
 
     def __repr__(self) -> str:
         return inert_json(self)
+
+    __str__ = __repr__
+
+
+class DigestParam(InertParam):
+    """A mapping job parameter whose text is ``sha256:`` and 16 hex digits of its
+    :func:`inert_json`: the same content gives the same text, a change another."""
+
+    def __repr__(self) -> str:
+        return "sha256:" + hashlib.sha256(inert_json(self).encode()).hexdigest()[:16]
 
     __str__ = __repr__
 

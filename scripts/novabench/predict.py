@@ -251,7 +251,7 @@ def answer_all(
 def check_error_rate(
     model_name: str, model_cfg: dict[str, Any], adapter: Adapter, records: Sequence[dict[str, Any]]
 ) -> None:
-    """Fail the job when more than ``max_error_rate`` percent of the images have no answer
+    """Fail the job when more than ``max_error_rate`` (a fraction) of the images have no answer
     (status ``error`` or ``missing``).
 
     Adapters that call a service set a default (answers that did arrive are in their cache,
@@ -260,9 +260,9 @@ def check_error_rate(
     """
     limit = model_cfg.get("max_error_rate", getattr(adapter, "max_error_rate", None))
     errors = [r for r in records if r["status"] in ("error", "missing")]
-    if limit is None or not records or 100 * len(errors) / len(records) <= limit:
+    if limit is None or not records or len(errors) / len(records) <= limit:
         return
-    share = f"{100 * len(errors) / len(records):.1f}% > max_error_rate {limit}%"
+    share = f"{100 * len(errors) / len(records):.1f}% > max_error_rate {limit:g}"
     if all(r["status"] == "missing" for r in errors):
         example = next(r["filename"] for r in errors)
         raise NovaError(

@@ -69,9 +69,16 @@ def json_lines(path: Path) -> Iterator[tuple[int, Any, str | None]]:
             try:
                 yield number, json.loads(text), None
             except json.JSONDecodeError as exc:
-                yield number, None, f"not valid JSON ({exc.msg})"
+                yield number, None, _json_problem(text.rstrip(), exc)
             except RecursionError:
                 yield number, None, "nested too deeply to read"
+
+
+def _json_problem(text: str, exc: json.JSONDecodeError) -> str:
+    """Why a line is not JSON, in words."""
+    if exc.pos >= len(text):  # the decoder wanted more: the line was cut short
+        return "not valid JSON: the line ends inside its JSON value"
+    return f"not valid JSON at column {exc.colno} ({exc.msg})"
 
 
 def write_jsonl(records: Sequence[dict[str, Any]], path: Path) -> None:

@@ -51,16 +51,22 @@ def _json_safe(value: Any) -> Any:
     return value
 
 
-def metrics_text(metrics: Mapping[str, Any]) -> str:
+def metrics_text(metrics: Mapping[str, Any], limit: int = 360) -> str:
     """A score's scalar metrics as one log line, ``key=value`` with plain numbers (a
-    numpy scalar would print as ``np.float64(88.46...)``); nested details are in the file."""
+    numpy scalar would print as ``np.float64(88.46...)``); nested details are in the file.
+    The first metrics (the headline ones) up to ``limit`` characters: the rest are counted,
+    as the line is printed on the terminal too."""
     parts = []
     for key, value in metrics.items():
         value = _json_safe(value)
         if isinstance(value, dict | list):
             continue
         parts.append(f"{key}={value:.4g}" if isinstance(value, float) else f"{key}={value}")
-    return ", ".join(parts)
+    text = ", ".join(parts)
+    if len(text) <= limit:
+        return text
+    shown = text[:limit].rsplit(", ", 1)[0]
+    return f"{shown}, and {len(parts) - shown.count(', ') - 1} more in the score file"
 
 
 def write_scores(

@@ -849,7 +849,7 @@ def scored_inputs(tmp_path_factory, dataset, nltk_data):
         model = {
             "adapter": "predictions_file",
             "tasks": [task],
-            "max_error_rate": 100,  # a caption is missing on purpose
+            "max_error_rate": 1,  # a caption is missing on purpose
             "settings": {"path": str(path)},
         }
         run_predictions(

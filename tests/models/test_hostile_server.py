@@ -131,7 +131,7 @@ def test_an_answer_that_is_not_text_is_a_failed_request_and_the_others_are_kept(
 
     with FakeOpenAI(script) as server:
         records, summary = predict(
-            dataset, tmp_path, settings(server, max_attempts=2), max_error_rate=50
+            dataset, tmp_path, settings(server, max_attempts=2), max_error_rate=0.5
         )
         sent_bad = sum(names[s.image_sha256] == bad for s in server.requests)
     assert sent_bad == 2  # retried within the attempt budget

@@ -327,11 +327,11 @@ def test_refusals_empty_answers_and_failures_are_counted_apart(small, tmp_path):
     with FakeOpenAI(script) as server:
         cfg = model(server, max_attempts=3)
         with pytest.raises(
-            NovaError, match=r"2 of 4 requests failed \(50.0% > max_error_rate 10.0%\)"
+            NovaError, match=r"2 of 4 requests failed \(50.0% > max_error_rate 0.1\)"
         ):
             predict(dataset, tmp_path, cfg)
         assert not (tmp_path / "localization-api.jsonl").exists()
-        cfg["max_error_rate"] = 60
+        cfg["max_error_rate"] = 0.6
         records, summary = predict(dataset, tmp_path, cfg)
         sent = counts(server, names)
     # The refusal and the fine answer were cached by the first run; the failure and the
@@ -380,7 +380,7 @@ def test_rate_limits_honour_retry_after_and_client_errors_are_not_retried(small,
         return Reply(answer(name, "pixel_xyxy"))
 
     with FakeOpenAI(script) as server:
-        records, _ = predict(dataset, tmp_path, {**model(server), "max_error_rate": 50})
+        records, _ = predict(dataset, tmp_path, {**model(server), "max_error_rate": 0.5})
     first, second = server.seen_by_image()[
         hashlib.sha256(
             next(r.image["bytes"] for r in load_nova(dataset).itertuples() if r.filename == limited)
@@ -410,7 +410,7 @@ def test_timeouts_resets_and_garbage_are_retried_within_the_attempt_budget(small
         return Reply(answer(name, "pixel_xyxy"))
 
     with FakeOpenAI(script) as server:
-        cfg = {**model(server, timeout_s=0.5, max_attempts=4), "max_error_rate": 50}
+        cfg = {**model(server, timeout_s=0.5, max_attempts=4), "max_error_rate": 0.5}
         records, summary = predict(dataset, tmp_path, cfg)
     assert counts(server, names) == {slow: 2, reset: 3, dead: 4, garbage: 2}
     assert [records[n]["status"] for n in (slow, reset, garbage)] == [
@@ -528,7 +528,7 @@ def test_a_bug_in_the_cache_fails_the_job(small, tmp_path, monkeypatch):
     dataset, _ = small
     with FakeOpenAI(lambda seen: Reply()) as server:
         with pytest.raises(RuntimeError, match="bug in the cache"):
-            predict(dataset, tmp_path, {**model(server), "max_error_rate": 100})
+            predict(dataset, tmp_path, {**model(server), "max_error_rate": 1})
         assert all(seen.attempt == 1 for seen in server.requests)  # nothing retried
     assert not (tmp_path / "localization-api.jsonl").exists()
 
@@ -557,7 +557,7 @@ def test_scores_of_requests_that_succeeded_match_a_fault_free_run(many, tmp_path
     with FakeOpenAI(reference) as server:
         predict(dataset, clean, model(server))
     with FakeOpenAI(flaky) as server:
-        cfg = {**model(server, max_attempts=3, concurrency=4), "max_error_rate": 50}
+        cfg = {**model(server, max_attempts=3, concurrency=4), "max_error_rate": 0.5}
         records, _ = predict(dataset, faulty, cfg)
         sent = counts(server, names)
     assert {n for n, r in records.items() if r["status"] == "error"} == lost
@@ -681,7 +681,7 @@ def test_a_canary_key_reaches_the_server_and_no_file(small, tmp_path, monkeypatc
 
     try:
         with FakeOpenAI(script, expected_key=canary) as server:
-            cfg = {**model(server, api_key_env="NOVA_CANARY_KEY"), "max_error_rate": 50}
+            cfg = {**model(server, api_key_env="NOVA_CANARY_KEY"), "max_error_rate": 0.5}
             records, _ = predict(dataset, tmp_path / "results", cfg)
     finally:
         root.removeHandler(handler)

@@ -124,7 +124,7 @@ def test_a_formula_answer_is_text_in_the_per_image_scores(tmp_path):
         model_cfg={
             "adapter": "predictions_file",
             "tasks": ["diagnosis"],
-            "max_error_rate": 100,
+            "max_error_rate": 1,
             "settings": {"path": str(answers)},
         },
         prompt_path=None,

@@ -104,7 +104,7 @@ def captions(dataset, tmp_path) -> Path:
     answers = write_jsonl(tmp_path / "captions-answers.jsonl", MODEL_CAPTIONS)
     prompt = ROOT / "config" / "prompts" / "captioning-v1.txt"
     # one image of four has no caption on file
-    out = predict_from_file(dataset, tmp_path, "captioning", answers, prompt, max_error_rate=25)
+    out = predict_from_file(dataset, tmp_path, "captioning", answers, prompt, max_error_rate=0.25)
     # As read: the empty caption is unreadable (the prediction file says only "ok").
     status = {r["filename"]: r["status"] for r in read_back(out, dataset)}
     assert status == {

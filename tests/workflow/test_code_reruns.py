@@ -282,3 +282,18 @@ def test_score_files_and_the_manifest_record_the_code(checkout):
     data = next(v for k, v in files.items() if k.endswith("/diagnosis_synonyms.yaml"))
     assert data == hashlib.sha256(synonyms.read_bytes()).hexdigest()
     assert any(name.startswith("novabench/models/classical") for name in files)
+
+
+def test_a_rerun_after_a_code_edit_prints_no_line_over_500_characters(checkout):
+    """Snakemake prints each job's files and reason: the manifest's code listing shows as
+    a digest, and the lists of its many inputs are shortened (novabench.snakemake_log)."""
+    with edited(module_file(checkout, "novabench.tasks.captioning.bootstrap")):
+        output = snakemake(checkout)
+    # The manifest's code listing changed: its reason names the parameter's old and new text.
+    manifest = output[output.index("rule manifest:") :].splitlines()
+    reason = next(line for line in manifest if line.lstrip().startswith("reason:"))
+    assert "Params have changed since last execution" in reason
+    longest = max(output.splitlines(), key=len)
+    assert len(longest) <= 500, longest[:500]
+    snakemake(checkout)  # the manifest of the restored code, for the next tests
+    assert planned(checkout) == set()

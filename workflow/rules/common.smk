@@ -14,7 +14,8 @@ from novabench.catalog import predict_params  # noqa: E402
 from novabench.config import read_config  # noqa: E402
 from novabench.errors import NovaError  # noqa: E402
 from novabench.job_env import job_environment  # noqa: E402
-from novabench.job_params import inert_param  # noqa: E402
+from novabench.job_params import DigestParam, inert_param  # noqa: E402
+from novabench.snakemake_log import install as install_short_job_lines  # noqa: E402
 from novabench.redaction import export_key_variables  # noqa: E402
 from novabench.dataset.schema import rater_slug  # noqa: E402
 from novabench.dataset.tags import (  # noqa: E402
@@ -35,6 +36,9 @@ from novabench.report.scored import (  # noqa: E402
 )
 from novabench.tasks import dataset_needs, get_task, task_names  # noqa: E402
 
+# Snakemake's job lines with file lists and reasons a person can read (novabench.snakemake_log).
+install_short_job_lines(logger)
+
 # Libraries keep their state under results/, not in the home folder (novabench.job_env);
 # set before any job starts, so every job inherits it.
 os.environ.update(job_environment(Path("results") / "cache"))
@@ -44,6 +48,15 @@ def stop(message):
     """One line, then exit: a raised error would add Snakemake's stack-frame lines."""
     logger.error(message)
     sys.exit(1)
+
+
+def check_run_environment():
+    """`onstart` (a real run only, not `-n`): every model's and judge's key variable is
+    set and its server reachable; a problem is one line, with no Snakefile header."""
+    try:
+        PLAN.check_environment()
+    except NovaError as exc:
+        stop(f"cannot start the run: {exc}")
 
 
 # The one reader of the configuration (the command line's too): plug-ins, catalog names,
@@ -378,8 +391,9 @@ GIT_STATE = _git_state()
 
 def manifest_code(wildcards):
     """The code and data behind every job of the run ({file: sha256}), for the manifest:
-    worked out when the manifest job is, not on every parse of a cluster job."""
-    return PLAN.run_code_files()
+    worked out when the manifest job is, not on every parse of a cluster job; shown by
+    its digest, so that Snakemake's "Params have changed" line stays short."""
+    return DigestParam(PLAN.run_code_files())
 
 
 def job_code(job, **keys):

@@ -122,6 +122,9 @@ class Adapter(ABC):
         self.settings = dict(settings)
         # Where backends that call a service keep their persistent response cache.
         self.cache_dir = cache_dir
+        # The model's whole entry of ``models:`` (box_format, max_error_rate), where the
+        # backend needs more than its settings (load_adapter fills it in).
+        self.model_cfg: dict[str, Any] = {}
 
     #: JSON schema of the model's ``settings``, checked at plan time (a dry run too).
     settings_schema: ClassVar[dict[str, Any]] = {
@@ -254,4 +257,6 @@ def adapter_class(name: str, model_cfg: dict[str, Any]) -> type[Adapter]:
 
 def load_adapter(name: str, model_cfg: dict[str, Any], cache_dir: Path | None = None) -> Adapter:
     cls = adapter_class(name, model_cfg)
-    return cls(name, model_cfg.get("settings", {}), cache_dir=cache_dir)
+    adapter = cls(name, model_cfg.get("settings", {}), cache_dir=cache_dir)
+    adapter.model_cfg = dict(model_cfg)
+    return adapter

@@ -56,9 +56,9 @@ class Adapter(BaseAdapter):
     def api_resource(cls, settings: dict[str, Any]) -> str:
         return api_resource(settings)
 
-    #: Percent of failed requests above which a prediction job fails (models.<name>.max_error_rate
-    #: overrides it). The answers that did arrive are cached, so a re-run resends only failures.
-    max_error_rate: ClassVar[float] = 10.0
+    #: Fraction of failed requests above which a prediction job fails (models.<name>.
+    #: max_error_rate overrides it). Answers that did arrive are cached: a re-run resends failures.
+    max_error_rate: ClassVar[float] = 0.1
     # Its bar counts requests, those answered from the cache apart.
     shows_progress: ClassVar[bool] = True
 

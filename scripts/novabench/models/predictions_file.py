@@ -2,15 +2,24 @@
 
 Settings: ``path`` (one JSONL file for every task the model runs) or ``paths``
 (``{task: file}``). Each line needs ``filename`` and ``raw`` (the model's answer text,
-exactly as the model wrote it); other fields are ignored. The answers are parsed with
-the model's declared ``box_format`` like any other model's. An image missing from the
-file gets status ``missing``; the job stops when any image is missing unless the model's
-``max_error_rate`` (percent of images) allows that many.
+exactly as the model wrote it, or null); other fields are ignored. The answers are parsed
+with the model's declared ``box_format`` like any other model's. An image missing from
+the file gets status ``missing``.
+
+The whole file is read before anything is scored, and every problem comes in one report
+(:class:`FileReport`): unreadable lines (line number, reason in words), repeated and
+unknown filenames, missing images, and how the task reads the answers (parse errors and
+refusals counted per status). The job stops on any unreadable, repeated or unknown line,
+and when more images are missing than the model's ``max_error_rate`` (a fraction of
+images, 0 by default) allows; ``novabench validate`` prints the same report line by line.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+import importlib
+from collections import Counter
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -18,6 +27,21 @@ from novabench.errors import ConfigError, NovaError
 from novabench.models.base import Adapter as BaseAdapter
 from novabench.models.base import Response, Sample
 from novabench.records import json_lines
+
+# Reads an answer's text as the reading stage does; loaded by name, so that a parser fix
+# re-runs no prediction job (the report only explains a job that stops).
+ANSWER_READER = "novabench.answers"
+# Statuses of the report's counts: how the reading stage will take each image.
+REPORT_STATUSES = ("ok", "no_finding", "parse_error", "refusal", "error", "missing")
+# Statuses of answers the task cannot take, each with its label in the report.
+FAILURES = {"parse_error": "answer(s) the task cannot read", "refusal": "refusal(s)"}
+# Lines and filenames quoted per kind of problem in the one-line error; the rest counted.
+QUOTED = 3
+QUOTED_CHARS = 160
+
+
+class LineProblem(ValueError):
+    """Why one line of a predictions file cannot be read, in words."""
 
 
 def predictions_path(name: str, settings: dict, task: str) -> Path:
@@ -31,36 +55,160 @@ def predictions_path(name: str, settings: dict, task: str) -> Path:
     )
 
 
-def read_answers(path: Path) -> dict[str, str | None]:
-    """``{filename: raw}`` of a predictions file; NovaError naming file and line at the
-    first line that is not an answer (not UTF-8 JSON, too deep, fields of the wrong type)."""
+def answer_fields(record: Any) -> tuple[str, str | None]:
+    """One decoded line's ``(filename, raw)``; :class:`LineProblem` says in words what is
+    wrong with it."""
+    if not isinstance(record, dict):
+        raise LineProblem(f"a JSON {type(record).__name__}, not an object with filename and raw")
+    absent = [key for key in ("filename", "raw") if key not in record]
+    if absent:
+        raise LineProblem(f"no {' and no '.join(absent)} field")
+    filename, raw = record["filename"], record["raw"]
+    if not isinstance(filename, str) or not filename:
+        raise LineProblem(f"filename is a {type(filename).__name__}, not a non-empty string")
+    if raw is not None and not isinstance(raw, str):
+        raise LineProblem(f"raw is a {type(raw).__name__}, not a string or null")
+    return filename, raw
+
+
+@dataclass
+class AnswerFile:
+    """A predictions file read whole: its answers and the lines that could not be taken."""
+
+    path: Path
+    answers: dict[str, str | None] = field(default_factory=dict)
+    line_of: dict[str, int] = field(default_factory=dict)
+    unreadable: list[tuple[int, str]] = field(default_factory=list)  # (line, reason)
+    repeated: list[tuple[int, str]] = field(default_factory=list)  # (line, filename)
+
+
+def read_answer_file(path: Path) -> AnswerFile:
+    path = Path(path)
     if not path.is_file():
         raise NovaError(f"predictions file {path} does not exist", "fix the model's settings.path")
-    answers: dict[str, str | None] = {}
+    read = AnswerFile(path)
+    # One decoder for every JSON Lines file a user gives (records.json_lines): a line that
+    # is not UTF-8, not JSON or nested too deeply is a problem named by its line.
     for number, record, problem in json_lines(path):
-        problem = problem or _answer_problem(record)
-        if problem is not None:
-            raise NovaError(
-                f"{path}:{number}: {problem}", "see the prediction file format in README.md"
-            )
-        if record["filename"] in answers:
-            raise NovaError(
-                f"{path}:{number} repeats {record['filename']}", "keep one answer per image"
-            )
-        answers[record["filename"]] = record["raw"]
-    return answers
+        try:
+            if problem is not None:
+                raise LineProblem(problem)
+            filename, raw = answer_fields(record)
+        except LineProblem as why:
+            read.unreadable.append((number, str(why)))
+            continue
+        if filename in read.answers:
+            read.repeated.append((number, filename))
+            continue
+        read.answers[filename] = raw
+        read.line_of[filename] = number
+    return read
 
 
-def _answer_problem(record: Any) -> str | None:
-    """Why a parsed line is not an answer (``filename`` a non-empty string, ``raw`` a string
-    or null), or None."""
-    if not isinstance(record, dict) or not {"filename", "raw"} <= set(record):
-        return "not a JSON object with `filename` and `raw`"
-    if not isinstance(record["filename"], str) or not record["filename"]:
-        return f"filename must be a non-empty string, not {type(record['filename']).__name__}"
-    if record["raw"] is not None and not isinstance(record["raw"], str):
-        return f"raw must be a string or null, not {type(record['raw']).__name__}"
-    return None
+def _quoted(items: Sequence[str]) -> str:
+    """The first :data:`QUOTED` items, each cut to :data:`QUOTED_CHARS` (a filename or a
+    reason comes from the file), and how many more."""
+    clipped = [i if len(i) <= QUOTED_CHARS else i[: QUOTED_CHARS - 3] + "..." for i in items]
+    more = f" and {len(items) - QUOTED} more" if len(items) > QUOTED else ""
+    return ", ".join(clipped[:QUOTED]) + more
+
+
+@dataclass
+class FileReport:
+    """Everything wrong with a predictions file for one task and dataset."""
+
+    file: AnswerFile
+    unknown: list[str]
+    missing: list[str]
+    n_images: int
+    counts: Counter
+    # Per status that is not an answer (parse_error, refusal): (line, filename, why).
+    failures: dict[str, list[tuple[int, str, str]]]
+
+    def stops(self, max_error_rate: float) -> bool:
+        """The problems that stop a job: any unreadable, repeated or unknown line, more
+        images missing than ``max_error_rate`` (a fraction of images) allows."""
+        too_many = self.n_images and len(self.missing) / self.n_images > max_error_rate
+        return bool(self.file.unreadable or self.file.repeated or self.unknown or too_many)
+
+    def problems(self) -> list[str]:
+        """One phrase per kind of problem, in the file's words."""
+        file, phrases = self.file, []
+        if file.unreadable:
+            lines = [f"line {n} {why}" for n, why in file.unreadable]
+            phrases.append(f"{len(lines)} unreadable line(s): {_quoted(lines)}")
+        if file.repeated:
+            lines = [
+                f"line {n} repeats {name} of line {file.line_of[name]}" for n, name in file.repeated
+            ]
+            phrases.append(f"{len(lines)} repeated filename(s): {_quoted(lines)}")
+        if self.unknown:
+            phrases.append(
+                f"{len(self.unknown)} filename(s) not in the dataset: {_quoted(self.unknown)}"
+            )
+        if self.missing:
+            phrases.append(
+                f"{len(self.missing)} of {self.n_images} images missing: {_quoted(self.missing)}"
+            )
+        for status, label in FAILURES.items():
+            found = self.failures.get(status) or []
+            if found:
+                lines = [f"line {n} {name} ({why})" for n, name, why in found]
+                phrases.append(f"{len(found)} {label}: {_quoted(lines)}")
+        return phrases
+
+    def counts_text(self) -> str:
+        return ", ".join(f"{self.counts[s]} {s}" for s in REPORT_STATUSES if self.counts[s])
+
+    def error(self, model: str) -> NovaError:
+        """The one-line error of a job that stops on this file."""
+        return NovaError(
+            f"models.{model}: {self.file.path}: "
+            + "; ".join(self.problems())
+            + f" (images: {self.counts_text()})",
+            "correct the file (`novabench validate` lists every line), or set "
+            f"models.{model}.max_error_rate (a fraction of images) to score absent images "
+            "as missing",
+        )
+
+
+def file_report(
+    file: AnswerFile,
+    task: str,
+    sizes: Mapping[str, tuple[int, int]] | None,
+    box_format: str | None,
+) -> FileReport:
+    """``file`` against the dataset's images of ``task`` (``sizes``: filename -> (width,
+    height); None: no dataset, so nothing is unknown or missing and boxes are not read),
+    each answer read as the reading stage will read it."""
+    reader = importlib.import_module(ANSWER_READER)
+    from novabench.tasks import get_task
+
+    spec = get_task(task)
+    known = file.answers if sizes is None else sizes
+    missing = [name for name in known if name not in file.answers]
+    counts: Counter = Counter(missing=len(missing))
+    failures: dict[str, list[tuple[int, str, str]]] = {}
+    readable = sizes is not None or not spec.needs_box_format
+    for name, raw in file.answers.items():
+        if name not in known or not readable:
+            continue
+        record = {"filename": name, "raw": raw, "status": "ok"}
+        record["request"] = {"box_format": box_format}
+        answer = reader.read_answer(spec, record, None if sizes is None else sizes[name])
+        counts[answer["status"]] += 1
+        if answer["status"] in FAILURES:
+            failures.setdefault(answer["status"], []).append(
+                (file.line_of[name], name, str(answer["error"]))
+            )
+    return FileReport(
+        file=file,
+        unknown=[name for name in file.answers if name not in known],
+        missing=missing,
+        n_images=len(known),
+        counts=counts if readable else Counter(),
+        failures=failures,
+    )
 
 
 class Adapter(BaseAdapter):
@@ -88,19 +236,15 @@ class Adapter(BaseAdapter):
         if not samples:
             return
         path = predictions_path(self.name, self.settings, samples[0].task)
-        answers = read_answers(path)
-        wanted = {s.filename for s in samples}
-        unknown = sorted(set(answers) - wanted)
-        if unknown:
-            raise NovaError(
-                f"{path} answers {len(unknown)} image(s) that are not in the dataset, "
-                f"e.g. {unknown[0]}",
-                "check that the file was made for this dataset",
-            )
+        file = read_answer_file(path)
+        sizes = {s.filename: (s.width, s.height) for s in samples}
+        report = file_report(file, samples[0].task, sizes, self.model_cfg.get("box_format"))
+        if report.stops(float(self.model_cfg.get("max_error_rate", self.max_error_rate))):
+            raise report.error(self.name)
         for sample in samples:
-            if sample.filename not in answers:
+            if sample.filename not in file.answers:
                 yield Response(
                     raw=None, error=f"{sample.filename} is missing from {path}", missing=True
                 )
             else:
-                yield Response(raw=answers[sample.filename])
+                yield Response(raw=file.answers[sample.filename])
