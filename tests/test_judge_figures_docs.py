@@ -9,17 +9,25 @@ import pytest
 
 from novabench.errors import NovaError
 from novabench.judge_figures import RECORD
-from novabench.judge_figures_docs import BEGIN, END, figures_block, rewrite, with_fresh_block
+from novabench.judge_figures_docs import (
+    BEGIN,
+    END,
+    PAGES,
+    figures_block,
+    rewrite,
+    with_fresh_block,
+)
 from support import ROOT
 
 PAGE = ROOT / "docs" / "judges.md"
 
 
-def test_the_judges_page_shows_the_records_current_figures():
-    text = PAGE.read_text(encoding="utf-8")
+@pytest.mark.parametrize("page", PAGES)
+def test_each_page_shows_the_records_current_figures(page):
+    text = (ROOT / page).read_text(encoding="utf-8")
     assert text.count(BEGIN) == 1 and text.count(END) == 1
     assert with_fresh_block(text) == text, (
-        "docs/judges.md quotes stale judge figures: run python scripts/tools/docs_judge_figures.py"
+        f"{page} quotes stale judge figures: run python scripts/tools/docs_judge_figures.py"
     )
 
 

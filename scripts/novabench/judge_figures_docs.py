@@ -1,7 +1,7 @@
 """The judges' current held-out figures as a Markdown table, written into the docs from the
 record (``validation/judge_figures.json``), never typed by hand.
 
-The block between :data:`BEGIN` and :data:`END` in ``docs/judges.md`` is generated:
+The block between :data:`BEGIN` and :data:`END` in each of :data:`PAGES` is generated:
 ``python scripts/tools/docs_judge_figures.py`` rewrites it, ``--check`` fails when it is
 stale (so does ``tests/test_judge_figures_docs.py``). Only the score jobs' module
 :mod:`novabench.judge_figures` reads the record for runs; this one is imported by nothing
@@ -19,7 +19,8 @@ from novabench.judge_figures import RECORD, REMEASURE, figures_line, read_record
 
 BEGIN = "<!-- judge-figures: generated from validation/judge_figures.json; do not edit -->"
 END = "<!-- /judge-figures -->"
-COMMAND = "python scripts/tools/docs_judge_figures.py"
+#: The pages (from the repository root) that quote the judges' current figures.
+PAGES = ("docs/judges.md", "validation/README.md")
 
 
 def _share(p: Mapping[str, Any], ci: bool = False) -> str:
