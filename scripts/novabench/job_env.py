@@ -8,7 +8,7 @@ starts (``workflow/rules/common.smk``), so a run writes nothing outside its work
 folder. The Hugging Face Hub cache of model weights (``HF_HUB_CACHE``, by default
 ``~/.cache/huggingface/hub``) and its login token stay where the user has them: local
 models and BERTScore's encoder are read from there, and downloaded there, so they are
-shared with every other tool on the machine (README, "Outputs").
+shared with every other tool on the machine (docs/outputs.md).
 """
 
 from __future__ import annotations

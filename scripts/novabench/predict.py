@@ -1,7 +1,7 @@
 """Run one model on one task and write its prediction file.
 
 ``results/<tag>/predictions/{task}/{model}.jsonl`` holds one record per image, sorted by
-filename (the format is documented in README.md); images the task excludes for lack of a
+filename (the format is documented in docs/outputs.md); images the task excludes for lack of a
 reference (``Task.scored_rows``) have none:
 
 ``filename, case_id, task, model, request{prompt_id, prompt_sha256, model_sha256,

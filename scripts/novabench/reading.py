@@ -6,7 +6,7 @@ request's status (an error, a missing answer, a refusal the API flagged), a refu
 written in the text (:mod:`novabench.refusals`), the task's parser (``Task.parse``), then,
 for a judged task, the judge (``Task.judge_answers``). One job per (task, judge, model)
 writes ``results/<tag>/verdicts/{task}/{judge}/{model}.jsonl``, one record per scored
-image in dataset order (the fields are documented in README.md):
+image in dataset order (the fields are documented in docs/outputs.md):
 
 ``filename, case_id, status, error, read, verdict, labels``
 

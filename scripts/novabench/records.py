@@ -2,7 +2,7 @@
 ``results/<tag>/predictions/{task}/{model}.jsonl`` and
 ``results/<tag>/verdicts/{task}/{judge}/{model}.jsonl``.
 
-One JSON object per image (the fields are documented in README.md; prediction records are
+One JSON object per image (the fields are documented in docs/outputs.md; prediction records are
 written by :mod:`novabench.predict`, verdict records by :mod:`novabench.reading`). Reading
 and writing them lives here, below prediction, reading, scoring and the report.
 """
