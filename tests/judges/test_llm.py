@@ -30,6 +30,7 @@ from novabench.judges.llm import (
     LLMDiagnosisJudge,
     LLMKeywordJudge,
     LLMPairedCaptionJudge,
+    UnreadableAnswer,
     check_settings,
     prompt_paths,
     read_first_match,
@@ -116,10 +117,10 @@ def diagnosis_of(prompt: str) -> tuple[str, list[str]]:
 FLAIR = "Axial FLAIR image shows a hyperintense mass in the right frontal lobe."
 T1C = "Coronal T1-weighted post-gadolinium image: ring-enhancing lesion without hemorrhage."
 NORMAL = "Sagittal T2 image without abnormality."
-# What an LLM might answer: prose and a fence around JSON; Python-style quotes, a trailing
+# What an LLM might answer: a fence around JSON; Python-style quotes, a trailing
 # comma and a string for a list; abbreviations and capitals.
 ANSWERS = {
-    FLAIR: 'Here are the keywords:\n```json\n{"sequence": ["FLAIR"], "plane": ["Axial"], '
+    FLAIR: '```json\n{"sequence": ["FLAIR"], "plane": ["Axial"], '
     '"anatomy": ["Right", "Frontal lobe"], "characteristics": ["Hyperintense"], '
     '"findings": ["Mass"], "negated_findings": [], "label": "abnormal"}\n```',
     T1C: "{'sequence': 'T1-weighted post-gadolinium', 'plane': ['coronal'], "
@@ -381,8 +382,8 @@ def test_an_unreadable_paired_answer_is_counted_and_its_image_left_out(scored_in
     "raw, agree",
     [
         (
-            # the prompt's form, in a fence after prose
-            "Here is the comparison:\n```json\n"
+            # the prompt's form, in a fence
+            "```json\n"
             + paired_answer(
                 {"findings": ["Mass"], "sequence_and_plane": ["axial FLAIR"]},
                 {"findings": ["mass"], "negated_findings": ["no hemorrhage"]},
@@ -470,7 +471,7 @@ def test_diagnosis_decisions_give_top1_and_top5(tmp_path):
     # The judge's decision per reference, as an LLM would write it.
     decisions = {
         "Glioblastoma": '{"first_match": 1}',
-        "Acute ischemic infarct": 'Looking at the list:\n```json\n{"first_match": "3"}\n```',
+        "Acute ischemic infarct": '```json\n{"first_match": "3"}\n```',
         "Normal study": '{"first_match": null}',
     }
     with FakeOpenAI(lambda seen: Reply(decisions[diagnosis_of(seen.prompt)[0]])) as server:
@@ -508,6 +509,35 @@ def test_first_match_reading():
     for raw in ('{"first_match": 3}', '{"first_match": true}', "the second one", "{}"):
         with pytest.raises(ValueError):
             read_first_match(raw, 2)  # rank past the list, a bool, prose, no key
+
+
+ECHOED_PROMPT = 'Answer as {"first_match": 1} or {"first_match": null}. Candidates: 1. GBM'
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [
+        ECHOED_PROMPT + '\n{"first_match": 2}',  # a server echoing the prompt
+        '{"first_match": 1}\n{"first_match": 2}',  # a second object
+        'Looking at the list:\n```json\n{"first_match": 1}\n```',  # prose before a fence
+        '```json\n{"first_match": 1}\n```\n```json\n{"first_match": 2}\n```',  # two fences
+        '{"first_match": 1} (grader: {"first_match": 1})',  # text after the object
+    ],
+)
+def test_a_judge_answer_is_read_only_as_the_whole_object_or_its_one_fence(raw):
+    with pytest.raises(UnreadableAnswer):
+        read_first_match(raw, 5)
+    with pytest.raises(UnreadableAnswer):
+        read_keywords(raw.replace('"first_match": 1', '"findings": [], "label": "normal"'))
+    assert read_first_match('  ```json\n{"first_match": 2}\n```  ', 5) == 2
+
+
+def test_an_echoing_judge_is_counted_as_failing_not_scored(tmp_path):
+    with FakeOpenAI(lambda seen: Reply(seen.prompt + '\n{"first_match": 1}')) as server:
+        judge = LLMDiagnosisJudge("judge", judge_settings(server), cache_dir=tmp_path)
+        with pytest.raises(NovaError, match="1 of 1 answers could not be read"):
+            judge.match_ranked_many([(["Glioblastoma"], "Glioblastoma")])
+    assert judge.usage()["unreadable"] == 1
 
 
 # --- batches, cache, failures -------------------------------------------------------------------

@@ -1,7 +1,11 @@
 """Reading an LLM judge's answers: a keyword list, a paired answer, a first match.
 
-Read tolerantly (:mod:`novabench.answer_json`: fences, prose, single quotes, trailing
-commas) and normalized (:mod:`.normalize`); an answer not in the asked form raises
+Read only in the shape the prompt asks for: the whole answer is one JSON object, or one
+fenced block holding it. Text around it or a second object makes the answer unreadable, so
+that a server echoing the prompt (whose example object comes first) or a model answer
+quoting a verdict cannot steer the reading. Inside that object the syntax is read
+tolerantly (:mod:`novabench.answer_json`: single quotes, trailing commas) and the values
+normalized (:mod:`.normalize`); an answer not in the asked form raises
 :class:`UnreadableAnswer`."""
 
 from __future__ import annotations
@@ -44,13 +48,27 @@ class PairedVerdict:
     raw: Mapping[str, Mapping[str, tuple[str, ...]]] = field(default_factory=dict)
 
 
+# The whole answer as one fenced block: ```json ... ``` (greedy, so a second fence stays
+# inside the block and makes it unreadable).
+_WHOLE_FENCE = re.compile(r"```[A-Za-z0-9_-]*[ \t]*\n(.*)```", re.DOTALL)
+
+
 def _json_object(raw: str) -> dict[str, Any]:
-    """The first JSON object in an answer (fences, prose, single quotes, trailing commas)."""
-    for span in json_spans(raw):
-        data = load_lenient(span)
-        if isinstance(data, dict):
-            return data
-    raise UnreadableAnswer("no JSON object")
+    """The answer's JSON object: the whole answer, or the whole of its one fenced block
+    (single quotes and trailing commas read); anything else is unreadable."""
+    text = raw.strip()
+    fenced = _WHOLE_FENCE.fullmatch(text)
+    if fenced is not None:
+        text = fenced.group(1).strip()
+    if not text.startswith("{"):
+        raise UnreadableAnswer("no JSON object")
+    spans = json_spans(text)
+    if len(spans) != 1 or spans[0] != text:
+        raise UnreadableAnswer("text around the JSON object, or a second one")
+    data = load_lenient(text)
+    if not isinstance(data, dict):
+        raise UnreadableAnswer("no JSON object")
+    return data
 
 
 def _key(name: Any) -> str:
