@@ -9,6 +9,7 @@ Expected keyword sets and scores are worked out by hand in the comments.
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import hashlib
 import json
@@ -20,6 +21,7 @@ import pandas as pd
 import pytest
 import yaml
 
+from adversarial_text import SHAPES, assert_linear_time
 from novabench.catalog import expand_models
 from novabench.code_fingerprint import code_fingerprint
 from novabench.config import read_config
@@ -1099,3 +1101,13 @@ def test_reading_jobs_of_an_llm_judge_claim_its_provider_and_read_its_prompt(tmp
     # Scoring counts the verdicts: it sends nothing and reads no judge prompt.
     score = jobs["score", "results/nova/scores/diagnosis/retrieval.json"]
     assert "api_openai" not in score and "judge-" not in score
+
+
+@pytest.mark.parametrize("shape", SHAPES)
+def test_judge_answers_of_a_megabyte_are_read_in_linear_time(shape):
+    def read_each_way(text):
+        for read in (read_keywords, read_paired, lambda raw: read_first_match(raw, 5)):
+            with contextlib.suppress(UnreadableAnswer):
+                read(text)
+
+    assert_linear_time(read_each_way, shape)

@@ -10,6 +10,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from adversarial_text import SHAPES, assert_linear_time
 from novabench.answer_formats import BOX_FORMATS, smart_resize
 from novabench.errors import ConfigError, NovaError
 from novabench.tasks.localization.boxes import (
@@ -423,3 +424,9 @@ LOCS = st.lists(
 )
 def test_garbage_never_raises(text, box_format, size):
     assert_valid(parse_boxes(text, box_format, image_size=size), size)
+
+
+@pytest.mark.parametrize("box_format", ["pixel_xyxy", "paligemma_loc"])
+@pytest.mark.parametrize("shape", SHAPES)
+def test_a_megabyte_of_adversarial_text_is_read_in_linear_time(shape, box_format):
+    assert_linear_time(lambda text: parse_boxes(text, box_format), shape)

@@ -169,8 +169,10 @@ def _scales(
 
 
 def _find_label(text: str, start: int) -> str | None:
-    line_start = text.rfind("\n", 0, start) + 1
-    prefix = text[max(line_start, start - _PREFIX_WINDOW) : start]
+    # Only the window is searched for the line's start: a search back to the text's start
+    # for every box made a one-line answer of many boxes quadratic.
+    window_start = max(0, start - _PREFIX_WINDOW)
+    prefix = text[text.rfind("\n", window_start, start) + 1 or window_start : start]
     match = _PREFIX_LABEL.search(prefix)
     if match is None:
         return None
