@@ -138,6 +138,25 @@ def test_predictions_file_with_missing_images_stops_unless_allowed(dataset, tmp_
     assert [r["status"] for r in records] == ["ok", "ok", "ok", "missing"]
 
 
+@pytest.mark.parametrize(
+    "raw, kind", [([{"bbox_2d": [100, 120, 160, 160]}], "array"), ({"boxes": []}, "object")]
+)
+def test_a_raw_answer_that_is_not_text_is_refused_in_one_line(dataset, tmp_path, raw, kind):
+    answers = tmp_path / "objects.jsonl"
+    answers.write_text(json.dumps({"filename": "case0001_001.png", "raw": raw}) + "\n")
+    cfg = {
+        "adapter": "predictions_file",
+        "tasks": ["localization"],
+        "box_format": "pixel_xyxy",
+        "max_error_rate": 100,
+        "settings": {"path": str(answers)},
+    }
+    with pytest.raises(NovaError) as caught:
+        predict(dataset, tmp_path, "localization", cfg)
+    assert str(caught.value).startswith(f"{answers}:1: raw is a JSON {kind}, not the answer's text")
+    assert "\n" not in str(caught.value)
+
+
 def test_predictions_file_in_a_declared_convention_is_parsed(dataset, tmp_path):
     answers = tmp_path / "gemini.jsonl"
     # case0001_001 gold box: x=100, y=120, w=60, h=40 in a 480x480 image, written as Gemini
