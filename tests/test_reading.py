@@ -14,6 +14,7 @@ from novabench.predict import run_predictions
 from novabench.reading import read_predictions_file
 from novabench.records import read_verdicts, write_jsonl
 from novabench.score import score_verdicts
+from novabench.tasks import get_task
 from support import ROOT
 from upstream import CASES, IMAGES
 
@@ -184,6 +185,42 @@ def test_a_task_without_a_judge_is_read_as_its_reader(dataset, tmp_path):
     assert first["verdict"] is None and first["labels"] == {}
     (box,) = first["read"]["boxes"]
     assert (box["x"], box["y"], box["width"], box["height"]) == (10, 20, 100, 100)
+
+
+@pytest.mark.parametrize("max_boxes, kept", [(None, 100), (2, 2)])
+def test_reading_keeps_the_configured_boxes_per_answer_and_counts_the_rest(
+    dataset, tmp_path, max_boxes, kept
+):
+    grid = [[x, y, x + 20, y + 20] for x in range(0, 400, 25) for y in range(0, 400, 25)]
+    answers = tmp_path / "grid.jsonl"
+    write_jsonl([{"filename": n, "raw": json.dumps(grid)} for n in NAMES], answers)
+    model = {
+        "adapter": "predictions_file",
+        "tasks": ["localization"],
+        "box_format": "pixel_xyxy",
+        "settings": {"path": str(answers)},
+    }
+    run_predictions(
+        dataset=dataset,
+        task="localization",
+        model_name="grid",
+        model_cfg=model,
+        prompt_path=None,
+        out=tmp_path / "p.jsonl",
+        summary_out=tmp_path / "p.summary.json",
+    )
+    config = {} if max_boxes is None else {"max_boxes": max_boxes}
+    read_predictions_file(
+        task="localization",
+        dataset=dataset,
+        predictions=tmp_path / "p.jsonl",
+        out=tmp_path / "v.jsonl",
+        summary_out=tmp_path / "v.summary.json",
+        options=get_task("localization").reading_options(config),
+    )
+    for verdict in read_verdicts(tmp_path / "v.jsonl"):
+        assert len(verdict["read"]["boxes"]) == kept
+        assert verdict["read"]["over_cap"] == len(grid) - kept
 
 
 def test_a_status_this_pipeline_does_not_count_is_refused_in_one_line(dataset, tmp_path):

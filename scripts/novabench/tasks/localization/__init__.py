@@ -46,6 +46,12 @@ def entry_boxes(
     return {filename: list(answers.get(filename, "boxes", [])[0]) for filename in frame["filename"]}
 
 
+# Boxes kept per answer (tasks.localization.max_boxes): COCO's maxDets, the detections per
+# image its evaluation counts. A blind grid of thousands of boxes then cannot buy hits, and
+# its answers are marked in every table.
+MAX_BOXES = 100
+
+
 class Localization(Task):
     name = "localization"
     title = "Anomaly localization"
@@ -90,11 +96,21 @@ class Localization(Task):
         Metric("FNR", "FNR", "lower"),
         Metric("Hit@30", "Hit@30", headline=True),
         Metric("Hit@50", "Hit@50"),
+        Metric("mean_boxes", "Boxes/image", None, percent=False, interval=False, figure=False),
         Metric("mean_best_IoU", "mean best IoU", decimals=3, percent=False, table=False),
         Metric("FN30", "FN30", "lower", decimals=0, percent=False, table=False),
     )
     reference_columns = ("gold_boxes",)
+    settings_schema: ClassVar[Mapping[str, Any]] = {
+        "max_boxes": {
+            "description": "boxes kept per answer, in the model's order (config/README.md)",
+            "type": "integer",
+            "minimum": 1,
+            "default": MAX_BOXES,
+        }
+    }
     needs_box_format = True
+    capped_by = "tasks.localization.max_boxes"
     figures = ("breakdown", "iou", "lesion_size", "examples")
     answer_tokens = 50  # a JSON list of one to three boxes
     reader = "boxes"
@@ -113,6 +129,9 @@ class Localization(Task):
         ]
         return json.dumps(boxes) if boxes else "no finding"
 
+    def reading_options(self, task_config: Mapping[str, Any]) -> dict[str, Any]:
+        return {"max_boxes": int(task_config.get("max_boxes", MAX_BOXES))}
+
     def parse(self, raw: str, context: AnswerContext) -> Parsed:
         boxes = self.stage("boxes")
         # Only this convention is in pixels of the frame the model saw.
@@ -122,6 +141,7 @@ class Localization(Task):
             context.box_format,
             image_size=(context.width, context.height),
             resized_size=resized,
+            max_boxes=context.options.get("max_boxes"),
         )
         return Parsed(parsed.status, boxes.to_dict(parsed), parsed.error)
 
@@ -138,11 +158,12 @@ class Localization(Task):
     def score(
         self, frame: pd.DataFrame, answers: Answers, context: ScoringContext
     ) -> tuple[dict[str, Any], pd.DataFrame]:
-        gold, predicted, statuses = {}, {}, {}
+        gold, predicted, statuses, over_cap = {}, {}, {}, {}
         for row in frame.itertuples(index=False):
             gold[row.filename] = xywh(row.gold_boxes)
             predicted[row.filename], statuses[row.filename] = answers.get(row.filename, "boxes", [])
-        return self.stage("metrics").score_localization(gold, predicted, statuses)
+            over_cap[row.filename] = answers.get(row.filename, "over_cap", 0)[0]
+        return self.stage("metrics").score_localization(gold, predicted, statuses, over_cap)
 
     def score_rater(
         self, frame: pd.DataFrame, rater: str
