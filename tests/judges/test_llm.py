@@ -204,6 +204,23 @@ def test_unreadable_keyword_answers_are_refused(raw):
         read_keywords(raw)
 
 
+def test_a_keyword_answer_over_the_cap_is_unreadable():
+    def answer(n):
+        return json.dumps({"findings": [f"finding {i}" for i in range(n)], "label": "abnormal"})
+
+    assert len(read_keywords(answer(100)).keywords) == 100
+    with pytest.raises(UnreadableAnswer, match="101 keywords for one caption, more than 100"):
+        read_keywords(answer(101))
+    paired = {
+        "standardized_keywords": {"gt": {"findings": ["mass"]}, "pred": {"findings": ["mass"]}},
+        "raw_keywords": {"gt": {"findings": "a, " * 100 + "b"}, "pred": {}},
+        "gt_label": "abnormal",
+        "pred_label": "abnormal",
+    }
+    with pytest.raises(UnreadableAnswer, match="101 keywords"):
+        read_paired(json.dumps(paired))
+
+
 # --- captioning: one request per (reference, prediction) pair ---------------------------------
 
 # Three pairs whose standardized keywords are worked out by hand below. The raw keywords

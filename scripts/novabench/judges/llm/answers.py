@@ -31,6 +31,10 @@ class UnreadableAnswer(ValueError):
 
 
 EMPTY = KeywordSet(frozenset(), False)
+# Keywords a judge may list for one caption (all categories together): a radiology caption
+# names a few dozen at most, and a judge listing thousands fills verdict files and tables
+# with text no caption holds. More makes the answer unreadable, a counted judge failure.
+MAX_KEYWORDS = 100
 
 
 @dataclass(frozen=True)
@@ -145,15 +149,23 @@ def _label(data: dict[str, Any]) -> bool:
     raise UnreadableAnswer("no normal/abnormal label")
 
 
+def _category_items(categories: Mapping[str, Any]) -> list[tuple[str, list[str]]]:
+    """(category, keywords) of the known categories; UnreadableAnswer over MAX_KEYWORDS."""
+    found = [
+        (_CATEGORIES[key], _items(value)) for key, value in categories.items() if key in _CATEGORIES
+    ]
+    count = sum(len(items) for _, items in found)
+    if count > MAX_KEYWORDS:
+        raise UnreadableAnswer(f"{count} keywords for one caption, more than {MAX_KEYWORDS}")
+    return found
+
+
 def _keyword_set(categories: Mapping[str, Any], abnormal: bool) -> KeywordSet:
     """Keyword lists by category (keys already passed through ``_key``; unknown keys
     ignored) -> normalized KeywordSet."""
     keywords: set[str] = set()
-    for key, value in categories.items():
-        category = _CATEGORIES.get(key)
-        if category is None:
-            continue
-        for item in _items(value):
+    for category, items in _category_items(categories):
+        for item in items:
             if category == "sequence":
                 keywords |= sequence_keywords(item)
             elif category == "plane":
@@ -256,6 +268,7 @@ def _agreement(data: dict[str, Any]) -> bool | None:
 def _raw_lists(block: dict[str, Any] | None) -> dict[str, tuple[str, ...]]:
     if not block:
         return {}
+    _category_items(block)  # the cap
     return {key: tuple(_items(value)) for key, value in block.items() if key in _CATEGORIES}
 
 
