@@ -131,7 +131,7 @@ class ResponseCache:
 
     def _shape_problem(self, response: Any) -> str | None:
         if not isinstance(response, dict):
-            return f"the response is a {type(response).__name__}, not an object"
+            return f"the response has type {type(response).__name__}, not an object"
         return None if self.response_problem is None else self.response_problem(response)
 
     def check_writable(self) -> None:

@@ -919,7 +919,7 @@ def response_problem(stored: dict[str, Any]) -> str | None:
     for name, value, kind in fields:
         # A bool is an int to isinstance; only "refusal" may be one.
         if value is not None and (not isinstance(value, kind) or _is_bool(value, kind)):
-            return f"{name} is a {type(value).__name__}"
+            return f"{name} has type {type(value).__name__}"
     if (stored.get("redacted") or 0) < 0:
         return "redacted is negative"
     return None
