@@ -156,6 +156,24 @@ def test_another_harness_parsed_value_is_read_as_it_is(dataset, tmp_path):
     assert all(v["labels"]["top1_correct"] for v in verdicts)
 
 
+def test_another_harness_parsed_boxes_are_capped_like_read_ones(dataset, tmp_path):
+    box = {"x": 10.0, "y": 20.0, "width": 30.0, "height": 30.0, "score": None, "label": None}
+    parsed = {"boxes": [box] * 150, "dropped": 0, "error": None}
+    records = [
+        {"filename": n, "model": "elsewhere", "status": "ok", "parsed": parsed} for n in NAMES
+    ]
+    write_jsonl(records, tmp_path / "harness.jsonl")
+    read_predictions_file(
+        task="localization",
+        dataset=dataset,
+        predictions=tmp_path / "harness.jsonl",
+        out=tmp_path / "v.jsonl",
+        summary_out=tmp_path / "v.summary.json",
+    )
+    for verdict in read_verdicts(tmp_path / "v.jsonl"):
+        assert len(verdict["read"]["boxes"]) == 100 and verdict["read"]["over_cap"] == 50
+
+
 def test_a_task_without_a_judge_is_read_as_its_reader(dataset, tmp_path):
     answers = tmp_path / "boxes.jsonl"
     write_jsonl([{"filename": n, "raw": "[10, 20, 110, 120]"} for n in NAMES], answers)

@@ -45,8 +45,10 @@ def read_answer(
     (``options``: the task's reading options; None: its defaults)."""
     key = {"filename": record["filename"], "case_id": record.get("case_id")}
     status, error = record["status"], record.get("error")
-    if "parsed" in record:  # read elsewhere already: taken as it is
-        return {**key, "status": status, "error": error, "read": record["parsed"]}
+    options = task.reading_options({}) if options is None else options
+    if "parsed" in record:  # read elsewhere already: taken as it is, within the task's caps
+        read = record["parsed"]
+        return {**key, "status": status, "error": error, "read": task.capped(read, options)}
     raw = record.get("raw")
     if status == "ok" and raw is None:
         status, error = "error", "no answer"
@@ -63,7 +65,7 @@ def read_answer(
         height,
         (record.get("request") or {}).get("box_format"),
         (int(frame[0]), int(frame[1])) if frame else None,
-        task.reading_options({}) if options is None else options,
+        options,
     )
     # A task's parser never raises on any text: an exception here is a bug and crashes.
     parsed = task.parse(raw, context)

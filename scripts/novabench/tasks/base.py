@@ -237,6 +237,11 @@ class Task:
         options``; a change re-reads that task), defaults filled in."""
         return {}
 
+    def capped(self, read: Any, options: Mapping[str, Any]) -> Any:
+        """A value read elsewhere (a record's ``parsed``) within the caps that :meth:`parse`
+        applies under ``options``; as it is by default."""
+        return read
+
     def upstream_model(self, task_config: Mapping[str, Any]) -> str | None:
         """The model whose ``upstream_task`` predictions this task reads, if any."""
         return None

@@ -132,6 +132,15 @@ class Localization(Task):
     def reading_options(self, task_config: Mapping[str, Any]) -> dict[str, Any]:
         return {"max_boxes": int(task_config.get("max_boxes", MAX_BOXES))}
 
+    def capped(self, read: Any, options: Mapping[str, Any]) -> Any:
+        boxes = read.get("boxes") if isinstance(read, dict) else None
+        cap = options.get("max_boxes")
+        if not isinstance(boxes, list) or cap is None or len(boxes) <= cap:
+            return read
+        # over_cap from the other harness, if it wrote one, is not ours to trust or add.
+        over = len(boxes) - cap
+        return {**read, "boxes": boxes[:cap], "over_cap": over}
+
     def parse(self, raw: str, context: AnswerContext) -> Parsed:
         boxes = self.stage("boxes")
         # Only this convention is in pixels of the frame the model saw.
