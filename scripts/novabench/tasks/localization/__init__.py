@@ -84,7 +84,8 @@ class Localization(Task):
         "without a confidence) at IoU 0.3, 0.5 and 0.50:0.05:0.95. ACC50 = TP/(TP+FP+FN) of a "
         "greedy one-to-one matching at IoU 0.5; TP30, FP30 (counts) and FNR = FN/(TP+FN) at "
         "IoU 0.3. Hit@$\\tau$: share of images with a gold box where the best IoU is at least "
-        "$\\tau$."
+        "$\\tau$. Boxes/image: boxes answered per image, mean (those beyond the cap on boxes "
+        "per answer included; only the boxes within it are scored)."
     )
     metrics = (
         Metric("mAP@30", "mAP@30"),
