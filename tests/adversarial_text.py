@@ -53,12 +53,15 @@ def _seconds(read: Callable[[str], Any], text: str) -> float:
 
 def assert_linear_time(read: Callable[[str], Any], shape: str) -> None:
     """``read`` takes a 1 MB input of ``shape`` in time linear in its size: under half a
-    second, or at most 20 times its time on 100 KB (linear gives ~10, quadratic ~100). The
-    ratio is taken from 10 ms up, below which the clock and the machine's load decide it."""
+    second, or at most 30 times its time on 100 KB (linear gives ~10-20, quadratic ~100).
+    The ratio is taken from 10 ms up, below which the clock and the machine's load decide
+    it."""
     small = _seconds(read, adversarial(shape, 100_000))
     assert small < 2.0, (shape, small)  # quadratic: the 1 MB input would take minutes
     large = _seconds(read, adversarial(shape, 1_000_000))
-    if large > 0.5 and large > 20 * max(small, 0.01):  # once more: the machine may be busy
+    for _ in range(2):  # again while over: a busy machine slows one run, not every one
+        if large < 0.5 or large < 30 * max(small, 0.01):
+            break
         large = min(large, _seconds(read, adversarial(shape, 1_000_000)))
-    assert large < 0.5 or large < 20 * max(small, 0.01), (shape, small, large)
+    assert large < 0.5 or large < 30 * max(small, 0.01), (shape, small, large)
     assert large < 20.0, (shape, large)
