@@ -2,8 +2,7 @@
 
 Settings: ``path`` (one JSONL file for every task the model runs) or ``paths``
 (``{task: file}``). Each line needs ``filename`` and ``raw`` (the model's answer text,
-exactly as the model wrote it, a string or null: an object or list is refused, never read
-through its Python repr); other fields are ignored. The answers are parsed with
+exactly as the model wrote it); other fields are ignored. The answers are parsed with
 the model's declared ``box_format`` like any other model's. An image missing from the
 file gets status ``missing``; the job stops when any image is missing unless the model's
 ``max_error_rate`` (percent of images) allows that many.
@@ -48,23 +47,10 @@ def read_answers(path: Path) -> dict[str, str]:
                     f"{path}:{number} is not a JSON object with `filename` and `raw` ({exc})",
                     "see the prediction file format in README.md",
                 ) from exc
-            if raw is not None and not isinstance(raw, str):
-                # str() of an object is its Python repr, never what the model wrote.
-                raise NovaError(
-                    f"{path}:{number}: raw is a JSON {_json_type(raw)}, not the answer's text",
-                    "write the model's answer as a string (a JSON answer as its text, "
-                    "json.dumps of the object) or null",
-                )
             if filename in answers:
                 raise NovaError(f"{path}:{number} repeats {filename}", "keep one answer per image")
-            answers[str(filename)] = raw
+            answers[str(filename)] = raw if raw is None else str(raw)
     return answers
-
-
-def _json_type(value: Any) -> str:
-    if isinstance(value, bool):
-        return "boolean"
-    return {dict: "object", list: "array", int: "number", float: "number"}[type(value)]
 
 
 class Adapter(BaseAdapter):
