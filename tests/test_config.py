@@ -37,6 +37,16 @@ def with_change(change):
     return checked(config)
 
 
+def test_the_box_cap_is_a_reading_option_of_localization_only():
+    plan = checked(copy.deepcopy(DEFAULT))
+    assert plan.reading_options("localization") == {"max_boxes": 100}
+    assert plan.reading_options("captioning") == {}
+    capped = with_change(lambda c: c["tasks"]["localization"].update(max_boxes=5))
+    assert capped.reading_options("localization") == {"max_boxes": 5}
+    refused = with_change(lambda c: c["tasks"]["localization"].update(max_boxes=0))
+    assert refused.startswith("config error: ") and "max_boxes" in refused
+
+
 def test_default_config_is_valid_and_plans_the_offline_models():
     plan = checked(copy.deepcopy(DEFAULT))
     assert not isinstance(plan, str), plan
@@ -345,13 +355,3 @@ def test_a_predictions_file_model_without_box_format_fails_at_plan_time(tmp_path
         fixed = {**model, **change}
         plan = with_change(lambda c, fixed=fixed: c["models"].update(harness=fixed))
         assert not isinstance(plan, str), plan
-
-
-def test_the_box_cap_is_a_reading_option_of_localization_only():
-    plan = checked(copy.deepcopy(DEFAULT))
-    assert plan.reading_options("localization") == {"max_boxes": 100}
-    assert plan.reading_options("captioning") == {}
-    capped = with_change(lambda c: c["tasks"]["localization"].update(max_boxes=5))
-    assert capped.reading_options("localization") == {"max_boxes": 5}
-    refused = with_change(lambda c: c["tasks"]["localization"].update(max_boxes=0))
-    assert refused.startswith("config error: ") and "max_boxes" in refused
