@@ -97,9 +97,9 @@ class Localization(Task):
         Metric("FNR", "FNR", "lower"),
         Metric("Hit@30", "Hit@30", headline=True),
         Metric("Hit@50", "Hit@50"),
-        Metric("mean_boxes", "Boxes/image", None, percent=False, interval=False, figure=False),
         Metric("mean_best_IoU", "mean best IoU", decimals=3, percent=False, table=False),
         Metric("FN30", "FN30", "lower", decimals=0, percent=False, table=False),
+        Metric("mean_boxes", "Boxes/image", None, percent=False, interval=False, figure=False),
     )
     reference_columns = ("gold_boxes",)
     settings_schema: ClassVar[Mapping[str, Any]] = {
