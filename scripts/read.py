@@ -16,6 +16,7 @@ def main(smk):
         judge_cfg=smk.params.judge,
         cache_dir=Path(smk.params.cache_dir),
         code=smk.params.code,
+        options=smk.params.options,
     )
     log.info(
         "%s/%s/%s: %s",

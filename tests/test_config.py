@@ -38,6 +38,16 @@ def with_change(change):
     return checked(config)
 
 
+def test_the_box_cap_is_a_reading_option_of_localization_only():
+    plan = checked(copy.deepcopy(DEFAULT))
+    assert plan.reading_options("localization") == {"max_boxes": 100}
+    assert plan.reading_options("captioning") == {}
+    capped = with_change(lambda c: c["tasks"]["localization"].update(max_boxes=5))
+    assert capped.reading_options("localization") == {"max_boxes": 5}
+    refused = with_change(lambda c: c["tasks"]["localization"].update(max_boxes=0))
+    assert refused.startswith("config error: ") and "max_boxes" in refused
+
+
 def test_default_config_is_valid_and_plans_the_offline_models():
     plan = checked(copy.deepcopy(DEFAULT))
     assert not isinstance(plan, str), plan

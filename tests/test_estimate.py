@@ -14,7 +14,7 @@ import pytest
 
 import support
 from novabench import tokens
-from novabench.cache import ResponseCache, request_key
+from novabench.cache import ResponseCache, request_key, response_check
 from novabench.cli import main
 from novabench.config import plan_from_files
 from novabench.estimate import (
@@ -93,6 +93,36 @@ def test_a_cached_answer_is_one_request_less_and_its_usage_is_the_measure(workdi
     assert (job.input_tokens, job.output_tokens) == (300 * (n - 1), 40 * (n - 1))
     assert job.usd == pytest.approx((300 * 2.0 + 40 * 10.0) * (n - 1) / 1e6)
     assert "tokens per request measured on 1 cached answers" in job.notes
+
+
+@pytest.mark.parametrize(
+    "response, problem",
+    [
+        ("Axial FLAIR.", "the response has type str, not an object"),
+        ({"raw": "Axial FLAIR.", "usage": ["many"]}, "usage has type list"),
+        ({"raw": 7}, "raw has type int"),
+    ],
+)
+def test_a_cache_entry_of_the_wrong_shape_is_counted_as_to_send(workdir, caplog, response, problem):
+    first = images(workdir)[0]
+    identity = {
+        "model": "vlm-1",
+        "base_url": BASE_URL,
+        "generation": {"temperature": 0.1, "max_tokens": 2048, "seed": None, "extra_body": {}},
+        "system_prompt": None,
+        "prompt": CAPTIONING_PROMPT,
+        "image_sha256": hashlib.sha256(first["image"]["bytes"]).hexdigest(),
+    }
+    cache = ResponseCache(workdir / "results" / "cache" / "m")
+    path = cache.put(request_key(identity), {"raw": "Axial FLAIR."}, identity)
+    entry = json.loads(path.read_text())  # valid JSON, its check recomputed
+    path.write_text(json.dumps({**entry, "response": response, "check": response_check(response)}))
+    (job,) = estimate_run(plan_for(workdir, TINY), workdir).jobs
+    n = len(images(workdir))
+    assert (job.requests, job.to_send) == (n, n)
+    assert [r.getMessage() for r in caplog.records if str(path) in r.getMessage()] == [
+        f"ignoring cache entry {path} of the wrong shape ({problem}); the request is re-sent"
+    ]
 
 
 def test_without_cached_answers_the_last_summary_is_the_measure(workdir):

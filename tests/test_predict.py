@@ -139,6 +139,26 @@ def test_predictions_file_with_missing_images_stops_unless_allowed(dataset, tmp_
     assert [r["status"] for r in records] == ["ok", "ok", "ok", "missing"]
 
 
+def test_an_answer_longer_than_the_cap_is_cut_before_it_is_stored_and_counted(dataset, tmp_path):
+    answers = tmp_path / "long.jsonl"
+    long = "no finding " + "x" * 1_000_000
+    others = ("case0001_002.png", "case0002_001.png", "case0003_001.png")
+    lines = [{"filename": "case0001_001.png", "raw": long}]
+    lines += [{"filename": n, "raw": "no finding"} for n in others]
+    answers.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    cfg = {
+        "adapter": "predictions_file",
+        "tasks": ["captioning"],
+        "settings": {"path": str(answers)},
+    }
+    _, summary, out = predict(dataset, tmp_path, "captioning", cfg, name="long")
+    stored = {r["filename"]: r for r in map(json.loads, out.read_text().splitlines())}
+    first = stored["case0001_001.png"]
+    assert len(first["raw"]) == 262_144 and first["raw"] == long[:262_144]
+    assert first["raw_chars"] == len(long) and "raw_chars" not in stored["case0001_002.png"]
+    assert summary["n_truncated"] == 1
+
+
 def test_predictions_file_in_a_declared_convention_is_parsed(dataset, tmp_path):
     answers = tmp_path / "gemini.jsonl"
     # case0001_001 gold box: x=100, y=120, w=60, h=40 in a 480x480 image, written as Gemini

@@ -14,6 +14,7 @@ from novabench.predict import run_predictions
 from novabench.reading import read_predictions_file
 from novabench.records import read_verdicts, write_jsonl
 from novabench.score import score_verdicts
+from novabench.tasks import get_task
 from support import ROOT
 from upstream import CASES, IMAGES
 
@@ -155,6 +156,24 @@ def test_another_harness_parsed_value_is_read_as_it_is(dataset, tmp_path):
     assert all(v["labels"]["top1_correct"] for v in verdicts)
 
 
+def test_another_harness_parsed_boxes_are_capped_like_read_ones(dataset, tmp_path):
+    box = {"x": 10.0, "y": 20.0, "width": 30.0, "height": 30.0, "score": None, "label": None}
+    parsed = {"boxes": [box] * 150, "dropped": 0, "error": None}
+    records = [
+        {"filename": n, "model": "elsewhere", "status": "ok", "parsed": parsed} for n in NAMES
+    ]
+    write_jsonl(records, tmp_path / "harness.jsonl")
+    read_predictions_file(
+        task="localization",
+        dataset=dataset,
+        predictions=tmp_path / "harness.jsonl",
+        out=tmp_path / "v.jsonl",
+        summary_out=tmp_path / "v.summary.json",
+    )
+    for verdict in read_verdicts(tmp_path / "v.jsonl"):
+        assert len(verdict["read"]["boxes"]) == 100 and verdict["read"]["over_cap"] == 50
+
+
 def test_a_task_without_a_judge_is_read_as_its_reader(dataset, tmp_path):
     answers = tmp_path / "boxes.jsonl"
     write_jsonl([{"filename": n, "raw": "[10, 20, 110, 120]"} for n in NAMES], answers)
@@ -184,6 +203,42 @@ def test_a_task_without_a_judge_is_read_as_its_reader(dataset, tmp_path):
     assert first["verdict"] is None and first["labels"] == {}
     (box,) = first["read"]["boxes"]
     assert (box["x"], box["y"], box["width"], box["height"]) == (10, 20, 100, 100)
+
+
+@pytest.mark.parametrize("max_boxes, kept", [(None, 100), (2, 2)])
+def test_reading_keeps_the_configured_boxes_per_answer_and_counts_the_rest(
+    dataset, tmp_path, max_boxes, kept
+):
+    grid = [[x, y, x + 20, y + 20] for x in range(0, 400, 25) for y in range(0, 400, 25)]
+    answers = tmp_path / "grid.jsonl"
+    write_jsonl([{"filename": n, "raw": json.dumps(grid)} for n in NAMES], answers)
+    model = {
+        "adapter": "predictions_file",
+        "tasks": ["localization"],
+        "box_format": "pixel_xyxy",
+        "settings": {"path": str(answers)},
+    }
+    run_predictions(
+        dataset=dataset,
+        task="localization",
+        model_name="grid",
+        model_cfg=model,
+        prompt_path=None,
+        out=tmp_path / "p.jsonl",
+        summary_out=tmp_path / "p.summary.json",
+    )
+    config = {} if max_boxes is None else {"max_boxes": max_boxes}
+    read_predictions_file(
+        task="localization",
+        dataset=dataset,
+        predictions=tmp_path / "p.jsonl",
+        out=tmp_path / "v.jsonl",
+        summary_out=tmp_path / "v.summary.json",
+        options=get_task("localization").reading_options(config),
+    )
+    for verdict in read_verdicts(tmp_path / "v.jsonl"):
+        assert len(verdict["read"]["boxes"]) == kept
+        assert verdict["read"]["over_cap"] == len(grid) - kept
 
 
 def test_a_status_this_pipeline_does_not_count_is_refused_in_one_line(dataset, tmp_path):

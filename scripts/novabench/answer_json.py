@@ -3,7 +3,8 @@
 Language models wrap the JSON a prompt asks for in prose and Markdown, and write it with
 Python quoting or trailing commas. The diagnosis parser and the LLM judge read answers
 with these two functions. Written by hand: json5-style parsers accept more syntax but do
-not find the object inside prose, and none bounds the work on pathological text.
+not find the object inside prose, and none bounds the work on pathological text. Every
+step is one linear pass (tests/test_answer_json.py times 1 MB adversarial inputs).
 """
 
 from __future__ import annotations
@@ -69,12 +70,43 @@ def json_spans(text: str) -> list[str]:
     return spans
 
 
-_SINGLE_QUOTED = re.compile(r"([{\[,:]\s*)'(.*?)'(?=\s*[,:}\]])", re.DOTALL)
+def _closing_quotes(span: str) -> list[int]:
+    """For each position, the first quote at or after it that can close a 'string': one
+    followed by optional whitespace and ``,:}]`` (len(span) where there is none)."""
+    closing = [len(span)] * (len(span) + 1)
+    next_solid = len(span)  # the first non-whitespace position after the current one
+    for i in range(len(span) - 1, -1, -1):
+        closes_here = span[i] == "'" and next_solid < len(span) and span[next_solid] in ",:}]"
+        closing[i] = i if closes_here else closing[i + 1]
+        if not span[i].isspace():
+            next_solid = i
+    return closing
 
 
 def _single_to_double_quotes(span: str) -> str:
-    """Requote 'strings' as JSON strings; an apostrophe inside one ("Wilson's") stays."""
-    return _SINGLE_QUOTED.sub(lambda m: m.group(1) + json.dumps(m.group(2)), span)
+    """Requote 'strings' as JSON strings; an apostrophe inside one ("Wilson's") stays.
+
+    A string opens with a quote after ``{[,:`` and optional whitespace and ends at the
+    first quote that can close it. One pass with the closing quotes found beforehand,
+    where a lazy regular expression rescanned the rest of the span from every opening
+    quote (quadratic on ``{,'a,'a,...``).
+    """
+    closing = _closing_quotes(span)
+    parts: list[str] = []
+    done = i = 0
+    while i < len(span):
+        if span[i] in "{[,:":
+            opening = i + 1
+            while opening < len(span) and span[opening].isspace():
+                opening += 1
+            if opening < len(span) and span[opening] == "'":
+                end = closing[opening + 1]
+                if end < len(span):
+                    parts += [span[done:opening], json.dumps(span[opening + 1 : end])]
+                    done = i = end + 1
+                    continue
+        i += 1
+    return "".join([*parts, span[done:]])
 
 
 def load_lenient(span: str) -> Any:

@@ -47,13 +47,19 @@ def answer_sizes(frame: pd.DataFrame) -> dict[str, tuple[int, int]]:
 
 
 def read_answer(
-    task: Task, record: Mapping[str, Any], size: tuple[int, int] | None
+    task: Task,
+    record: Mapping[str, Any],
+    size: tuple[int, int] | None,
+    options: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """One prediction record as read: ``{filename, case_id, status, error, read}``."""
+    """One prediction record as read: ``{filename, case_id, status, error, read}``
+    (``options``: the task's reading options; None: its defaults)."""
     key = {"filename": record["filename"], "case_id": record.get("case_id")}
     status, error = record["status"], record.get("error")
-    if "parsed" in record:  # read elsewhere already: taken as it is
-        return {**key, "status": status, "error": error, "read": record["parsed"]}
+    options = task.reading_options({}) if options is None else options
+    if "parsed" in record:  # read elsewhere already: taken as it is, within the task's caps
+        read = record["parsed"]
+        return {**key, "status": status, "error": error, "read": task.capped(read, options)}
     raw = record.get("raw")
     if status == "ok" and raw is None:
         status, error = "error", "no answer"
@@ -70,6 +76,7 @@ def read_answer(
         height,
         (record.get("request") or {}).get("box_format"),
         (int(frame[0]), int(frame[1])) if frame else None,
+        options,
     )
     # A task's parser never raises on any text: an exception here is a bug and crashes.
     parsed = task.parse(raw, context)
@@ -80,9 +87,11 @@ def read_answers(
     task: Task,
     records: Sequence[Mapping[str, Any]],
     sizes: Mapping[str, tuple[int, int]],
+    options: Mapping[str, Any] | None = None,
 ) -> list[dict[str, Any]]:
     """Every prediction record as read (:func:`read_answer`), in order."""
-    return [read_answer(task, r, sizes.get(r["filename"])) for r in records]
+    options = task.reading_options({}) if options is None else options
+    return [read_answer(task, r, sizes.get(r["filename"]), options) for r in records]
 
 
 def read_file(task: str, predictions: Path, frame: pd.DataFrame) -> Answers:

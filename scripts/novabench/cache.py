@@ -24,8 +24,11 @@ What a crash can lose:
   written; each entry carries the sha256 of its response, so a damaged one is ignored and
   the request sent again, never read as an answer.
 
-Entries that cannot be read (garbage left by a faulty disk or a hand edit) are ignored, so
-the request is simply sent again and the entry rewritten.
+Entries that cannot be read (garbage left by a faulty disk or a hand edit), or that read as
+JSON of the wrong shape (the owner's ``response_problem`` names what is wrong), are ignored
+with one line naming the file, so the request is simply sent again and the entry rewritten.
+A cache folder that cannot be written is found before the first request is sent
+(:meth:`ResponseCache.check_writable`), not after it is paid for.
 
 Several processes may want one entry at once: two runs sharing the cache (another dataset
 tag, another task's job asking the same), or a prediction job left running after its
@@ -56,6 +59,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from novabench.errors import NovaError
 from novabench.provenance import canonical_json
 
 log = logging.getLogger(__name__)
@@ -79,8 +83,13 @@ def response_check(response: dict[str, Any]) -> str:
 class ResponseCache:
     """Entries under one folder (one per model); safe for concurrent processes and threads."""
 
-    def __init__(self, root: Path):
+    def __init__(
+        self, root: Path, response_problem: Callable[[dict[str, Any]], str | None] | None = None
+    ):
         self.root = Path(root)
+        # What is wrong with a stored response's shape (None: nothing); its writer knows.
+        self.response_problem = response_problem
+        self._named: set[Path] = set()  # entries of the wrong shape already named
         self._unsynced: list[Path] = []  # written since the last sync
         self._lock = threading.Lock()
         self._syncing = threading.Lock()
@@ -105,11 +114,42 @@ class ResponseCache:
         if not isinstance(entry, dict) or entry.get("key") != key or "response" not in entry:
             log.warning("ignoring malformed cache entry %s; the request is re-sent", path)
             return None
+        if problem := self._shape_problem(entry["response"]):
+            if path not in self._named:  # once: a request looks its entry up more than once
+                self._named.add(path)
+                log.warning(
+                    "ignoring cache entry %s of the wrong shape (%s); the request is re-sent",
+                    path,
+                    problem,
+                )
+            return None
         # Entries written before the check was added have none; they were fsynced one by one.
         if "check" in entry and entry["check"] != response_check(entry["response"]):
             log.warning("ignoring damaged cache entry %s; the request is re-sent", path)
             return None
         return entry
+
+    def _shape_problem(self, response: Any) -> str | None:
+        if not isinstance(response, dict):
+            return f"the response has type {type(response).__name__}, not an object"
+        return None if self.response_problem is None else self.response_problem(response)
+
+    def check_writable(self) -> None:
+        """Raise NovaError, in one line, unless entries can be written here: called before
+        the first request is sent, so that no answer is paid for and then lost."""
+        try:
+            self.root.mkdir(parents=True, exist_ok=True)
+            fd, probe = tempfile.mkstemp(
+                prefix=".write-check.", suffix=_PARTIAL_SUFFIX, dir=self.root
+            )
+            os.close(fd)
+            os.unlink(probe)
+        except OSError as exc:
+            raise NovaError(
+                f"the response cache {self.root} cannot be written "
+                f"({exc.strerror or exc}); nothing was sent",
+                "make the folder writable (or free space on its disk), then re-run",
+            ) from None
 
     def put(self, key: str, response: dict[str, Any], request: dict[str, Any]) -> Path:
         """Store one successful response atomically; returns the entry's path.

@@ -271,6 +271,10 @@ class Plan:
         """The task's scoring options (a change re-scores that task only)."""
         return get_task(task).options(self.task_config(task))
 
+    def reading_options(self, task: str) -> dict[str, Any]:
+        """The task's reading options (a change re-reads that task only)."""
+        return get_task(task).reading_options(self.task_config(task))
+
     def upstream(self, task: str) -> tuple[str, str] | None:
         """(upstream task, model) whose predictions ``task`` reads, if configured."""
         spec = get_task(task)

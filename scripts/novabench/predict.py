@@ -144,6 +144,8 @@ def summarize(records: Sequence[dict[str, Any]], wall_s: float) -> dict[str, Any
         "n_images": len(records),
         "status_counts": {s: counts.get(s, 0) for s in PREDICTION_STATUSES},
         "n_cached": sum(bool(r.get("cached")) for r in records),
+        # Answers cut at MAX_ANSWER_CHARS before they were stored.
+        "n_truncated": sum("raw_chars" in r for r in records),
         "usage": dict(sorted(usage.items())),
         "wall_s": round(wall_s, 3),
     }
@@ -291,17 +293,26 @@ def _status(response: Response) -> tuple[str, str | None]:
     return "ok", None
 
 
+# Characters of an answer stored (and read): longer than any answer within 64k output
+# tokens, and a bound on what one answer costs every later stage. The rest is cut off, and
+# the record keeps the answer's length (``raw_chars``), which the summary counts.
+MAX_ANSWER_CHARS = 262_144
+
+
 def _record(
     sample: Sample, response: Response, model: str, request: dict[str, Any]
 ) -> dict[str, Any]:
     status, error = _status(response)
+    raw = response.raw
+    cut = isinstance(raw, str) and len(raw) > MAX_ANSWER_CHARS
     return {
         "filename": sample.filename,
         "case_id": sample.case_id,
         "task": sample.task,
         "model": model,
         "request": request,
-        "raw": response.raw,
+        "raw": raw[:MAX_ANSWER_CHARS] if cut else raw,
+        **({"raw_chars": len(raw)} if cut else {}),
         "status": status,
         "error": error,
         "latency_s": None if response.latency_s is None else round(response.latency_s, 4),

@@ -88,9 +88,11 @@ def read_predictions_file(
     judge_cfg: Mapping[str, Any] | None = None,
     cache_dir: Path | None = None,
     code: str | None = None,
+    options: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """Read one prediction file and judge its answers; write the verdict file and its
-    summary; return the summary.
+    summary; return the summary. ``options``: the task's reading options
+    (``Task.reading_options``; None: its defaults).
 
     ``judge_cfg`` is ``{kind, settings, name}`` for a judged task (None: the task's
     default offline judge; a task without a judge ignores it). ``cache_dir`` keeps an LLM
@@ -103,7 +105,7 @@ def read_predictions_file(
     records = read_predictions(predictions)
     check_filenames(records, frame, Path(predictions))
     frame, _ = scored_frame(spec, frame, Path(dataset))
-    answers = Answers(read_answers(spec, records, answer_sizes(frame)))
+    answers = Answers(read_answers(spec, records, answer_sizes(frame), options))
     check_statuses(list(answers.by_filename.values()), Path(predictions))
     judge_cfg = judge_cfg or spec.default_judge
     judge = None

@@ -9,6 +9,7 @@ Expected keyword sets and scores are worked out by hand in the comments.
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import hashlib
 import json
@@ -20,6 +21,7 @@ import pandas as pd
 import pytest
 import yaml
 
+from adversarial_text import SHAPES, assert_linear_time
 from novabench.catalog import expand_models
 from novabench.code_fingerprint import code_fingerprint
 from novabench.config import read_config
@@ -30,6 +32,7 @@ from novabench.judges.llm import (
     LLMDiagnosisJudge,
     LLMKeywordJudge,
     LLMPairedCaptionJudge,
+    UnreadableAnswer,
     check_settings,
     prompt_paths,
     read_first_match,
@@ -117,10 +120,10 @@ def diagnosis_of(prompt: str) -> tuple[str, list[str]]:
 FLAIR = "Axial FLAIR image shows a hyperintense mass in the right frontal lobe."
 T1C = "Coronal T1-weighted post-gadolinium image: ring-enhancing lesion without hemorrhage."
 NORMAL = "Sagittal T2 image without abnormality."
-# What an LLM might answer: prose and a fence around JSON; Python-style quotes, a trailing
+# What an LLM might answer: a fence around JSON; Python-style quotes, a trailing
 # comma and a string for a list; abbreviations and capitals.
 ANSWERS = {
-    FLAIR: 'Here are the keywords:\n```json\n{"sequence": ["FLAIR"], "plane": ["Axial"], '
+    FLAIR: '```json\n{"sequence": ["FLAIR"], "plane": ["Axial"], '
     '"anatomy": ["Right", "Frontal lobe"], "characteristics": ["Hyperintense"], '
     '"findings": ["Mass"], "negated_findings": [], "label": "abnormal"}\n```',
     T1C: "{'sequence': 'T1-weighted post-gadolinium', 'plane': ['coronal'], "
@@ -200,6 +203,23 @@ def test_keyword_normalization_cases(raw, expected):
 def test_unreadable_keyword_answers_are_refused(raw):
     with pytest.raises(ValueError):
         read_keywords(raw)
+
+
+def test_a_keyword_answer_over_the_cap_is_unreadable():
+    def answer(n):
+        return json.dumps({"findings": [f"finding {i}" for i in range(n)], "label": "abnormal"})
+
+    assert len(read_keywords(answer(100)).keywords) == 100
+    with pytest.raises(UnreadableAnswer, match="101 keywords for one caption, more than 100"):
+        read_keywords(answer(101))
+    paired = {
+        "standardized_keywords": {"gt": {"findings": ["mass"]}, "pred": {"findings": ["mass"]}},
+        "raw_keywords": {"gt": {"findings": "a, " * 100 + "b"}, "pred": {}},
+        "gt_label": "abnormal",
+        "pred_label": "abnormal",
+    }
+    with pytest.raises(UnreadableAnswer, match="101 keywords"):
+        read_paired(json.dumps(paired))
 
 
 # --- captioning: one request per (reference, prediction) pair ---------------------------------
@@ -382,8 +402,8 @@ def test_an_unreadable_paired_answer_is_counted_and_its_image_left_out(scored_in
     "raw, agree",
     [
         (
-            # the prompt's form, in a fence after prose
-            "Here is the comparison:\n```json\n"
+            # the prompt's form, in a fence
+            "```json\n"
             + paired_answer(
                 {"findings": ["Mass"], "sequence_and_plane": ["axial FLAIR"]},
                 {"findings": ["mass"], "negated_findings": ["no hemorrhage"]},
@@ -471,7 +491,7 @@ def test_diagnosis_decisions_give_top1_and_top5(tmp_path):
     # The judge's decision per reference, as an LLM would write it.
     decisions = {
         "Glioblastoma": '{"first_match": 1}',
-        "Acute ischemic infarct": 'Looking at the list:\n```json\n{"first_match": "3"}\n```',
+        "Acute ischemic infarct": '```json\n{"first_match": "3"}\n```',
         "Normal study": '{"first_match": null}',
     }
     with FakeOpenAI(lambda seen: Reply(decisions[diagnosis_of(seen.prompt)[0]])) as server:
@@ -509,6 +529,35 @@ def test_first_match_reading():
     for raw in ('{"first_match": 3}', '{"first_match": true}', "the second one", "{}"):
         with pytest.raises(ValueError):
             read_first_match(raw, 2)  # rank past the list, a bool, prose, no key
+
+
+ECHOED_PROMPT = 'Answer as {"first_match": 1} or {"first_match": null}. Candidates: 1. GBM'
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [
+        ECHOED_PROMPT + '\n{"first_match": 2}',  # a server echoing the prompt
+        '{"first_match": 1}\n{"first_match": 2}',  # a second object
+        'Looking at the list:\n```json\n{"first_match": 1}\n```',  # prose before a fence
+        '```json\n{"first_match": 1}\n```\n```json\n{"first_match": 2}\n```',  # two fences
+        '{"first_match": 1} (grader: {"first_match": 1})',  # text after the object
+    ],
+)
+def test_a_judge_answer_is_read_only_as_the_whole_object_or_its_one_fence(raw):
+    with pytest.raises(UnreadableAnswer):
+        read_first_match(raw, 5)
+    with pytest.raises(UnreadableAnswer):
+        read_keywords(raw.replace('"first_match": 1', '"findings": [], "label": "normal"'))
+    assert read_first_match('  ```json\n{"first_match": 2}\n```  ', 5) == 2
+
+
+def test_an_echoing_judge_is_counted_as_failing_not_scored(tmp_path):
+    with FakeOpenAI(lambda seen: Reply(seen.prompt + '\n{"first_match": 1}')) as server:
+        judge = LLMDiagnosisJudge("judge", judge_settings(server), cache_dir=tmp_path)
+        with pytest.raises(NovaError, match="1 of 1 answers could not be read"):
+            judge.match_ranked_many([(["Glioblastoma"], "Glioblastoma")])
+    assert judge.usage()["unreadable"] == 1
 
 
 # --- batches, cache, failures -------------------------------------------------------------------
@@ -1070,3 +1119,13 @@ def test_reading_jobs_of_an_llm_judge_claim_its_provider_and_read_its_prompt(tmp
     # Scoring counts the verdicts: it sends nothing and reads no judge prompt.
     score = jobs["score", "results/nova/scores/diagnosis/retrieval.json"]
     assert "api_openai" not in score and "judge-" not in score
+
+
+@pytest.mark.parametrize("shape", SHAPES)
+def test_judge_answers_of_a_megabyte_are_read_in_linear_time(shape):
+    def read_each_way(text):
+        for read in (read_keywords, read_paired, lambda raw: read_first_match(raw, 5)):
+            with contextlib.suppress(UnreadableAnswer):
+                read(text)
+
+    assert_linear_time(read_each_way, shape)

@@ -24,7 +24,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from novabench.cache import ResponseCache
+from novabench.cache import ResponseCache, response_check
 from novabench.dataset.read import load_nova
 from novabench.errors import ConfigError, NovaError
 from novabench.models.base import Sample
@@ -591,6 +591,62 @@ def test_cached_answers_are_reused_until_the_request_changes(small, tmp_path):
         {k: v for k, v in r.items() if k not in drop} for r in again.values()
     ]
     assert all(r["cached"] for r in again.values())
+
+
+@pytest.mark.parametrize(
+    "response",
+    [
+        "the answer",
+        {"raw": 5},
+        {"raw": ["no finding"]},
+        {"raw": "no finding", "redacted": "many"},
+        {"raw": "no finding", "usage": {"prompt_tokens": "many"}},
+        {"raw": "no finding", "latency_s": True},
+    ],
+)
+def test_a_cache_entry_of_the_wrong_shape_is_named_and_asked_again(
+    small, tmp_path, caplog, response
+):
+    dataset, names = small
+    with FakeOpenAI(lambda seen: Reply(answer(names[seen.image_sha256], "pixel_xyxy"))) as server:
+        cfg = model(server)
+        first, _ = predict(dataset, tmp_path, cfg)
+        entry_path = sorted((tmp_path / "cache" / "api").glob("??/*.json"))[0]
+        entry = json.loads(entry_path.read_text())
+        # Valid JSON with its checksum recomputed: only the shape is wrong.
+        entry.update(response=response, check=response_check(response))
+        entry_path.write_text(json.dumps(entry))
+        again, summary = predict(dataset, tmp_path, cfg)
+    assert len(server.requests) == 5 and summary["n_cached"] == 3
+    assert {n: (r["status"], r["read"]) for n, r in again.items()} == {
+        n: (r["status"], r["read"]) for n, r in first.items()
+    }
+    named = [r.getMessage() for r in caplog.records if str(entry_path) in r.getMessage()]
+    assert len(named) == 1 and "wrong shape" in named[0] and "\n" not in named[0]
+
+
+@pytest.mark.parametrize("unwritable", ["read-only folder", "a file in its place"])
+def test_an_unwritable_cache_is_found_before_the_first_request(small, tmp_path, unwritable):
+    dataset, _ = small
+    folder = tmp_path / "cache" / "api"
+    if unwritable == "a file in its place":
+        folder.parent.mkdir()
+        folder.write_text("")
+    elif os.geteuid() == 0:
+        pytest.skip("root writes into a read-only folder")
+    else:
+        folder.mkdir(parents=True)
+        folder.chmod(0o555)
+    try:
+        with FakeOpenAI(lambda seen: Reply("no finding")) as server:
+            with pytest.raises(NovaError) as caught:
+                predict(dataset, tmp_path, model(server))
+            assert server.requests == []
+    finally:
+        if folder.is_dir():
+            folder.chmod(0o755)
+    assert str(caught.value).startswith(f"the response cache {folder} cannot be written (")
+    assert "nothing was sent" in str(caught.value) and "\n" not in str(caught.value)
 
 
 RUNNER = """

@@ -59,6 +59,7 @@ def test_one_table_per_task_with_registry_headers_then_rates(page):
         "FNR ↓",
         "Hit@30 ↑",
         "Hit@50 ↑",
+        "Boxes/image",
         "Answered %",
         "Errors %",
         "No finding %",
@@ -180,7 +181,9 @@ def test_nothing_is_loaded_from_elsewhere(page):
 
 def test_headers_are_accessible_sort_buttons(page):
     headers = re.findall(r'<th scope="col"[^>]*>', page)
-    assert len(headers) == 13 + 10  # captioning: Model, 7 metrics, 2 failure columns
+    # localization: Model, 10 metrics (boxes per image included), 3 failure columns;
+    # captioning: Model, 7 metrics, 2 failure columns
+    assert len(headers) == 14 + 10
     assert all('aria-sort="none"' in h for h in headers)
     assert page.count('<th scope="row"') == 8
     assert page.count('<th scope="rowgroup"') == 4

@@ -29,7 +29,7 @@ from novabench.report.tables import (
     write_all_tables,
 )
 from novabench.score import write_scores
-from novabench.tasks import get_task, task_names
+from novabench.tasks import AnswerContext, Answers, ScoringContext, get_task, task_names
 from novabench.tasks.localization.metrics import score_localization
 from support import ROOT
 
@@ -233,6 +233,9 @@ def test_cis_and_p_values_come_from_the_bootstrap(results):
     for name in table.index:
         for column in get_task("localization").table_metrics:
             row = stats.loc[(name, column.key)]
+            if not column.interval:  # boxes per image: a count shown without a CI
+                assert np.isnan(table.loc[name, f"{column.key}_ci_low"])
+                continue
             assert table.loc[name, f"{column.key}_ci_low"] == row["ci_low"]
             assert table.loc[name, f"{column.key}_ci_high"] == row["ci_high"]
             p = table.loc[name, f"{column.key}_p_value"]
@@ -304,6 +307,68 @@ def _tables_with_a_model_missing_a_third(tmp_path) -> tuple[Path, dict[str, floa
     return out, {p.stem: score_metrics(p)["FP30"] for p in score_paths}
 
 
+def _score_blind_grid(root: Path, frame: pd.DataFrame, step: int) -> tuple[Path, Path, int]:
+    """A model answering one grid of boxes (the gold boxes' size, every ``step`` pixels)
+    for every image, read and scored as the pipeline does; (score file, verdicts, boxes
+    per answer)."""
+    grid = [[x, y, x + 40, y + 30] for y in range(0, 450, step) for x in range(0, 440, step)]
+    raw = json.dumps([{"bbox_2d": box} for box in grid])
+    task = get_task("localization")
+    context = AnswerContext(480, 480, "pixel_xyxy", None, task.reading_options({}))
+    parsed = task.parse(raw, context)
+    records = [
+        {"filename": f, "case_id": c, "status": parsed.status, "read": parsed.value}
+        for f, c in zip(frame["filename"], frame["case_id"], strict=True)
+    ]
+    verdicts = root / "verdicts" / "localization" / "boxes" / "grid.jsonl"
+    verdicts.write_text("".join(json.dumps({**r, "verdict": None}) + "\n" for r in records))
+    metrics, per_image = task.score(frame, Answers(records), ScoringContext())
+    path = root / "scores" / "localization" / "grid.json"
+    payload = {"task": "localization", "model": "grid", "metrics": metrics, "judge": None}
+    write_scores(payload, per_image, path, path.with_name("grid.images.csv"))
+    return path, verdicts, len(grid)
+
+
+def test_a_blind_grid_of_boxes_is_capped_counted_and_marked(tmp_path):
+    frame, answers = synthetic_dataset(seed=4)
+    score_paths, verdicts = score_models(tmp_path, frame, answers)
+    grid_scores, verdicts["grid"], n_grid = _score_blind_grid(tmp_path, frame, step=5)
+    uncapped = score_localization(
+        {r.filename: [[b[k] for k in ("x", "y", "width", "height")] for b in r.gold_boxes]
+         for r in frame.itertuples()},
+        {f: [{"x": x, "y": y, "width": 40, "height": 30} for x in range(0, 440, 5)
+             for y in range(0, 450, 5)] for f in frame["filename"]},
+        {f: "ok" for f in frame["filename"]},
+    )[0]  # fmt: skip
+    models = {**MODELS, **report_models({"grid": {"adapter": "predictions_file"}})}
+    _, stats_path = bootstrap_statistics(
+        tmp_path, frame, [*score_paths, grid_scores], verdicts, models
+    )
+    out = tmp_path / "tables"
+    write_all_tables(
+        statistics={"localization": stats_path},
+        scores={"localization": [*score_paths, grid_scores]},
+        paper_reference=ROOT / "config" / "paper_reference.yaml",
+        dataset_manifest=write_manifest(tmp_path, {"source": "sample", "n_images": 21}),
+        out_dir=out,
+    )
+    metrics = json.loads(grid_scores.read_text())["metrics"]
+    # Uncapped, the grid beats every model on Hit@30; capped, it keeps 100 boxes an image.
+    assert (
+        uncapped["Hit@30"]
+        == 100.0
+        > max(score_metrics(p)["Hit@30"] for p in score_paths if p.stem in ("model_a", "model-b"))
+    )
+    assert metrics["n_predicted_boxes"] == 100 * 21 and metrics["n_capped"] == 21
+    assert metrics["n_boxes_over_cap"] == (n_grid - 100) * 21
+    md = (out / "localization.md").read_text()
+    row = md_row(md, "grid")
+    assert row["Model"] == "grid †" and "**" not in " ".join(row.values())
+    assert row["Boxes/image"] == f"{n_grid:.1f}" and md_row(md, "model_a")["Boxes/image"] != "–"
+    table = pd.read_csv(out / "localization.csv").set_index("model")
+    assert table.loc["grid", "flag"] == "21 answer(s) over tasks.localization.max_boxes"
+
+
 def _check_partial_in_latex(tex: str, no_finding: str) -> None:
     row_tex = next(line for line in tex.splitlines() if line.startswith("partial"))
     assert row_tex.startswith("partial$^\\dagger$ & ")
@@ -333,8 +398,9 @@ def test_a_model_missing_a_third_of_the_images_is_marked_and_never_bold(tmp_path
     best = "model_a" if fp30["model_a"] < fp30["model-b"] else "model-b"
     assert md_row(md, best)["FP30 ↓"].startswith(f"**{fp30[best]}**")
     legend = (
-        "† fewer than 95% of the images answered (reporting.min_answered) or more than 2% "
-        "without an answer (reporting.max_error_rate): never shown as best."
+        "† fewer than 95% of the images answered (reporting.min_answered), more than 2% "
+        "without an answer (reporting.max_error_rate), or answers over a task's cap (the CSV's "
+        "flag column says which): never shown as best."
     )
     assert legend in md.splitlines()
 

@@ -10,6 +10,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from adversarial_text import SHAPES, assert_linear_time
 from novabench.answer_formats import BOX_FORMATS, smart_resize
 from novabench.errors import ConfigError, NovaError
 from novabench.tasks.localization.boxes import (
@@ -423,3 +424,22 @@ LOCS = st.lists(
 )
 def test_garbage_never_raises(text, box_format, size):
     assert_valid(parse_boxes(text, box_format, image_size=size), size)
+
+
+@pytest.mark.parametrize("box_format", ["pixel_xyxy", "paligemma_loc"])
+@pytest.mark.parametrize("shape", SHAPES)
+def test_a_megabyte_of_adversarial_text_is_read_in_linear_time(shape, box_format):
+    assert_linear_time(lambda text: parse_boxes(text, box_format), shape)
+
+
+def test_boxes_beyond_the_cap_are_dropped_and_counted_in_the_models_order():
+    raw = json.dumps([{"bbox_2d": [i, i, i + 10, i + 10], "score": 0.1 * i} for i in range(6)])
+    capped = parse_boxes(raw, "pixel_xyxy", max_boxes=4)
+    assert [b.x for b in capped.boxes] == [0, 1, 2, 3] and capped.over_cap == 2
+    assert from_dict(to_dict(capped)) == capped and to_dict(capped)["over_cap"] == 2
+    uncapped = parse_boxes(raw, "pixel_xyxy")
+    assert len(uncapped.boxes) == 6 and "over_cap" not in to_dict(uncapped)
+    # Degenerate boxes are dropped as before and do not count against the cap.
+    degenerate = "[[5, 5, 5, 9], [0, 0, 10, 10], [1, 1, 11, 11]]"
+    assert parse_boxes(degenerate, "pixel_xyxy", max_boxes=1).over_cap == 1
+    assert parse_boxes(degenerate, "pixel_xyxy", max_boxes=1).dropped == 1

@@ -281,6 +281,11 @@ def judge_figures(wildcards):
     return [os.path.relpath(path) if Path.cwd() in path.parents else str(path)]
 
 
+def reading_options(wildcards):
+    """Only the task's own reading options, so a change re-reads that task only."""
+    return inert_param(PLAN.reading_options(wildcards.task))
+
+
 def score_options(wildcards):
     """Only the task's own scoring options, so a change re-scores that task only."""
     return inert_param(PLAN.options(wildcards.task))

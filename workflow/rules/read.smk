@@ -29,6 +29,7 @@ rule read:
     params:
         code=job_code("read"),
         judge=reading_judge,
+        options=reading_options,
         cache_dir="results/cache",
     script:
         "../../scripts/read.py"

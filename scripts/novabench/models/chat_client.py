@@ -294,6 +294,8 @@ class ChatClient:
         identify: Callable[[ChatRequest], dict[str, Any]] | None = None,
     ):
         self.name, self.config, self.cache = name, config, cache
+        if cache is not None:  # this client writes the entries, so it knows their shape
+            cache.response_problem = response_problem
         self._identify = identify or self.request_identity
         self._request_logged = False
         # A job's own server's key (see serving_at), in place of api_key_env's, and
@@ -413,6 +415,8 @@ class ChatClient:
             if response is None:
                 copies.setdefault(keys[i], []).append(i)
         cached = len(requests) - sum(map(len, copies.values()))
+        if copies and self.cache is not None:
+            self.cache.check_writable()
         meter = Progress(
             len(requests),
             progress,
@@ -989,6 +993,40 @@ def _to_cache(response: Response) -> dict[str, Any]:
     if response.redacted:  # the count travels with the answer, which no longer shows it
         stored["redacted"] = response.redacted
     return stored
+
+
+# The types of a stored response's fields (as ``_to_cache`` writes them; None allowed).
+_STORED_TYPES: dict[str, type | tuple[type, ...]] = {
+    "raw": str,
+    "usage": dict,
+    "latency_s": (int, float),
+    "served_model": str,
+    "system_fingerprint": str,
+    "refusal": bool,
+    "redacted": int,
+}
+
+
+def response_problem(stored: dict[str, Any]) -> str | None:
+    """What makes a stored response unusable as one ``_to_cache`` wrote, or None."""
+    usage = stored.get("usage")
+    fields = [(name, stored.get(name), kind) for name, kind in _STORED_TYPES.items()]
+    if isinstance(usage, dict):
+        fields += [(f"usage.{name}", usage.get(name), int) for name in _TOKEN_COUNTS]
+    for name, value, kind in fields:
+        # A bool is an int to isinstance; only "refusal" may be one.
+        if value is not None and (not isinstance(value, kind) or _is_bool(value, kind)):
+            return f"{name} has type {type(value).__name__}"
+    if (stored.get("redacted") or 0) < 0:
+        return "redacted is negative"
+    return None
+
+
+_TOKEN_COUNTS = ("prompt_tokens", "completion_tokens")
+
+
+def _is_bool(value: Any, kind: type | tuple[type, ...]) -> bool:
+    return isinstance(value, bool) and kind is not bool
 
 
 def _from_cache(stored: dict[str, Any], redactor: Redactor | None = None) -> Response:

@@ -8,7 +8,8 @@ kind of failure, shown as its own share of images.
 
 A model is marked (``MARK``) when fewer than ``reporting.min_answered`` of the images have a
 readable answer, or more than ``reporting.max_error_rate`` have none at all (``error``,
-``missing``: failures of the run rather than of the model); a marked model is never bold.
+``missing``: failures of the run rather than of the model), or when answers went over a
+task's cap (:func:`cap_reason`: volume must not buy a metric); a marked model is never bold.
 """
 
 from __future__ import annotations
@@ -54,8 +55,9 @@ class Limits:
         """The one-line legend of ``MARK``."""
         return (
             f"{MARK} fewer than {share_text(100 * self.min_answered)} of the images answered "
-            f"(reporting.min_answered) or more than {share_text(100 * self.max_error_rate)} "
-            "without an answer (reporting.max_error_rate): never shown as best."
+            f"(reporting.min_answered), more than {share_text(100 * self.max_error_rate)} "
+            "without an answer (reporting.max_error_rate), or answers over a task's cap (the "
+            "CSV's flag column says which): never shown as best."
         )
 
 
@@ -106,6 +108,15 @@ def flag_reason(values: Mapping[str, float], limits: Limits) -> str | None:
             f"{share_text(no_answer)} without an answer > {share_text(100 * limits.max_error_rate)}"
         )
     return None
+
+
+def cap_reason(metrics: Mapping[str, Any], capped_by: str | None) -> str | None:
+    """Why a model is marked for volume: a score file's ``n_capped`` answers went over the
+    task's cap (``capped_by``: the setting, ``Task.capped_by``), or None."""
+    n_capped = metrics.get("n_capped")
+    if not isinstance(n_capped, int | float) or not n_capped > 0:
+        return None
+    return f"{n_capped:.0f} answer(s) over {capped_by or 'the task cap'}"
 
 
 def failure_columns(metrics_by_model: Mapping[str, Mapping[str, Any]]) -> list[str]:

@@ -76,6 +76,8 @@ class AnswerContext:
     box_format: str | None = None
     # (width, height) of the frame a local model resized the image to, where known.
     frame_size: tuple[int, int] | None = None
+    # The task's reading options (:meth:`Task.reading_options`), e.g. a cap on boxes.
+    options: Mapping[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -237,6 +239,20 @@ class Task:
     def options(self, task_config: Mapping[str, Any]) -> dict[str, Any]:
         """The scoring options of ``tasks.<name>`` (only these re-run scoring on change)."""
         return {}
+
+    #: The setting that caps an answer's volume, named where a model went over it (the
+    #: score file's ``n_capped``); None: the task caps nothing.
+    capped_by: str | None = None
+
+    def reading_options(self, task_config: Mapping[str, Any]) -> dict[str, Any]:
+        """The options of ``tasks.<name>`` that reading an answer uses (``AnswerContext.
+        options``; a change re-reads that task), defaults filled in."""
+        return {}
+
+    def capped(self, read: Any, options: Mapping[str, Any]) -> Any:
+        """A value read elsewhere (a record's ``parsed``) within the caps that :meth:`parse`
+        applies under ``options``; as it is by default."""
+        return read
 
     def upstream_model(self, task_config: Mapping[str, Any]) -> str | None:
         """The model whose ``upstream_task`` predictions this task reads, if any."""

@@ -14,11 +14,12 @@
   core disease (synonyms and differences in specificity or cause allowed), or none. That
   one rank gives Top-1 and Top-5 together.
 
-Answers are read tolerantly (:mod:`novabench.answer_json`) and normalized here as well, so
-that equal concepts are equal strings: lower case, spaces for hyphens, sequences and planes
-mapped onto the benchmark's modality words (``t1``, ``t2``, ``flair``, ``dwi``,
-``axial``...), negated findings as ``neg:<finding>`` like the keyword judge. The mapping is
-one function of a string, so what the LLM made equal stays equal.
+Answers are read only as the asked JSON object, the whole answer or its one fenced block
+(:mod:`.answers`), and normalized here as well, so that equal concepts are equal strings:
+lower case, spaces for hyphens, sequences and planes mapped onto the benchmark's modality
+words (``t1``, ``t2``, ``flair``, ``dwi``, ``axial``...), negated findings as
+``neg:<finding>`` like the keyword judge. The mapping is one function of a string, so what
+the LLM made equal stays equal.
 
 Requests go through the chat client's ``complete_many`` (:mod:`novabench.models.chat_client`:
 concurrent, retried, and cached under ``<cache_dir>/judges/<judge name>/`` like any

@@ -1,7 +1,11 @@
 """Reading an LLM judge's answers: a keyword list, a paired answer, a first match.
 
-Read tolerantly (:mod:`novabench.answer_json`: fences, prose, single quotes, trailing
-commas) and normalized (:mod:`.normalize`); an answer not in the asked form raises
+Read only in the shape the prompt asks for: the whole answer is one JSON object, or one
+fenced block holding it. Text around it or a second object makes the answer unreadable, so
+that a server echoing the prompt (whose example object comes first) or a model answer
+quoting a verdict cannot steer the reading. Inside that object the syntax is read
+tolerantly (:mod:`novabench.answer_json`: single quotes, trailing commas) and the values
+normalized (:mod:`.normalize`); an answer not in the asked form raises
 :class:`UnreadableAnswer`."""
 
 from __future__ import annotations
@@ -27,6 +31,10 @@ class UnreadableAnswer(ValueError):
 
 
 EMPTY = KeywordSet(frozenset(), False)
+# Keywords a judge may list for one caption (all categories together): a radiology caption
+# names a few dozen at most, and a judge listing thousands fills verdict files and tables
+# with text no caption holds. More makes the answer unreadable, a counted judge failure.
+MAX_KEYWORDS = 100
 
 
 @dataclass(frozen=True)
@@ -44,13 +52,27 @@ class PairedVerdict:
     raw: Mapping[str, Mapping[str, tuple[str, ...]]] = field(default_factory=dict)
 
 
+# The whole answer as one fenced block: ```json ... ``` (greedy, so a second fence stays
+# inside the block and makes it unreadable).
+_WHOLE_FENCE = re.compile(r"```[A-Za-z0-9_-]*[ \t]*\n(.*)```", re.DOTALL)
+
+
 def _json_object(raw: str) -> dict[str, Any]:
-    """The first JSON object in an answer (fences, prose, single quotes, trailing commas)."""
-    for span in json_spans(raw):
-        data = load_lenient(span)
-        if isinstance(data, dict):
-            return data
-    raise UnreadableAnswer("no JSON object")
+    """The answer's JSON object: the whole answer, or the whole of its one fenced block
+    (single quotes and trailing commas read); anything else is unreadable."""
+    text = raw.strip()
+    fenced = _WHOLE_FENCE.fullmatch(text)
+    if fenced is not None:
+        text = fenced.group(1).strip()
+    if not text.startswith("{"):
+        raise UnreadableAnswer("no JSON object")
+    spans = json_spans(text)
+    if len(spans) != 1 or spans[0] != text:
+        raise UnreadableAnswer("text around the JSON object, or a second one")
+    data = load_lenient(text)
+    if not isinstance(data, dict):
+        raise UnreadableAnswer("no JSON object")
+    return data
 
 
 def _key(name: Any) -> str:
@@ -127,15 +149,23 @@ def _label(data: dict[str, Any]) -> bool:
     raise UnreadableAnswer("no normal/abnormal label")
 
 
+def _category_items(categories: Mapping[str, Any]) -> list[tuple[str, list[str]]]:
+    """(category, keywords) of the known categories; UnreadableAnswer over MAX_KEYWORDS."""
+    found = [
+        (_CATEGORIES[key], _items(value)) for key, value in categories.items() if key in _CATEGORIES
+    ]
+    count = sum(len(items) for _, items in found)
+    if count > MAX_KEYWORDS:
+        raise UnreadableAnswer(f"{count} keywords for one caption, more than {MAX_KEYWORDS}")
+    return found
+
+
 def _keyword_set(categories: Mapping[str, Any], abnormal: bool) -> KeywordSet:
     """Keyword lists by category (keys already passed through ``_key``; unknown keys
     ignored) -> normalized KeywordSet."""
     keywords: set[str] = set()
-    for key, value in categories.items():
-        category = _CATEGORIES.get(key)
-        if category is None:
-            continue
-        for item in _items(value):
+    for category, items in _category_items(categories):
+        for item in items:
             if category == "sequence":
                 keywords |= sequence_keywords(item)
             elif category == "plane":
@@ -238,6 +268,7 @@ def _agreement(data: dict[str, Any]) -> bool | None:
 def _raw_lists(block: dict[str, Any] | None) -> dict[str, tuple[str, ...]]:
     if not block:
         return {}
+    _category_items(block)  # the cap
     return {key: tuple(_items(value)) for key, value in block.items() if key in _CATEGORIES}
 
 

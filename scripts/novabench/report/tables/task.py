@@ -37,6 +37,7 @@ def task_table(
     reference = references.iloc[0] if len(references) else None
     by_key = statistics.set_index(["model", "metric"]) if len(statistics) else None
     status_columns = failures.failure_columns(estimates)
+    limits, capped_by = limits or Limits(), get_task(task).capped_by
     rows = []
     for name in names:
         row: dict[str, Any] = {"group": groups.get(name, GROUP_MODEL), "model": name}
@@ -52,7 +53,7 @@ def task_table(
             row[f"{column.key}_ci_high"] = math.nan if stat is None else stat["ci_high"]
             row[f"{column.key}_p_value"] = math.nan if stat is None else stat["p_value"]
         row["reference"] = reference
-        row.update(_failure_cells(estimates.get(name, {}), status_columns, limits or Limits()))
+        row.update(_failure_cells(estimates.get(name, {}), status_columns, limits, capped_by))
         rows.append(row)
     table = pd.DataFrame(rows)
     if table.empty:
@@ -65,17 +66,18 @@ def task_table(
 
 
 def _failure_cells(
-    metrics: Mapping[str, float], columns: Sequence[str], limits: Limits
+    metrics: Mapping[str, float], columns: Sequence[str], limits: Limits, capped_by: str | None
 ) -> dict[str, Any]:
     """``<status>_pct`` per failure column, ``n_<status>`` counts, ``n_excluded`` where the
-    score file has it, and ``flag``."""
+    score file has it, and ``flag`` (``capped_by``: the task's cap, ``Task.capped_by``)."""
     values = failures.shares(metrics)
     cells: dict[str, Any] = {f"{s}_pct": values.get(s, math.nan) for s in columns}
     for status in columns[1:]:
         cells[f"n_{status}"] = metrics.get(f"n_{status}", math.nan)
     if "n_excluded" in metrics:
         cells["n_excluded"] = metrics["n_excluded"]
-    cells["flag"] = failures.flag_reason(values, limits) or ""
+    reasons = (failures.flag_reason(values, limits), failures.cap_reason(metrics, capped_by))
+    cells["flag"] = "; ".join(reason for reason in reasons if reason)
     return cells
 
 

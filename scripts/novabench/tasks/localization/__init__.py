@@ -46,6 +46,12 @@ def entry_boxes(
     return {filename: list(answers.get(filename, "boxes", [])[0]) for filename in frame["filename"]}
 
 
+# Boxes kept per answer (tasks.localization.max_boxes): COCO's maxDets, the detections per
+# image its evaluation counts. A blind grid of thousands of boxes then cannot buy hits, and
+# its answers are marked in every table.
+MAX_BOXES = 100
+
+
 class Localization(Task):
     name = "localization"
     title = "Anomaly localization"
@@ -78,7 +84,8 @@ class Localization(Task):
         "without a confidence) at IoU 0.3, 0.5 and 0.50:0.05:0.95. ACC50 = TP/(TP+FP+FN) of a "
         "greedy one-to-one matching at IoU 0.5; TP30, FP30 (counts) and FNR = FN/(TP+FN) at "
         "IoU 0.3. Hit@$\\tau$: share of images with a gold box where the best IoU is at least "
-        "$\\tau$."
+        "$\\tau$. Boxes/image: boxes answered per image, mean (those beyond the cap on boxes "
+        "per answer included; only the boxes within it are scored)."
     )
     metrics = (
         Metric("mAP@30", "mAP@30", ceiling=True),
@@ -92,9 +99,19 @@ class Localization(Task):
         Metric("Hit@50", "Hit@50", ceiling=True),
         Metric("mean_best_IoU", "mean best IoU", decimals=3, percent=False, table=False),
         Metric("FN30", "FN30", "lower", decimals=0, percent=False, table=False),
+        Metric("mean_boxes", "Boxes/image", None, percent=False, interval=False, figure=False),
     )
     reference_columns = ("gold_boxes",)
+    settings_schema: ClassVar[Mapping[str, Any]] = {
+        "max_boxes": {
+            "description": "boxes kept per answer, in the model's order (config/README.md)",
+            "type": "integer",
+            "minimum": 1,
+            "default": MAX_BOXES,
+        }
+    }
     needs_box_format = True
+    capped_by = "tasks.localization.max_boxes"
     figures = ("breakdown", "iou", "lesion_size", "examples")
     answer_tokens = 50  # a JSON list of one to three boxes
     reader = "boxes"
@@ -113,6 +130,18 @@ class Localization(Task):
         ]
         return json.dumps(boxes) if boxes else "no finding"
 
+    def reading_options(self, task_config: Mapping[str, Any]) -> dict[str, Any]:
+        return {"max_boxes": int(task_config.get("max_boxes", MAX_BOXES))}
+
+    def capped(self, read: Any, options: Mapping[str, Any]) -> Any:
+        boxes = read.get("boxes") if isinstance(read, dict) else None
+        cap = options.get("max_boxes")
+        if not isinstance(boxes, list) or cap is None or len(boxes) <= cap:
+            return read
+        # over_cap from the other harness, if it wrote one, is not ours to trust or add.
+        over = len(boxes) - cap
+        return {**read, "boxes": boxes[:cap], "over_cap": over}
+
     def parse(self, raw: str, context: AnswerContext) -> Parsed:
         boxes = self.stage("boxes")
         # Only this convention is in pixels of the frame the model saw.
@@ -122,6 +151,7 @@ class Localization(Task):
             context.box_format,
             image_size=(context.width, context.height),
             resized_size=resized,
+            max_boxes=context.options.get("max_boxes"),
         )
         return Parsed(parsed.status, boxes.to_dict(parsed), parsed.error)
 
@@ -138,11 +168,12 @@ class Localization(Task):
     def score(
         self, frame: pd.DataFrame, answers: Answers, context: ScoringContext
     ) -> tuple[dict[str, Any], pd.DataFrame]:
-        gold, predicted, statuses = {}, {}, {}
+        gold, predicted, statuses, over_cap = {}, {}, {}, {}
         for row in frame.itertuples(index=False):
             gold[row.filename] = xywh(row.gold_boxes)
             predicted[row.filename], statuses[row.filename] = answers.get(row.filename, "boxes", [])
-        return self.stage("metrics").score_localization(gold, predicted, statuses)
+            over_cap[row.filename] = answers.get(row.filename, "over_cap", 0)[0]
+        return self.stage("metrics").score_localization(gold, predicted, statuses, over_cap)
 
     def score_rater(
         self, frame: pd.DataFrame, rater: str

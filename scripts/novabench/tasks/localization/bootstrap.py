@@ -133,6 +133,8 @@ def localization_replicates(
         w @ np.nan_to_num(per_image["best_iou"].to_numpy(dtype=float) * with_gold),
         w @ with_gold,
     )
+    answered = (per_image["n_pred"] + per_image.get("n_over_cap", 0)).to_numpy(dtype=float)
+    out["mean_boxes"] = divide(w @ answered, w.sum(axis=-1), 1.0)
     out["TP30"], out["FP30"], out["FN30"] = sums["tp30"], sums["fp30"], sums["fn30"]
     out["ACC50"] = divide(sums["tp50"], sums["tp50"] + sums["fp50"] + sums["fn50"], 100.0)
     out["FNR"] = divide(sums["fn30"], sums["tp30"] + sums["fn30"], 100.0)

@@ -54,8 +54,9 @@ Answers without any box are ``no_finding`` when they say so ("no target", "no ab
 "no finding", "none", an empty list ``[]``), else ``parse_error``. Boxes win over a "no
 finding" phrase in the same answer. Swapped corners are reordered, boxes are clipped to the
 image, and boxes left without area (or with non-finite numbers) are dropped and counted;
-an answer whose boxes were all dropped keeps status ``ok`` with no boxes. Output order is
-the model's order, which the scorer relies on to break score ties.
+an answer whose boxes were all dropped keeps status ``ok`` with no boxes. Boxes beyond the
+cap (``tasks.localization.max_boxes``) are dropped and counted apart (``over_cap``).
+Output order is the model's order, which the scorer relies on to break score ties.
 """
 
 from __future__ import annotations
@@ -132,6 +133,7 @@ class ParsedBoxes:
     boxes: tuple[Box, ...]
     dropped: int  # boxes dropped as degenerate (no area after clipping, non-finite)
     error: str | None  # why parsing failed (parse_error only)
+    over_cap: int = 0  # boxes beyond ``max_boxes`` in the model's order, dropped
 
 
 def _check_size(name: str, size: Any) -> tuple[int, int]:
@@ -169,8 +171,10 @@ def _scales(
 
 
 def _find_label(text: str, start: int) -> str | None:
-    line_start = text.rfind("\n", 0, start) + 1
-    prefix = text[max(line_start, start - _PREFIX_WINDOW) : start]
+    # Only the window is searched for the line's start: a search back to the text's start
+    # for every box made a one-line answer of many boxes quadratic.
+    window_start = max(0, start - _PREFIX_WINDOW)
+    prefix = text[text.rfind("\n", window_start, start) + 1 or window_start : start]
     match = _PREFIX_LABEL.search(prefix)
     if match is None:
         return None
@@ -266,12 +270,15 @@ def parse_boxes(
     *,
     image_size: tuple[int, int] = (480, 480),
     resized_size: tuple[int, int] | None = None,
+    max_boxes: int | None = None,
 ) -> ParsedBoxes:
     """Read one model answer in the declared convention; never raises on the answer text.
 
     ``image_size`` and ``resized_size`` are ``(width, height)``. ``resized_size`` is the
     frame Qwen2.5-VL saw (``qwen25_bbox_2d`` only); when None it is computed with
-    ``smart_resize`` from ``image_size``. Bad arguments (not the text) raise ``ConfigError``.
+    ``smart_resize`` from ``image_size``. ``max_boxes``: the first that many boxes kept,
+    in the model's order; the rest are counted (``over_cap``) and dropped, so that volume
+    cannot buy hits. Bad arguments (not the text) raise ``ConfigError``.
     """
     size, resized_size = _check_arguments(box_format, image_size, resized_size)
     if not isinstance(text, str) or not text.strip():
@@ -285,18 +292,21 @@ def parse_boxes(
     dropped = 0
     n_found = 0
     pattern = _LOC_PATTERN if box_format == "paligemma_loc" else _BOX_PATTERN
+    over_cap = 0
     for match in pattern.finditer(text):
         n_found += 1
         corners = _pixel_corners(match, box_format, scales, size)
         if corners is None:
             dropped += 1
-            continue
-        x1, y1, x2, y2 = corners
-        score, label = _box_annotations(text, match, objects, object_starts)
-        boxes.append(Box(x1, y1, x2 - x1, y2 - y1, score=score, label=label))
+        elif max_boxes is not None and len(boxes) >= max_boxes:
+            over_cap += 1  # counted only: no label or score is looked for
+        else:
+            x1, y1, x2, y2 = corners
+            score, label = _box_annotations(text, match, objects, object_starts)
+            boxes.append(Box(x1, y1, x2 - x1, y2 - y1, score=score, label=label))
 
     if n_found:
-        return ParsedBoxes("ok", tuple(boxes), dropped, None)
+        return ParsedBoxes("ok", tuple(boxes), dropped, None, over_cap)
     return _boxless_answer(text)
 
 
@@ -321,6 +331,8 @@ def to_dict(parsed: ParsedBoxes) -> dict[str, Any]:
         ],
         "dropped": parsed.dropped,
         "error": parsed.error,
+        # Only where the cap cut: records of answers within it stay as they were.
+        **({"over_cap": parsed.over_cap} if parsed.over_cap else {}),
     }
 
 
@@ -341,9 +353,10 @@ def from_dict(data: Mapping[str, Any]) -> ParsedBoxes:
             for b in data["boxes"]
         )
         dropped = int(data.get("dropped", 0))
+        over_cap = int(data.get("over_cap", 0))
         error = data.get("error")
     except (KeyError, TypeError, ValueError, AttributeError) as exc:
         raise NovaError(f"malformed box record ({exc!r})", fix=fix) from exc
     if status not in STATUSES:
         raise NovaError(f"box record has unknown status {status!r}", fix=fix)
-    return ParsedBoxes(status, boxes, dropped, error)
+    return ParsedBoxes(status, boxes, dropped, error, over_cap)

@@ -62,6 +62,7 @@ PER_IMAGE_COLUMNS = (
     "filename",
     "n_gold",
     "n_pred",
+    "n_over_cap",
     "best_iou",
     "hit30",
     "hit50",
@@ -328,6 +329,12 @@ def _box_summary(per_image: pd.DataFrame) -> dict[str, float]:
     summary["n_normal_images"] = n_images - len(with_gold)
     summary["n_gold_boxes"] = int(per_image["n_gold"].sum())
     summary["n_predicted_boxes"] = int(per_image["n_pred"].sum())
+    # Volume: boxes answered per image (those beyond the cap included) and the answers
+    # the cap cut, which the tables mark.
+    answered = per_image["n_pred"] + per_image["n_over_cap"]
+    summary["mean_boxes"] = float(answered.mean()) if n_images else math.nan
+    summary["n_capped"] = int((per_image["n_over_cap"] > 0).sum())
+    summary["n_boxes_over_cap"] = int(per_image["n_over_cap"].sum())
     return summary
 
 
@@ -335,8 +342,10 @@ def score_localization(
     gold: Mapping[str, Sequence[Sequence[float]]],
     predictions: Mapping[str, Sequence[Mapping]],
     statuses: Mapping[str, str] | None = None,
+    over_cap: Mapping[str, int] | None = None,
 ) -> tuple[dict[str, float], pd.DataFrame]:
     """Score one model's boxes against gold boxes; returns ``(summary, per_image)``.
+    ``over_cap``: filename -> boxes the reading dropped beyond the cap (counted only).
 
     ``gold``: filename -> gold ``[x, y, width, height]`` boxes (``[]`` for a normal image).
     ``predictions``: filename -> box dicts with ``x, y, width, height`` and optional
@@ -359,6 +368,7 @@ def score_localization(
         pred_boxes[filename], pred_scores[filename] = boxes, scores
         status = MISSING_STATUS if statuses is None else statuses.get(filename, MISSING_STATUS)
         rows.append(_image_row(filename, gold_boxes[filename], boxes, scores, status))
+        rows[-1]["n_over_cap"] = int((over_cap or {}).get(filename) or 0)
 
     per_image = _per_image_frame(rows)
     summary: dict[str, float] = dict(_coco_ap(filenames, gold_boxes, pred_boxes, pred_scores))
