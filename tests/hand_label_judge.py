@@ -5,23 +5,10 @@ purpose, under a served model name and system fingerprint of the test's choosing
 from __future__ import annotations
 
 import json
-import re
 
 from novabench.judges.llm import live_check
 from openai_server import Reply
-
-
-def diagnosis_of(prompt: str) -> tuple[str, list[str]]:
-    reference = prompt.split("Reference diagnosis:\n", 1)[1].split("\n\n", 1)[0]
-    block = prompt.split("most likely first:\n", 1)[1].split("\n\n", 1)[0]
-    return reference, [re.sub(r"^\d+\. ", "", line) for line in block.splitlines()]
-
-
-def pair_of(prompt: str) -> tuple[str, str]:
-    reference = prompt.split("Reference description (GT):\n", 1)[1].split("\n\n", 1)[0]
-    prediction = prompt.split("Predicted description (Pred):\n", 1)[1].split("\n\nAnswer", 1)[0]
-    return reference, prediction
-
+from support import diagnosis_of, pair_of
 
 # The hand labels of every held-out pair the check can draw, as the prompts show the pair.
 HAND_MATCH = {
@@ -64,3 +51,16 @@ def judge_from_hand_labels(seen, wrong: bool = False, model: str = "judge-v1", f
         labels = {"gt_label": "abnormal", "pred_label": "abnormal"}
     answer = {"standardized_keywords": sides, **labels}
     return Reply(json.dumps(answer), served_model=model, system_fingerprint=fp)
+
+
+class DriftingJudge:
+    """A chat-server script: the hand-label judge (served as judge-v1, fp_1) until
+    ``drifted`` is set, then wrong on purpose under another served model (judge-v2, fp_2)."""
+
+    def __init__(self):
+        self.drifted = False
+
+    def __call__(self, seen) -> Reply:
+        if self.drifted:
+            return judge_from_hand_labels(seen, wrong=True, model="judge-v2", fp="fp_2")
+        return judge_from_hand_labels(seen)

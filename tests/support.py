@@ -1,10 +1,12 @@
 """What many test modules share: where the checkout and the tests' own files are, running
-Snakemake on a workflow, a free loopback port. Importable from every test module (pytest's
+Snakemake on a workflow, a free loopback port, an LLM judge's backend on the test chat
+server and what the judge's prompts carry. Importable from every test module (pytest's
 ``pythonpath`` holds tests/), wherever the module lies under tests/."""
 
 from __future__ import annotations
 
 import os
+import re
 import socket
 import subprocess
 import sys
@@ -64,6 +66,34 @@ def free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind(("127.0.0.1", 0))
         return sock.getsockname()[1]
+
+
+def judge_backend(server, **settings) -> dict:
+    """An LLM judge's backend settings for the test chat server ``server``: model
+    "judge-llm", no key, quick retries (two attempts), ``settings`` over them."""
+    return {
+        "base_url": server.base_url,
+        "model": "judge-llm",
+        "api_key_env": None,
+        "backoff_base_s": 0.01,
+        "timeout_s": 5,
+        "max_attempts": 2,
+        **settings,
+    }
+
+
+def diagnosis_of(prompt: str) -> tuple[str, list[str]]:
+    """(reference, candidates) as the diagnosis judge's prompt lists them."""
+    reference = prompt.split("Reference diagnosis:\n", 1)[1].split("\n\n", 1)[0]
+    block = prompt.split("most likely first:\n", 1)[1].split("\n\n", 1)[0]
+    return reference, [re.sub(r"^\d+\. ", "", line) for line in block.splitlines()]
+
+
+def pair_of(prompt: str) -> tuple[str, str]:
+    """(reference, prediction) as the paired caption judge's prompt carries them."""
+    reference = prompt.split("Reference description (GT):\n", 1)[1].split("\n\n", 1)[0]
+    prediction = prompt.split("Predicted description (Pred):\n", 1)[1].split("\n\nAnswer", 1)[0]
+    return reference, prediction
 
 
 class RecordingJudge:

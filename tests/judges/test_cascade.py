@@ -5,7 +5,6 @@ request is counted and stays undecided. Expected verdicts are worked out by hand
 from __future__ import annotations
 
 import json
-import re
 from pathlib import Path
 
 import pytest
@@ -17,34 +16,13 @@ from novabench.judges.base import _KINDS, JudgeKind, RankedVerdict, expand_judge
 from novabench.predict import run_predictions
 from novabench.score import score_predictions
 from openai_server import Fail, FakeOpenAI, Garbage, Reply
-from support import NO_LIVE_CHECK, ROOT
+from support import NO_LIVE_CHECK, ROOT, diagnosis_of, judge_backend, pair_of
 
 PROMPTS = ROOT / "config" / "prompts"
 
 
-def diagnosis_of(prompt: str) -> tuple[str, list[str]]:
-    """(reference, candidates) as the diagnosis judge's prompt lists them."""
-    reference = prompt.split("Reference diagnosis:\n", 1)[1].split("\n\n", 1)[0]
-    block = prompt.split("most likely first:\n", 1)[1].split("\n\n", 1)[0]
-    return reference, [re.sub(r"^\d+\. ", "", line) for line in block.splitlines()]
-
-
-def pair_of(prompt: str) -> tuple[str, str]:
-    reference = prompt.split("Reference description (GT):\n", 1)[1].split("\n\n", 1)[0]
-    prediction = prompt.split("Predicted description (Pred):\n", 1)[1].split("\n\nAnswer", 1)[0]
-    return reference, prediction
-
-
 def llm_judge(server: FakeOpenAI, **settings) -> dict:
-    backend = {
-        "base_url": server.base_url,
-        "model": "judge-llm",
-        "api_key_env": None,
-        "backoff_base_s": 0.01,
-        "timeout_s": 5,
-        "max_attempts": 2,
-    }
-    return {"kind": "llm", "settings": {"backend": backend, **settings}}
+    return {"kind": "llm", "settings": {"backend": judge_backend(server), **settings}}
 
 
 MATCHER = {"kind": "diagnosis-matcher", "settings": {"embedding_fallback": False}}

@@ -10,31 +10,23 @@ from types import SimpleNamespace
 
 import pytest
 
-from hand_label_judge import judge_from_hand_labels
+from hand_label_judge import DriftingJudge, judge_from_hand_labels
 from novabench.errors import NovaError
 from novabench.judges.llm import live_check
 from novabench.predict import run_predictions
 from novabench.reading import read_predictions_file
 from novabench.score import score_predictions
 from openai_server import FakeOpenAI
-from support import ROOT
+from support import ROOT, judge_backend
 
 PROMPTS = ROOT / "config" / "prompts"
 
 
 def llm_judge(server: FakeOpenAI, **check) -> dict:
-    backend = {
-        "base_url": server.base_url,
-        "model": "judge-llm",
-        "api_key_env": None,
-        "backoff_base_s": 0.01,
-        "timeout_s": 5,
-        "max_attempts": 2,
-    }
     return {
         "name": "llm-judge",
         "kind": "llm",
-        "settings": {"backend": backend, "live_check": check},
+        "settings": {"backend": judge_backend(server), "live_check": check},
     }
 
 
@@ -120,16 +112,10 @@ def test_a_judge_that_drifts_between_two_runs_is_asked_again_and_stops(tmp_path,
     # The first run's check is cached with judge-v1; the second run judges a new model's
     # answers and the server now is judge-v2, fp_2, and wrong: the cached check is not
     # the figure of the model that judged, so it is asked again, and stops the run.
-    state = {"drifted": False}
-
-    def script(seen):
-        if state["drifted"]:
-            return judge_from_hand_labels(seen, wrong=True, model="judge-v2", fp="fp_2")
-        return judge_from_hand_labels(seen)
-
-    with FakeOpenAI(script) as server:
+    judge = DriftingJudge()
+    with FakeOpenAI(judge) as server:
         first = read(tmp_path, dataset, llm_judge(server))
-        state["drifted"] = True
+        judge.drifted = True
         drifted = read(tmp_path, dataset, llm_judge(server, stop=False), model="m2")
         with pytest.raises(NovaError) as stop:
             read(tmp_path, dataset, llm_judge(server), model="m3")

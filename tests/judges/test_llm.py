@@ -44,7 +44,7 @@ from novabench.score import score_predictions
 from novabench.tasks.captioning.metrics import score_captioning
 from novabench.tasks.diagnosis.metrics import score_diagnosis
 from openai_server import Fail, FakeOpenAI, Reply
-from support import NO_LIVE_CHECK, ROOT, free_port, snakemake
+from support import NO_LIVE_CHECK, ROOT, diagnosis_of, free_port, judge_backend, pair_of, snakemake
 from upstream import CASES, IMAGES
 
 
@@ -60,23 +60,11 @@ PAIRED_PROMPT = JUDGE_PROMPTS / "judge-caption-paired-v1.txt"
 DIAGNOSIS_PROMPT = JUDGE_PROMPTS / "judge-diagnosis-v1.txt"
 
 
-def backend(server: FakeOpenAI, **settings) -> dict:
-    return {
-        "base_url": server.base_url,
-        "model": "judge-llm",
-        "api_key_env": None,
-        "backoff_base_s": 0.01,
-        "timeout_s": 5,
-        "max_attempts": 2,
-        **settings,
-    }
-
-
 def judge_settings(
     server: FakeOpenAI, max_failure_rate: float = 0, protocol: str | None = None, **backend_settings
 ) -> dict:
     settings = {
-        "backend": backend(server, **backend_settings),
+        "backend": judge_backend(server, **backend_settings),
         "max_failure_rate": max_failure_rate,
         **NO_LIVE_CHECK,
     }
@@ -86,13 +74,6 @@ def judge_settings(
 def caption_of(prompt: str) -> str:
     """The caption the keyword prompt carries (between its two fixed headings)."""
     return prompt.split("Description:\n", 1)[1].split("\n\nAnswer with", 1)[0]
-
-
-def pair_of(prompt: str) -> tuple[str, str]:
-    """(reference, prediction) as the paired prompt carries them."""
-    reference = prompt.split("Reference description (GT):\n", 1)[1].split("\n\n", 1)[0]
-    prediction = prompt.split("Predicted description (Pred):\n", 1)[1].split("\n\nAnswer", 1)[0]
-    return reference, prediction
 
 
 def paired_answer(gt: dict, pred: dict, gt_label: str, pred_label: str, **extra) -> str:
@@ -106,13 +87,6 @@ def paired_answer(gt: dict, pred: dict, gt_label: str, pred_label: str, **extra)
         **extra,
     }
     return json.dumps(answer)
-
-
-def diagnosis_of(prompt: str) -> tuple[str, list[str]]:
-    """(reference, candidates) as the diagnosis prompt lists them."""
-    reference = prompt.split("Reference diagnosis:\n", 1)[1].split("\n\n", 1)[0]
-    block = prompt.split("most likely first:\n", 1)[1].split("\n\n", 1)[0]
-    return reference, [re.sub(r"^\d+\. ", "", line) for line in block.splitlines()]
 
 
 # --- captioning: keywords -----------------------------------------------------------------
@@ -713,7 +687,7 @@ def llm_config(server: FakeOpenAI, key_env: str | None) -> dict:
     config = yaml.safe_load((ROOT / "config" / "config.yaml").read_text())
     config["judges"]["llm-judge"] = {
         "kind": "llm",
-        "settings": {"backend": backend(server, api_key_env=key_env)},
+        "settings": {"backend": judge_backend(server, api_key_env=key_env)},
     }
     config["tasks"]["diagnosis"]["judge"] = "llm-judge"
     config["models"] = {"gold": {"adapter": "gold", "tasks": ["diagnosis"]}}
@@ -723,7 +697,7 @@ def llm_config(server: FakeOpenAI, key_env: str | None) -> dict:
 def test_the_workflow_checks_the_judge_before_any_job(monkeypatch):
     monkeypatch.delenv("NOVA_JUDGE_KEY", raising=False)
     with FakeOpenAI() as server:
-        settings = {"backend": backend(server, api_key_env="NOVA_JUDGE_KEY")}
+        settings = {"backend": judge_backend(server, api_key_env="NOVA_JUDGE_KEY")}
         problems = judge_kind("llm").environment_problems("gpt", settings, ["diagnosis"], None)
         assert len(problems) == 1
         assert re.match(r"judges\.gpt: environment variable NOVA_JUDGE_KEY", str(problems[0]))

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from hand_label_judge import judge_from_hand_labels
+from hand_label_judge import DriftingJudge
 from openai_server import FakeOpenAI
 from support import ROOT, snakemake
 
@@ -64,14 +64,8 @@ def newcomer(tmp_path: Path, results: Path) -> dict:
 def test_the_live_checks_reach_scores_tables_and_leaderboard_and_a_drift_stops(tmp_path):
     work = checkout(tmp_path)
     results = work / "results" / "sample"
-    state = {"drifted": False}
-
-    def script(seen):
-        if state["drifted"]:
-            return judge_from_hand_labels(seen, wrong=True, model="judge-v2", fp="fp_2")
-        return judge_from_hand_labels(seen)
-
-    with FakeOpenAI(script) as server:
+    judge = DriftingJudge()
+    with FakeOpenAI(judge) as server:
         args = run_config(tmp_path, server)
         ran = snakemake(work, *args, timeout=1200)
         assert ran.returncode == 0, ran.stderr[-4000:]
@@ -93,7 +87,7 @@ def test_the_live_checks_reach_scores_tables_and_leaderboard_and_a_drift_stops(t
         # The served model changes and judges wrongly. A new model's answers, which the
         # matcher cannot decide, are sent to it: the cached check is not that model's
         # figure, so it is asked again, and the run stops.
-        state["drifted"] = True
+        judge.drifted = True
         sent = len(server.requests)
         args += ["--config", f"models={json.dumps(newcomer(tmp_path, results))}"]
         failed = snakemake(work, *args, timeout=1200)
