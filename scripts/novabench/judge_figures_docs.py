@@ -16,6 +16,7 @@ from typing import Any
 
 from novabench.errors import NovaError
 from novabench.judge_figures import RECORD, REMEASURE, figures_line, read_record
+from novabench.judges.validation_stats import k_of_n, percent
 
 BEGIN = "<!-- judge-figures: generated from validation/judge_figures.json; do not edit -->"
 END = "<!-- /judge-figures -->"
@@ -24,7 +25,7 @@ PAGES = ("docs/judges.md", "validation/README.md")
 
 
 def _share(p: Mapping[str, Any], ci: bool = False) -> str:
-    text = f"{100 * p['rate']:.1f}% ({p['k']}/{p['n']}"
+    text = f"{percent(p['rate'])} ({k_of_n(p)}"
     if ci and p.get("ci95"):
         low, high = p["ci95"]
         text += f", 95% CI {100 * low:.1f}-{100 * high:.1f}%"

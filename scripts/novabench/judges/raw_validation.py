@@ -33,6 +33,7 @@ from novabench.judges.base import judge_ranked
 from novabench.judges.validation_stats import (
     SPLITS,
     json_lines,
+    k_of_n,
     markdown_table,
     proportion,
     share,
@@ -237,21 +238,17 @@ def second_rater_line(second: Mapping[str, Any]) -> str:
     )
 
 
-def _count(p: Mapping[str, Any]) -> str:
-    return f"{p['k']}/{p['n']}"
-
-
 def raw_summary(held: Mapping[str, Any]) -> str:
     reading = held["reading"]
     parts = [
-        f"reading agrees {_count(reading['status'])} (status), "
-        f"{_count(reading['status_and_top1'])} (status and top-1 name)"
+        f"reading agrees {k_of_n(reading['status'])} (status), "
+        f"{k_of_n(reading['status_and_top1'])} (status and top-1 name)"
     ]
     for key in LABELS:
         figures = held[key]
         parts.append(
-            f"{key} decided accuracy {_count(figures['decided_accuracy'])}, false matches "
-            f"{_count(figures['decided_false_match'])}, undecided {_count(figures['undecided'])}"
+            f"{key} decided accuracy {k_of_n(figures['decided_accuracy'])}, false matches "
+            f"{k_of_n(figures['decided_false_match'])}, undecided {k_of_n(figures['undecided'])}"
         )
     return "; ".join(parts)
 

@@ -70,6 +70,7 @@ from novabench.judges.validation_stats import (
     SPLITS,
     bracket_line,
     json_lines,
+    k_of_n,
     markdown_table,
     percent,
     proportion,
@@ -909,16 +910,12 @@ def write_record(report: Mapping[str, Any], path: Path) -> list[dict[str, Any]]:
 # --- one line per half, as the command prints it -------------------------------------------
 
 
-def _count(p: Mapping[str, Any]) -> str:
-    return f"{p['k']}/{p['n']}"
-
-
 def diagnosis_summary(held: Mapping[str, Any]) -> str:
     inside = {True: "yes", False: "no", None: "n/a"}[held["bracket"]["inside"]]
     return (
-        f"accuracy as scored {_count(held['accuracy'])}, false matches "
-        f"{_count(held['false_match'])}, missed {_count(held['missed'])}; undecided "
-        f"{_count(held['undecided'])}, decided accuracy {_count(held['decided_accuracy'])}; "
+        f"accuracy as scored {k_of_n(held['accuracy'])}, false matches "
+        f"{k_of_n(held['false_match'])}, missed {k_of_n(held['missed'])}; undecided "
+        f"{k_of_n(held['undecided'])}, decided accuracy {k_of_n(held['decided_accuracy'])}; "
         f"hand share of true matches inside the bracket: {inside}"
     )
 
@@ -940,7 +937,7 @@ def confident_summary(held: Mapping[str, Any]) -> str:
     if held.get("doubt_known"):
         confident = held["confident"]
         line += (
-            f"; confident {percent(confident['rate'])} ({_count(confident)}), Clinical F1 "
+            f"; confident {percent(confident['rate'])} ({k_of_n(confident)}), Clinical F1 "
             f"mean abs. difference on them {_f1(held['clinical_f1_confident']['mad'])}"
         )
     if "second_rater_clinical_f1" in held:

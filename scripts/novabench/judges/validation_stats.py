@@ -73,10 +73,15 @@ def percent(value: float | None) -> str:
     return "n/a" if value is None else f"{100 * value:.1f}%"
 
 
+def k_of_n(p: Mapping[str, Any]) -> str:
+    """A proportion's count as every report and page prints it: "k/n"."""
+    return f"{p['k']}/{p['n']}"
+
+
 def share(p: dict[str, Any]) -> list[str]:
     ci = p["ci95"]
     interval = "n/a" if ci is None else f"{percent(ci[0])} to {percent(ci[1])}"
-    return [percent(p["rate"]), f"{p['k']}/{p['n']}", interval]
+    return [percent(p["rate"]), k_of_n(p), interval]
 
 
 def markdown_table(header: Sequence[str], rows: Sequence[Sequence[Any]]) -> list[str]:
