@@ -1,7 +1,8 @@
 """What many test modules share: where the checkout and the tests' own files are, running
 Snakemake on a workflow, a free loopback port, an LLM judge's backend on the test chat
-server and what the judge's prompts carry. Importable from every test module (pytest's
-``pythonpath`` holds tests/), wherever the module lies under tests/."""
+server and what the judge's prompts carry, a prediction job over a file of answers.
+Importable from every test module (pytest's ``pythonpath`` holds tests/), wherever the
+module lies under tests/."""
 
 from __future__ import annotations
 
@@ -94,6 +95,27 @@ def pair_of(prompt: str) -> tuple[str, str]:
     reference = prompt.split("Reference description (GT):\n", 1)[1].split("\n\n", 1)[0]
     prediction = prompt.split("Predicted description (Pred):\n", 1)[1].split("\n\nAnswer", 1)[0]
     return reference, prediction
+
+
+def predict_from_file(
+    dataset: Path, answers: Path, task: str, out: Path, name: str = "m", **model
+) -> dict:
+    """The prediction job of model ``name`` (the predictions-file adapter over ``answers``,
+    ``model``: more of its config) on ``task``: its records in ``out``, its summary beside
+    them (``<out stem>.summary.json``), which it returns."""
+    from novabench.predict import run_predictions
+
+    settings = {"path": str(answers)}
+    cfg = {"adapter": "predictions_file", "tasks": [task], **model, "settings": settings}
+    return run_predictions(
+        dataset=dataset,
+        task=task,
+        model_name=name,
+        model_cfg=cfg,
+        prompt_path=None,
+        out=out,
+        summary_out=out.with_suffix(".summary.json"),
+    )
 
 
 class RecordingJudge:

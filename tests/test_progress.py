@@ -13,8 +13,8 @@ from types import SimpleNamespace
 import pytest
 
 from novabench import progress
-from novabench.predict import run_predictions
 from novabench.rules import run
+from support import predict_from_file
 
 
 class Terminal(io.StringIO):
@@ -112,23 +112,9 @@ def test_a_prediction_job_counts_statuses_on_its_bar(dataset, tmp_path, monkeypa
         {"filename": "case0002_001.png", "raw": "Normal."},
     ]
     answers.write_text("".join(json.dumps(line) + "\n" for line in lines))
-    model = {
-        "adapter": "predictions_file",
-        "tasks": ["captioning"],
-        "max_error_rate": 0.25,
-        "settings": {"path": str(answers)},
-    }
 
     def predict(smk):
-        run_predictions(
-            dataset=dataset,
-            task="captioning",
-            model_name="m",
-            model_cfg=model,
-            prompt_path=None,
-            out=tmp_path / "p.jsonl",
-            summary_out=tmp_path / "p.summary.json",
-        )
+        predict_from_file(dataset, answers, "captioning", tmp_path / "p.jsonl", max_error_rate=0.25)
 
     terminal, log_file = Terminal(), tmp_path / "predict.log"
     run_rule(predict, log_file, terminal, monkeypatch)

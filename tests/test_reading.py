@@ -15,7 +15,7 @@ from novabench.reading import read_predictions_file
 from novabench.records import read_verdicts, write_jsonl
 from novabench.score import score_verdicts
 from novabench.tasks import get_task
-from support import ROOT
+from support import ROOT, predict_from_file
 from upstream import CASES, IMAGES
 
 NAMES = sorted(name for name, *_ in IMAGES)
@@ -177,19 +177,8 @@ def test_another_harness_parsed_boxes_are_capped_like_read_ones(dataset, tmp_pat
 def test_a_task_without_a_judge_is_read_as_its_reader(dataset, tmp_path):
     answers = tmp_path / "boxes.jsonl"
     write_jsonl([{"filename": n, "raw": "[10, 20, 110, 120]"} for n in NAMES], answers)
-    run_predictions(
-        dataset=dataset,
-        task="localization",
-        model_name="m",
-        model_cfg={
-            "adapter": "predictions_file",
-            "tasks": ["localization"],
-            "box_format": "pixel_xyxy",
-            "settings": {"path": str(answers)},
-        },
-        prompt_path=None,
-        out=tmp_path / "p.jsonl",
-        summary_out=tmp_path / "p.summary.json",
+    predict_from_file(
+        dataset, answers, "localization", tmp_path / "p.jsonl", box_format="pixel_xyxy"
     )
     summary = read_predictions_file(
         task="localization",
@@ -212,26 +201,13 @@ def test_reading_keeps_the_configured_boxes_per_answer_and_counts_the_rest(
     grid = [[x, y, x + 20, y + 20] for x in range(0, 400, 25) for y in range(0, 400, 25)]
     answers = tmp_path / "grid.jsonl"
     write_jsonl([{"filename": n, "raw": json.dumps(grid)} for n in NAMES], answers)
-    model = {
-        "adapter": "predictions_file",
-        "tasks": ["localization"],
-        "box_format": "pixel_xyxy",
-        "settings": {"path": str(answers)},
-    }
-    run_predictions(
-        dataset=dataset,
-        task="localization",
-        model_name="grid",
-        model_cfg=model,
-        prompt_path=None,
-        out=tmp_path / "p.jsonl",
-        summary_out=tmp_path / "p.summary.json",
-    )
+    out = tmp_path / "p.jsonl"
+    predict_from_file(dataset, answers, "localization", out, "grid", box_format="pixel_xyxy")
     config = {} if max_boxes is None else {"max_boxes": max_boxes}
     read_predictions_file(
         task="localization",
         dataset=dataset,
-        predictions=tmp_path / "p.jsonl",
+        predictions=out,
         out=tmp_path / "v.jsonl",
         summary_out=tmp_path / "v.summary.json",
         options=get_task("localization").reading_options(config),

@@ -10,6 +10,7 @@ import pytest
 
 from novabench.errors import NovaError
 from novabench.models.predictions_file import read_answer_file
+from support import predict_from_file
 
 GOOD = b'{"filename": "a.png", "raw": "fine"}\n'
 
@@ -37,23 +38,8 @@ def test_a_line_that_is_not_an_answer_is_named_by_its_line(tmp_path, line, probl
 
 
 def test_the_prediction_job_stops_in_one_line_naming_file_and_line(dataset, tmp_path):
-    from novabench.predict import run_predictions
-
     path = tmp_path / "answers.jsonl"
     path.write_bytes(b'{"filename": "x.png", "raw": "caf\xe9"}\n')
-    model = {
-        "adapter": "predictions_file",
-        "tasks": ["captioning"],
-        "settings": {"path": str(path)},
-    }
     where = re.escape(f"models.m: {path}: 1 unreadable line(s): line 1 not UTF-8")
     with pytest.raises(NovaError, match=rf"^{where}"):
-        run_predictions(
-            dataset=dataset,
-            task="captioning",
-            model_name="m",
-            model_cfg=model,
-            prompt_path=None,
-            out=tmp_path / "m.jsonl",
-            summary_out=tmp_path / "m.summary.json",
-        )
+        predict_from_file(dataset, path, "captioning", tmp_path / "m.jsonl")

@@ -11,10 +11,10 @@ import pandas as pd
 import pytest
 from markdown_it import MarkdownIt
 
-from novabench.predict import run_predictions
 from novabench.report.markdown import md_cell, md_row, md_text
 from novabench.score import score_predictions
 from novabench.spreadsheet import escape_cell, read_csv, unescape_cell, write_csv
+from support import predict_from_file
 from upstream import build_local_dataset
 
 FORMULA = "=cmd|' /C calc'!A0"
@@ -117,20 +117,7 @@ def test_a_formula_answer_is_text_in_the_per_image_scores(tmp_path):
     raw = json.dumps({"most_likely_diagnosis": FORMULA, "other_possible_diagnoses": []})
     answers.write_text(json.dumps({"filename": "case0001_001.png", "raw": raw}) + "\n")
     records = tmp_path / "records.jsonl"
-    run_predictions(
-        dataset=nova,
-        task="diagnosis",
-        model_name="harness",
-        model_cfg={
-            "adapter": "predictions_file",
-            "tasks": ["diagnosis"],
-            "max_error_rate": 1,
-            "settings": {"path": str(answers)},
-        },
-        prompt_path=None,
-        out=records,
-        summary_out=tmp_path / "summary.json",
-    )
+    predict_from_file(nova, answers, "diagnosis", records, "harness", max_error_rate=1)
     out_csv = tmp_path / "harness.images.csv"
     score_predictions(
         task="diagnosis",
