@@ -75,9 +75,11 @@ def test_every_request_is_counted_with_the_configured_price_and_concurrency(work
     assert job.wall_s == math.ceil(n / 3) * 4
 
 
-def test_a_cached_answer_is_one_request_less_and_its_usage_is_the_measure(workdir):
+def first_image_key(workdir) -> dict:
+    """The adapter's cache key of vlm-1's captioning request for the first image, written out
+    here."""
     first = images(workdir)[0]
-    identity = {  # the adapter's cache key, written out here
+    return {
         "model": "vlm-1",
         "base_url": BASE_URL,
         "generation": {"temperature": 0.1, "max_tokens": 2048, "seed": None, "extra_body": {}},
@@ -85,6 +87,10 @@ def test_a_cached_answer_is_one_request_less_and_its_usage_is_the_measure(workdi
         "prompt": CAPTIONING_PROMPT,
         "image_sha256": hashlib.sha256(first["image"]["bytes"]).hexdigest(),
     }
+
+
+def test_a_cached_answer_is_one_request_less_and_its_usage_is_the_measure(workdir):
+    identity = first_image_key(workdir)
     answer = {"raw": "Axial FLAIR.", "usage": {"prompt_tokens": 300, "completion_tokens": 40}}
     ResponseCache(workdir / "results" / "cache" / "m").put(request_key(identity), answer, identity)
     (job,) = estimate_run(plan_for(workdir, TINY), workdir).jobs
@@ -104,15 +110,7 @@ def test_a_cached_answer_is_one_request_less_and_its_usage_is_the_measure(workdi
     ],
 )
 def test_a_cache_entry_of_the_wrong_shape_is_counted_as_to_send(workdir, caplog, response, problem):
-    first = images(workdir)[0]
-    identity = {
-        "model": "vlm-1",
-        "base_url": BASE_URL,
-        "generation": {"temperature": 0.1, "max_tokens": 2048, "seed": None, "extra_body": {}},
-        "system_prompt": None,
-        "prompt": CAPTIONING_PROMPT,
-        "image_sha256": hashlib.sha256(first["image"]["bytes"]).hexdigest(),
-    }
+    identity = first_image_key(workdir)
     cache = ResponseCache(workdir / "results" / "cache" / "m")
     path = cache.put(request_key(identity), {"raw": "Axial FLAIR."}, identity)
     entry = json.loads(path.read_text())  # valid JSON, its check recomputed

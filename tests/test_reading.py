@@ -156,6 +156,20 @@ def test_another_harness_parsed_value_is_read_as_it_is(dataset, tmp_path):
     assert all(v["labels"]["top1_correct"] for v in verdicts)
 
 
+def read_boxes(tmp_path: Path, dataset: Path, predictions: Path, options=None):
+    """(summary, verdicts) of reading localization ``predictions`` (no judge; ``options``:
+    the task's reading options, None: its defaults)."""
+    summary = read_predictions_file(
+        task="localization",
+        dataset=dataset,
+        predictions=predictions,
+        out=tmp_path / "v.jsonl",
+        summary_out=tmp_path / "v.summary.json",
+        options=options,
+    )
+    return summary, read_verdicts(tmp_path / "v.jsonl")
+
+
 def test_another_harness_parsed_boxes_are_capped_like_read_ones(dataset, tmp_path):
     box = {"x": 10.0, "y": 20.0, "width": 30.0, "height": 30.0, "score": None, "label": None}
     parsed = {"boxes": [box] * 150, "dropped": 0, "error": None}
@@ -163,14 +177,8 @@ def test_another_harness_parsed_boxes_are_capped_like_read_ones(dataset, tmp_pat
         {"filename": n, "model": "elsewhere", "status": "ok", "parsed": parsed} for n in NAMES
     ]
     write_jsonl(records, tmp_path / "harness.jsonl")
-    read_predictions_file(
-        task="localization",
-        dataset=dataset,
-        predictions=tmp_path / "harness.jsonl",
-        out=tmp_path / "v.jsonl",
-        summary_out=tmp_path / "v.summary.json",
-    )
-    for verdict in read_verdicts(tmp_path / "v.jsonl"):
+    _, verdicts = read_boxes(tmp_path, dataset, tmp_path / "harness.jsonl")
+    for verdict in verdicts:
         assert len(verdict["read"]["boxes"]) == 100 and verdict["read"]["over_cap"] == 50
 
 
@@ -180,15 +188,8 @@ def test_a_task_without_a_judge_is_read_as_its_reader(dataset, tmp_path):
     predict_from_file(
         dataset, answers, "localization", tmp_path / "p.jsonl", box_format="pixel_xyxy"
     )
-    summary = read_predictions_file(
-        task="localization",
-        dataset=dataset,
-        predictions=tmp_path / "p.jsonl",
-        out=tmp_path / "v.jsonl",
-        summary_out=tmp_path / "v.summary.json",
-    )
+    summary, (first, *_) = read_boxes(tmp_path, dataset, tmp_path / "p.jsonl")
     assert summary["judge"] == "boxes" and summary["identity"] is None
-    (first, *_) = read_verdicts(tmp_path / "v.jsonl")
     assert first["verdict"] is None and first["labels"] == {}
     (box,) = first["read"]["boxes"]
     assert (box["x"], box["y"], box["width"], box["height"]) == (10, 20, 100, 100)
@@ -204,15 +205,9 @@ def test_reading_keeps_the_configured_boxes_per_answer_and_counts_the_rest(
     out = tmp_path / "p.jsonl"
     predict_from_file(dataset, answers, "localization", out, "grid", box_format="pixel_xyxy")
     config = {} if max_boxes is None else {"max_boxes": max_boxes}
-    read_predictions_file(
-        task="localization",
-        dataset=dataset,
-        predictions=out,
-        out=tmp_path / "v.jsonl",
-        summary_out=tmp_path / "v.summary.json",
-        options=get_task("localization").reading_options(config),
-    )
-    for verdict in read_verdicts(tmp_path / "v.jsonl"):
+    options = get_task("localization").reading_options(config)
+    _, verdicts = read_boxes(tmp_path, dataset, out, options)
+    for verdict in verdicts:
         assert len(verdict["read"]["boxes"]) == kept
         assert verdict["read"]["over_cap"] == len(grid) - kept
 
