@@ -180,7 +180,7 @@ class FileReport:
             + f" (images: {self.counts_text()})",
             "correct the file (`novabench validate` lists every line), or set "
             f"models.{model}.max_error_rate (a fraction of images) to score absent images "
-            "as missing and null answers as errors",
+            "as missing" + (" and null answers as errors" if self.null_raws else ""),
         )
 
 
