@@ -215,7 +215,7 @@ def answers_report(args: argparse.Namespace, sizes: dict[str, tuple[int, int]] |
         args.task,
         sizes,
         args.box_format,
-        args.reading_options,
+        getattr(args, "reading_options", None),
     )
     if not report.file.answers and not report.stops(missing_limit(args.allow_missing)):
         require_answers(PredictionsCheck(kind="answers"), Path(args.predictions), len(sizes or {}))
@@ -645,8 +645,9 @@ def records_report_lines(
     spec = get_task(args.task)
     if spec.needs_box_format and not sizes:
         return problems, notes
+    options = getattr(args, "reading_options", None)  # None: the task's defaults
     counts = Counter(
-        read_answer(spec, record, sizes.get(record["filename"]), args.reading_options)["status"]
+        read_answer(spec, record, sizes.get(record["filename"]), options)["status"]
         for record in read_predictions(Path(args.predictions))
         if not sizes or record["filename"] in sizes
     )

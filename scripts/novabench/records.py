@@ -75,11 +75,8 @@ def json_lines(path: Path) -> Iterator[tuple[int, Any, str | None]]:
             except RecursionError:
                 yield number, None, "nested too deeply to read"
             except ValueError:  # after JSONDecodeError, its subclass: Python's digit limit
-                yield (
-                    number,
-                    None,
-                    (f"an integer of over {sys.get_int_max_str_digits()} digits, too long to read"),
-                )
+                limit = sys.get_int_max_str_digits()
+                yield number, None, f"an integer of over {limit} digits, too long to read"
 
 
 def _json_problem(text: str, exc: json.JSONDecodeError) -> str:
