@@ -302,6 +302,7 @@ def test_validate_checks_raw_answers_and_notes_unanswered_images(nova, tmp_path,
     assert code == 0
     assert out == [
         f"{path}: 3 of 4 images have no answer, e.g. case0001_002.png (scored as missing)",
+        f"{path}: 1 answer(s) with raw null, e.g. line 1 case0001_001.png (scored as error)",
         f"{path}: images: 1 error, 3 missing",
         f"{path}: valid (1 answers for localization)",
     ]
@@ -644,6 +645,11 @@ HOSTILE_LINES = {
         "nested too deeply to read",
     ),
     "latin-1": (b'{"filename": "case0001_001.png", "raw": "caf\xe9"}\n', "not UTF-8 (byte 0xe9"),
+    # Python reads no integer of over 4,300 digits (a ValueError, not a JSONDecodeError).
+    "long integer": (
+        b'{"filename": "case0001_001.png", "raw": ' + b"1" * 5000 + b"}\n",
+        "an integer of over 4300 digits, too long to read",
+    ),
 }
 
 
@@ -662,3 +668,106 @@ def test_a_hostile_predictions_line_is_one_line_in_validate_and_score(
     assert cli.main(["score", *args]) == 2
     (line,) = capsys.readouterr().err.splitlines()
     assert line.startswith(f"novabench: error: {path}: 1 unreadable line(s): line 2 {problem}")
+
+
+# --- the command reads as the pipeline reads, and agrees with the pipeline's job -----------
+
+
+def test_score_reads_with_the_configfile_reading_options(nova, tmp_path, capsys):
+    answers = tmp_path / "boxes.jsonl"
+    three = "[[10, 10, 50, 50], [100, 100, 150, 150], [200, 200, 250, 250]]"
+    answers.write_text(
+        "".join(json.dumps({"filename": name, "raw": three}) + "\n" for name in NAMES)
+    )
+    configfile = tmp_path / "cap.yaml"
+    configfile.write_text("tasks:\n  localization:\n    max_boxes: 2\n")
+    args = ["--task", "localization", "--dataset", str(nova), "--predictions", str(answers)]
+    args += ["--box-format", "xyxy_1000", "--format", "json"]
+    code, out = score_cli(capsys, *args)
+    assert code == 0 and json.loads(out)["metrics"]["n_boxes_over_cap"] == 0
+    code, out = score_cli(capsys, *args, "--configfile", str(configfile))
+    assert code == 0
+    metrics = json.loads(out)["metrics"]
+    assert (metrics["n_capped"], metrics["n_boxes_over_cap"]) == (len(NAMES), len(NAMES))
+
+
+def test_validate_reads_with_the_configfile_reading_options(nova, tmp_path, capsys, monkeypatch):
+    import novabench.answers
+
+    seen, read_answer = [], novabench.answers.read_answer
+
+    def spy(task, record, size, options=None):
+        seen.append(options)
+        return read_answer(task, record, size, options)
+
+    monkeypatch.setattr(novabench.answers, "read_answer", spy)
+    configfile = tmp_path / "cap.yaml"
+    configfile.write_text("tasks:\n  localization:\n    max_boxes: 2\n")
+    answers = write_answers(tmp_path, "localization")
+    model_cfg = {"adapter": "gold", "tasks": ["localization"]}
+    records = make_records(nova, tmp_path, "localization", model_cfg, "gold")
+    for path in (answers, records):
+        seen.clear()
+        args = ["--task", "localization", "--predictions", str(path), "--dataset", str(nova)]
+        args += ["--box-format", "xyxy_1000", "--allow-missing", "--configfile", str(configfile)]
+        code, _ = validate(capsys, *args)
+        assert code == 0 and seen and all(o == {"max_boxes": 2} for o in seen), (path, seen)
+
+
+def test_validate_score_and_the_job_agree_on_null_answers(nova, tmp_path, capsys):
+    answers = tmp_path / "nulls.jsonl"
+    lines = [{"filename": name, "raw": "no finding"} for name in NAMES]
+    lines[1]["raw"] = None
+    answers.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    common = ["--task", "localization", "--predictions", str(answers), "--dataset", str(nova)]
+    common += ["--box-format", "xyxy_1000"]
+    code, out = validate(capsys, *common)
+    assert code == 1
+    assert out[0] == (
+        f"{answers}: 1 answer(s) with raw null, e.g. line 2 {NAMES[1]} "
+        "(pass --allow-missing to score them as error)"
+    )
+    capsys.readouterr()
+    assert cli.main(["score", *common]) == 2
+    assert f"1 answer(s) with raw null: line 2 {NAMES[1]}" in capsys.readouterr().err
+    model_cfg = {"adapter": "predictions_file", "settings": {"path": str(answers)}}
+    model_cfg.update(tasks=["localization"], box_format="xyxy_1000")
+    # The job's words are the file's, not those of a failed request sent to a service.
+    with pytest.raises(NovaError, match=rf"1 answer\(s\) with raw null: line 2 {NAMES[1]}"):
+        make_records(nova, tmp_path, "localization", model_cfg, "nulls")
+    # Allowed in all three, the image is scored as an error in all three.
+    code, out = validate(capsys, *common, "--allow-missing")
+    assert code == 0 and out[-1].endswith("valid (4 answers for localization)")
+    records = make_records(
+        nova, tmp_path, "localization", {**model_cfg, "max_error_rate": 0.25}, "nulls"
+    )
+    statuses = [json.loads(line)["status"] for line in records.read_text().splitlines()]
+    assert statuses.count("error") == 1
+    code, out = score_cli(capsys, *common, "--allow-missing", "--format", "json")
+    assert code == 0 and json.loads(out)["metrics"]["n_error"] == 1
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "problem"),
+    [
+        ("request", "xyxy", "request is a str, not an object"),
+        ("request", {"box_format": 7}, "request.box_format must be a string or null"),
+        ("frame_size", ["a", 2], "frame_size must be two positive integers [width, height]"),
+        ("frame_size", [640], "frame_size must be two positive integers [width, height]"),
+    ],
+)
+def test_a_record_field_that_would_crash_reading_is_one_line(
+    field, value, problem, nova, tmp_path, capsys
+):
+    model_cfg = {"adapter": "gold", "tasks": ["localization"]}
+    records = make_records(nova, tmp_path, "localization", model_cfg, "gold")
+    lines = [json.loads(line) for line in records.read_text().splitlines()]
+    lines[1][field] = value
+    records.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    args = ["--task", "localization", "--predictions", str(records), "--dataset", str(nova)]
+    code, out = validate(capsys, *args)
+    assert code == 1 and out == [f"{records}:2: {problem}", f"{records}: 1 problem(s)"]
+    capsys.readouterr()
+    assert cli.main(["score", *args]) == 2
+    (line,) = capsys.readouterr().err.splitlines()
+    assert f"first: {records}:2: {problem}" in line

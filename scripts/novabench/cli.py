@@ -89,6 +89,25 @@ def _line_problems(task: str, line: dict[str, Any]) -> list[str]:
             problems.append("raw must be a string or null")
     elif line["status"] == "ok" and (why := _parsed_problem(task, line["parsed"])):
         problems.append(why)
+    return problems + _context_problems(line)
+
+
+def _context_problems(line: dict[str, Any]) -> list[str]:
+    """Problems of the fields that reading an answer takes its context from (``request``,
+    ``frame_size``; novabench.answers.read_answer), which would crash it."""
+    problems = []
+    request = line.get("request")
+    if request is not None and not isinstance(request, dict):
+        problems.append(f"request is a {type(request).__name__}, not an object")
+    elif request and not isinstance(request.get("box_format"), str | None):
+        problems.append("request.box_format must be a string or null")
+    frame = line.get("frame_size")
+    if frame and not (
+        isinstance(frame, list)
+        and len(frame) == 2
+        and all(type(side) is int and side > 0 for side in frame)
+    ):
+        problems.append("frame_size must be two positive integers [width, height]")
     return problems
 
 
@@ -180,12 +199,24 @@ def _require_box_format(task: str, box_format: str | None) -> None:
         )
 
 
+def task_reading_options(task: str, config: Mapping[str, Any]) -> dict[str, Any]:
+    """The task's reading options as the pipeline's read rule receives them
+    (``Task.reading_options`` of ``tasks.<task>``; the task's defaults without a config)."""
+    return get_task(task).reading_options((config.get("tasks") or {}).get(task) or {})
+
+
 def answers_report(args: argparse.Namespace, sizes: dict[str, tuple[int, int]] | None) -> Any:
     """The predictions_file model's report of a raw-answers file (FileReport)."""
     from novabench.models.predictions_file import file_report, read_answer_file
 
     _require_box_format(args.task, args.box_format)
-    report = file_report(read_answer_file(args.predictions), args.task, sizes, args.box_format)
+    report = file_report(
+        read_answer_file(args.predictions),
+        args.task,
+        sizes,
+        args.box_format,
+        getattr(args, "reading_options", None),
+    )
     if not report.file.answers and not report.stops(missing_limit(args.allow_missing)):
         require_answers(PredictionsCheck(kind="answers"), Path(args.predictions), len(sizes or {}))
     return report
@@ -215,6 +246,13 @@ def answers_report_lines(args: argparse.Namespace, report: Any) -> tuple[list[st
             notes.append(f"{line} (scored as missing)")
         elif report.stops(missing_limit(False)):
             problems.append(f"{line} (pass --allow-missing to score them as missing)")
+    if report.null_raws:
+        n, name = report.null_raws[0]
+        line = f"{path}: {len(report.null_raws)} answer(s) with raw null, e.g. line {n} {name}"
+        if args.allow_missing:
+            notes.append(f"{line} (scored as error)")
+        elif report.stops(missing_limit(False)):
+            problems.append(f"{line} (pass --allow-missing to score them as error)")
     if report.counts:
         notes.append(f"{path}: images: {report.counts_text()}")
     return problems, notes
@@ -279,10 +317,12 @@ def score_file(
     judge_cfg: dict[str, Any] | None,
     nltk_data: Path,
     options: dict[str, Any] | None = None,
+    reading_options: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """Read, judge and score prediction records into ``<stem>.json`` and
     ``<stem>.images.csv`` (the verdicts beside them); return the score file's content
-    (JSON-safe)."""
+    (JSON-safe). ``options`` and ``reading_options``: the task's scoring and reading
+    options (None: its defaults)."""
     from novabench.score import score_predictions
 
     out_json = _with_suffix(stem, ".json")
@@ -296,6 +336,7 @@ def score_file(
         options=options,
         nltk_data=Path(nltk_data),
         cache_dir=None,
+        reading_options=reading_options,
     )
     return json.loads(out_json.read_text(encoding="utf-8"))
 
@@ -500,6 +541,7 @@ def cmd_score(args: argparse.Namespace) -> int:
     judge_cfg = judge_config(args.task, args.judge_kind, switches, config)
     # The task's scoring options as the pipeline's score rule receives them.
     options = get_task(args.task).options((config.get("tasks") or {}).get(args.task) or {})
+    args.reading_options = task_reading_options(args.task, config)
     with tempfile.TemporaryDirectory(prefix="novabench-score-") as scratch:
         folder = Path(args.out_dir) if args.out_dir else Path(scratch)
         folder.mkdir(parents=True, exist_ok=True)
@@ -515,6 +557,7 @@ def cmd_score(args: argparse.Namespace) -> int:
             stem=stem,
             judge_cfg=judge_cfg,
             options=options,
+            reading_options=args.reading_options,
             nltk_data=args.nltk_data or default_nltk_data(),
         )
     if args.format == "json":
@@ -553,6 +596,8 @@ def metrics_table(payload: dict[str, Any]) -> str:
 
 def cmd_validate(args: argparse.Namespace) -> int:
     """Every problem of the file, then its counts per status; exit 1 on any problem."""
+    config = pipeline_config(find_workflow(), args.configfile)
+    args.reading_options = task_reading_options(args.task, config)
     sizes = scored_sizes(args.task, args.dataset)
     filenames = _dataset_filenames(args.dataset) if args.dataset else None
     check = check_predictions(args.predictions, args.task, filenames)
@@ -600,8 +645,9 @@ def records_report_lines(
     spec = get_task(args.task)
     if spec.needs_box_format and not sizes:
         return problems, notes
+    options = getattr(args, "reading_options", None)  # None: the task's defaults
     counts = Counter(
-        read_answer(spec, record, sizes.get(record["filename"]))["status"]
+        read_answer(spec, record, sizes.get(record["filename"]), options)["status"]
         for record in read_predictions(Path(args.predictions))
         if not sizes or record["filename"] in sizes
     )
@@ -973,6 +1019,14 @@ def make_parser() -> argparse.ArgumentParser:
         "--allow-missing",
         action="store_true",
         help="images without an answer are a note, not a problem (as `score --allow-missing`)",
+    )
+    validate.add_argument(
+        "--configfile",
+        type=Path,
+        action="append",
+        default=[],
+        help="merged over config/config.yaml for the reading options, as snakemake "
+        "--configfile (repeatable)",
     )
     validate.set_defaults(run=cmd_validate)
     _build_parser(commands)

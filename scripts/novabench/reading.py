@@ -117,8 +117,39 @@ def read_predictions_file(
     # every reading job; past its bound it stops here, before anything is written.
     live_checks = judge.live_check() if hasattr(judge, "live_check") else []
     model = records[0]["model"] if records else Path(predictions).stem
+    summary = reading_summary(
+        spec,
+        judge,
+        verdicts,
+        task=task,
+        model=model,
+        judge_cfg=judge_cfg,
+        live_checks=live_checks,
+        code=code,
+        inputs=(Path(dataset), Path(predictions)),
+    )
+    write_jsonl(verdicts, out)
+    atomic_write_text(summary_out, json.dumps(summary, indent=2, sort_keys=True) + "\n")
+    return summary
+
+
+def reading_summary(
+    spec: Task,
+    judge: Any,
+    verdicts: Sequence[Mapping[str, Any]],
+    *,
+    task: str,
+    model: str,
+    judge_cfg: Mapping[str, Any] | None,
+    live_checks: list[Any],
+    code: str | None,
+    inputs: tuple[Path, Path],
+) -> dict[str, Any]:
+    """The verdict file's summary: counts, the judge's identity and usage, the job's code
+    and the sha256 of its inputs (``inputs``: the dataset and the predictions file)."""
+    dataset, predictions = inputs
     statuses = Counter(r["status"] for r in verdicts)
-    summary = {
+    return {
         "task": task,
         "model": model,
         "judge": judge_name(spec, judge_cfg, judge),
@@ -134,13 +165,10 @@ def read_predictions_file(
         # The reading's own code: the judge figures measured on raw answers hold for it.
         "reader": reader_fingerprint(task),
         "inputs": {
-            "dataset_sha256": sha256_file(Path(dataset)),
-            "predictions_sha256": sha256_file(Path(predictions)),
+            "dataset_sha256": sha256_file(dataset),
+            "predictions_sha256": sha256_file(predictions),
         },
     }
-    write_jsonl(verdicts, out)
-    atomic_write_text(summary_out, json.dumps(summary, indent=2, sort_keys=True) + "\n")
-    return summary
 
 
 def judge_name(spec: Task, judge_cfg: Mapping[str, Any] | None, judge: Any) -> str:

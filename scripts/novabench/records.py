@@ -10,6 +10,7 @@ and writing them lives here, below prediction, reading, scoring and the report.
 from __future__ import annotations
 
 import json
+import sys
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -54,8 +55,9 @@ def _read_jsonl(path: Path, what: str, rule: str) -> list[dict[str, Any]]:
 
 def json_lines(path: Path) -> Iterator[tuple[int, Any, str | None]]:
     """Each non-blank line of a JSON Lines file as (line number, value, None), or as
-    (line number, None, problem) when the line is not UTF-8, not JSON, or nested too
-    deeply to read: a reader names file and line instead of raising a traceback."""
+    (line number, None, problem) when the line is not UTF-8, not JSON, nested too deeply
+    or holds an integer too long to read: a reader names file and line instead of raising
+    a traceback."""
     with open(path, "rb") as handle:
         for number, data in enumerate(handle, 1):
             try:
@@ -72,6 +74,9 @@ def json_lines(path: Path) -> Iterator[tuple[int, Any, str | None]]:
                 yield number, None, _json_problem(text.rstrip(), exc)
             except RecursionError:
                 yield number, None, "nested too deeply to read"
+            except ValueError:  # after JSONDecodeError, its subclass: Python's digit limit
+                limit = sys.get_int_max_str_digits()
+                yield number, None, f"an integer of over {limit} digits, too long to read"
 
 
 def _json_problem(text: str, exc: json.JSONDecodeError) -> str:

@@ -176,10 +176,13 @@ def score_predictions(
     nltk_data: Path | None = None,
     cache_dir: Path | None = None,
     judge_figures: Path | None = None,
+    reading_options: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """Read, judge and score one prediction file in one call (the ``novabench score``
     command): the reading stage's verdict files are written beside ``out_json``
-    (``<stem>.verdicts.jsonl`` and ``<stem>.verdicts.summary.json``), then scored. The
+    (``<stem>.verdicts.jsonl`` and ``<stem>.verdicts.summary.json``), then scored.
+    ``options``: the task's scoring options; ``reading_options``: its reading options
+    (``Task.reading_options``; None: the task's defaults), as the read rule passes them. The
     reading stage is loaded by name: a score job reads no answer, and its code holds
     neither the answer reader nor a judge."""
     read_predictions_file = importlib.import_module(READING).read_predictions_file
@@ -195,6 +198,7 @@ def score_predictions(
         summary_out=verdict_summary,
         judge_cfg=judge_cfg,
         cache_dir=cache_dir,
+        options=reading_options,
     )
     return score_verdicts(
         task=task,

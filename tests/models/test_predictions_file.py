@@ -26,6 +26,7 @@ GOOD = b'{"filename": "a.png", "raw": "fine"}\n'
         (b"[1, 2]", "a JSON list, not an object with filename and raw"),
         (b"{broken", r"not valid JSON at column 2 \(Expecting property name"),
         (b'{"filename": "b.png", "raw": "cut', "not valid JSON: the line ends inside"),
+        (b'{"filename": "b.png", "raw": ' + b"9" * 4301 + b"}", "an integer of over 4300 digits"),
     ],
 )
 def test_a_line_that_is_not_an_answer_is_named_by_its_line(tmp_path, line, problem):

@@ -1,7 +1,9 @@
-"""The project's own gates: Snakemake lint, snakefmt and ruff are clean."""
+"""The project's own gates: Snakemake lint, snakefmt and ruff are clean, and no function of
+the package is over 60 lines."""
 
 from __future__ import annotations
 
+import ast
 import subprocess
 import sys
 from pathlib import Path
@@ -32,3 +34,18 @@ def test_ruff_check_and_format_pass():
     assert check.returncode == 0, check.stdout + check.stderr
     fmt = run(str(BIN / "ruff"), "format", "--check", ".")
     assert fmt.returncode == 0, fmt.stdout + fmt.stderr
+
+
+# The house rule on function size (ruff has no rule that counts lines).
+MAX_FUNCTION_LINES = 60
+
+
+def test_no_function_of_the_package_is_over_60_lines():
+    long = []
+    for path in sorted((ROOT / "scripts").rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+                lines = node.end_lineno - node.lineno + 1
+                if lines > MAX_FUNCTION_LINES:
+                    long.append(f"{path.relative_to(ROOT)}:{node.lineno} {node.name}: {lines}")
+    assert not long, long

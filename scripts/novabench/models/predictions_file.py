@@ -10,8 +10,9 @@ The whole file is read before anything is scored, and every problem comes in one
 (:class:`FileReport`): unreadable lines (line number, reason in words), repeated and
 unknown filenames, missing images, and how the task reads the answers (parse errors and
 refusals counted per status). The job stops on any unreadable, repeated or unknown line,
-and when more images are missing than the model's ``max_error_rate`` (a fraction of
-images, 0 by default) allows; ``novabench validate`` prints the same report line by line.
+and when more images are missing or answered with ``raw`` null than the model's
+``max_error_rate`` (a fraction of images, 0 by default) allows; ``novabench validate``
+prints the same report line by line.
 """
 
 from __future__ import annotations
@@ -124,11 +125,19 @@ class FileReport:
     counts: Counter
     # Per status that is not an answer (parse_error, refusal): (line, filename, why).
     failures: dict[str, list[tuple[int, str, str]]]
+    # Images of the dataset whose line has ``raw`` null: (line, filename). The job takes
+    # them as failed requests (status error), so they count with the missing ones.
+    null_raws: list[tuple[int, str]] = field(default_factory=list)
+
+    def unanswered(self) -> int:
+        """Images the job will record without an answer: missing, or with ``raw`` null."""
+        return len(self.missing) + len(self.null_raws)
 
     def stops(self, max_error_rate: float) -> bool:
         """The problems that stop a job: any unreadable, repeated or unknown line, more
-        images missing than ``max_error_rate`` (a fraction of images) allows."""
-        too_many = self.n_images and len(self.missing) / self.n_images > max_error_rate
+        images missing or null than ``max_error_rate`` (a fraction of images) allows, as
+        the job's own check of its records (novabench.predict.check_error_rate) counts."""
+        too_many = self.n_images and self.unanswered() / self.n_images > max_error_rate
         return bool(self.file.unreadable or self.file.repeated or self.unknown or too_many)
 
     def problems(self) -> list[str]:
@@ -150,6 +159,9 @@ class FileReport:
             phrases.append(
                 f"{len(self.missing)} of {self.n_images} images missing: {_quoted(self.missing)}"
             )
+        if self.null_raws:
+            lines = [f"line {n} {name}" for n, name in self.null_raws]
+            phrases.append(f"{len(lines)} answer(s) with raw null: {_quoted(lines)}")
         for status, label in FAILURES.items():
             found = self.failures.get(status) or []
             if found:
@@ -168,7 +180,7 @@ class FileReport:
             + f" (images: {self.counts_text()})",
             "correct the file (`novabench validate` lists every line), or set "
             f"models.{model}.max_error_rate (a fraction of images) to score absent images "
-            "as missing",
+            "as missing" + (" and null answers as errors" if self.null_raws else ""),
         )
 
 
@@ -177,10 +189,12 @@ def file_report(
     task: str,
     sizes: Mapping[str, tuple[int, int]] | None,
     box_format: str | None,
+    options: Mapping[str, Any] | None = None,
 ) -> FileReport:
     """``file`` against the dataset's images of ``task`` (``sizes``: filename -> (width,
     height); None: no dataset, so nothing is unknown or missing and boxes are not read),
-    each answer read as the reading stage will read it."""
+    each answer read as the reading stage will read it (``options``: the task's reading
+    options, ``Task.reading_options``; None: its defaults)."""
     reader = importlib.import_module(ANSWER_READER)
     from novabench.tasks import get_task
 
@@ -189,13 +203,17 @@ def file_report(
     missing = [name for name in known if name not in file.answers]
     counts: Counter = Counter(missing=len(missing))
     failures: dict[str, list[tuple[int, str, str]]] = {}
+    null_raws = [
+        (file.line_of[n], n) for n, raw in file.answers.items() if n in known and raw is None
+    ]
     readable = sizes is not None or not spec.needs_box_format
     for name, raw in file.answers.items():
         if name not in known or not readable:
             continue
         record = {"filename": name, "raw": raw, "status": "ok"}
         record["request"] = {"box_format": box_format}
-        answer = reader.read_answer(spec, record, None if sizes is None else sizes[name])
+        size = None if sizes is None else sizes[name]
+        answer = reader.read_answer(spec, record, size, options)
         counts[answer["status"]] += 1
         if answer["status"] in FAILURES:
             failures.setdefault(answer["status"], []).append(
@@ -208,6 +226,7 @@ def file_report(
         n_images=len(known),
         counts=counts if readable else Counter(),
         failures=failures,
+        null_raws=null_raws,
     )
 
 
@@ -246,5 +265,8 @@ class Adapter(BaseAdapter):
                 yield Response(
                     raw=None, error=f"{sample.filename} is missing from {path}", missing=True
                 )
+            elif file.answers[sample.filename] is None:
+                line = file.line_of[sample.filename]
+                yield Response(raw=None, error=f"raw is null on line {line} of {path}")
             else:
                 yield Response(raw=file.answers[sample.filename])
