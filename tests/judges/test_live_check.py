@@ -220,3 +220,23 @@ def test_without_the_validation_sets_the_check_says_how_to_switch_it_off(tmp_pat
         judge.live_check()
     assert str(stop.value).startswith("judges.llm-judge: its live check cannot run: no validation")
     assert str(stop.value).endswith("judges.llm-judge.settings.live_check.diagnosis_pairs: 0")
+
+
+def test_failed_or_undecided_verdicts_count_as_disagreements():
+    # An endpoint that fails every request leaves each verdict undecided and failed; read
+    # as "no match" it would agree on every non-match pair (52.5% of the seed-0 sample).
+    from novabench.judge_verdicts import RankedVerdict
+
+    pairs = live_check.sample_pairs("diagnosis", 40, 0)
+    assert any(not p["match"] for p in pairs)
+
+    def judge(verdict):
+        return SimpleNamespace(judge_ranked_many=lambda asked: [verdict] * len(asked))
+
+    failed = RankedVerdict("undecided", "undecided", failed=True)
+    assert live_check.diagnosis_figure(judge(failed), pairs) == (0.0, 40)
+    undecided = RankedVerdict("undecided", "undecided")
+    assert live_check.diagnosis_figure(judge(undecided), pairs) == (0.0, 40)
+    # A failure marked on a verdict that still reads "no_match" is no agreement either.
+    marked = RankedVerdict("no_match", "no_match", failed=True)
+    assert live_check.diagnosis_figure(judge(marked), pairs) == (0.0, 40)
