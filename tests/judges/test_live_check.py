@@ -16,7 +16,7 @@ from novabench.judges.llm import live_check
 from novabench.predict import run_predictions
 from novabench.reading import read_predictions_file
 from novabench.score import score_predictions
-from openai_server import FakeOpenAI
+from openai_server import Fail, FakeOpenAI
 from support import ROOT
 
 PROMPTS = ROOT / "config" / "prompts"
@@ -240,3 +240,13 @@ def test_failed_or_undecided_verdicts_count_as_disagreements():
     # A failure marked on a verdict that still reads "no_match" is no agreement either.
     marked = RankedVerdict("no_match", "no_match", failed=True)
     assert live_check.diagnosis_figure(judge(marked), pairs) == (0.0, 40)
+
+
+def test_an_endpoint_that_fails_every_request_agrees_on_nothing(tmp_path, dataset):
+    with FakeOpenAI(lambda seen: Fail(400)) as server:
+        cfg = llm_judge(server, stop=False)
+        cfg["settings"]["max_failure_rate"] = 100  # score anyway, to read the check's figure
+        summary = read(tmp_path, dataset, cfg)
+    (check,) = summary["live_check"]
+    assert check["value"] == 0.0 and check["n_pairs"] == 40 and not check["passed"]
+    assert "agreement 0.0% with hand labels" in check["line"]
