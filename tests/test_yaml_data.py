@@ -14,7 +14,7 @@ import support
 from novabench.catalog import load_catalog
 from novabench.config import plan_from_files, read_config
 from novabench.errors import ConfigError, NovaError
-from novabench.yaml_data import MAX_ALIAS_EXPANSION, check_loaded, load_yaml
+from novabench.yaml_data import MAX_ALIAS_EXPANSION, check_loaded, load_yaml, read_yaml
 from support import ROOT
 
 
@@ -73,6 +73,35 @@ def test_a_duplicate_key_names_the_key_file_and_line():
 def test_nan_and_infinities_are_refused_with_their_line(value):
     with pytest.raises(NovaError, match=rf"^t\.yaml:2: {re.escape(value)} is not a finite number"):
         load_yaml(f"reporting:\n  confidence: {value}\n", "t.yaml")
+
+
+@pytest.mark.parametrize("value", ["!!float nan", "!!float -inf", "!!float 1e400", "-1.5e+999"])
+def test_non_finite_numbers_spelled_otherwise_are_refused_too(value):
+    with pytest.raises(NovaError, match=r"^t\.yaml:2: .* is not a finite number"):
+        load_yaml(f"reporting:\n  confidence: {value}\n", "t.yaml")
+
+
+@pytest.mark.parametrize(("first", "second"), [("yes", "true"), ("1", "0x1"), ("1", "1.0")])
+def test_keys_that_read_as_the_same_value_are_a_duplicate(first, second):
+    with pytest.raises(NovaError, match=rf"^k\.yaml:3: the key '{second}' is given twice"):
+        load_yaml(f"m:\n  {first}: a\n  {second}: b\n", "k.yaml")
+
+
+@pytest.mark.parametrize(
+    ("text", "shown"),
+    [
+        ("n: " + "1" * 5000, "1" * 20 + "... (5,000"),
+        ("? " + "7" * 4301 + "\n: x", "7" * 20 + "... (4,301"),
+    ],
+)
+def test_an_integer_too_long_to_read_is_one_line_naming_the_file(tmp_path, text, shown):
+    path = tmp_path / "long.yaml"
+    path.write_text(text + "\n")
+    with pytest.raises(NovaError) as refused:
+        read_yaml(path, "the list", "fix it")
+    message = str(refused.value)
+    assert message.startswith(f"the list {path}:1: {shown} characters) is not a value that")
+    assert message.endswith("fix: give a number of at most 4,300 digits") and len(message) < 300
 
 
 def test_already_loaded_data_is_bounded_too():

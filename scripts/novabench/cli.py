@@ -12,8 +12,9 @@
 A predictions file is either prediction records (lines with ``status``: the pipeline's
 ``results/<tag>/predictions/{task}/{model}.jsonl`` with the raw answer, or another
 harness's records with a ``parsed`` value, taken as read) or raw answers
-``{"filename", "raw"}`` (README, "Score predictions made elsewhere"), which are turned into
-records exactly as the ``predictions_file`` adapter does in the pipeline. Either is then
+``{"filename", "raw"}`` (README, "Score predictions made elsewhere", and docs/models.md),
+which are turned into records exactly as the ``predictions_file`` adapter does in the
+pipeline. Either is then
 read and judged by the reading stage's code and scored (novabench.score).
 
 A problem the user can fix prints one line ``novabench: error: ...`` and exits with 2.

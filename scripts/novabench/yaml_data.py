@@ -3,17 +3,19 @@ and its own data files (vocabulary, corpus): one-line errors that name the file,
 violations that name the entry.
 
 :func:`load_yaml` is stricter than ``yaml.safe_load`` where a file can hurt or mislead: a
-key given twice in one mapping (YAML keeps the last silently), a NaN or an infinity, and
-aliases that expand the document by more than :data:`MAX_ALIAS_EXPANSION` values (an
-"alias bomb" of a few hundred bytes expands to 10^9 values and hangs whatever walks it)
-are refused, each in one line naming the file and line. :func:`check_loaded` applies
+key given twice in one mapping (YAML keeps the last silently; keys compared as read, so
+``yes`` and ``true`` are one), a NaN or an infinity however spelled, a value that cannot
+be read (an integer of over 4,300 digits), and aliases that expand the document by more
+than :data:`MAX_ALIAS_EXPANSION` values (an "alias bomb" of a few hundred bytes expands to
+10^9 values and hangs whatever walks it) are refused, each in one line naming the file and
+line. :func:`check_loaded` applies
 the same checks to data another reader loaded (Snakemake reads the config files).
 """
 
 from __future__ import annotations
 
 import math
-import re
+import sys
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -27,8 +29,8 @@ from novabench.errors import NovaError
 MAX_ALIAS_EXPANSION = 10_000
 # The C loader when libyaml is present: 10x faster than the pure-Python one.
 _LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-_FLOAT_TAG = "tag:yaml.org,2002:float"
-_NOT_FINITE = re.compile(r"[-+]?\.(inf|nan)", re.IGNORECASE)
+# Scalars whose construction can fail or give a non-finite number: checked before it.
+_CHECKED_TAGS = tuple(f"tag:yaml.org,2002:{name}" for name in ("int", "float", "timestamp"))
 _ALIAS_FIX = "write the repeated values out, or use fewer aliases"
 
 
@@ -50,7 +52,7 @@ def load_yaml(text: str | bytes, where: str) -> Any:
         node = loader.get_single_node()
         if node is None:
             return None
-        _YamlCheck(where).check(node)
+        _YamlCheck(where, loader).check(node)
         return loader.construct_document(node)
     except yaml.YAMLError as exc:
         raise NovaError(f"{where} is not valid YAML ({exc})", "fix the YAML syntax") from None
@@ -64,8 +66,9 @@ class _YamlCheck:
     """One walk of a composed node graph: duplicate keys, non-finite numbers, and how many
     values the aliases add (a node reached twice is an alias; its size counts again)."""
 
-    def __init__(self, where: str):
+    def __init__(self, where: str, loader: Any):
         self.where = where
+        self.loader = loader  # constructs keys and numbers as the document will hold them
         self.sizes: dict[int, int] = {}
         self.open: set[int] = set()
 
@@ -91,28 +94,52 @@ class _YamlCheck:
         elif isinstance(node, yaml.SequenceNode):
             total = 1 + sum(self.size(item) for item in node.value)
         else:
-            if node.tag == _FLOAT_TAG and _NOT_FINITE.fullmatch(str(node.value)):
-                raise NovaError(
-                    f"{self.where}:{_line(node)}: {node.value} is not a finite number",
-                    "give a number",
-                )
+            if node.tag in _CHECKED_TAGS:
+                self.checked_scalar(node)
             total = 1
         self.open.discard(key)
         self.sizes[key] = total
         return total
 
+    def checked_scalar(self, node: yaml.ScalarNode) -> None:
+        """Refuse a number that is not finite however it is spelled (``.nan``, ``!!float
+        nan``, ``1e400``), and a value that cannot be constructed, in one line."""
+        value = self.construct(node)
+        if isinstance(value, float) and not math.isfinite(value):
+            raise NovaError(
+                f"{self.where}:{_line(node)}: {node.value} is not a finite number",
+                "give a number",
+            )
+
+    def construct(self, node: yaml.ScalarNode) -> Any:
+        try:
+            return self.loader.construct_object(node)
+        except ValueError:  # Python refuses to read integers of over 4,300 digits
+            limit = sys.get_int_max_str_digits()
+            shown = node.value
+            if len(shown) > 20:  # a value of 5,000 digits would fill the screen
+                shown = f"{shown[:20]}... ({len(shown):,} characters)"
+            raise NovaError(
+                f"{self.where}:{_line(node)}: {shown} is not a value that can be read",
+                f"give a number of at most {limit:,} digits"
+                if len(node.value) > limit
+                else "give a value of its type",
+            ) from None
+
     def duplicate_keys(self, node: yaml.MappingNode) -> None:
-        seen: set[tuple[str, str]] = set()
+        """Keys compared as constructed: ``yes`` and ``true``, ``1`` and ``0x1`` are one."""
+        seen: set[Any] = set()
         for key, _ in node.value:
             if not isinstance(key, yaml.ScalarNode) or key.value == "<<":
                 continue
-            if (key.tag, key.value) in seen:
+            value = self.construct(key)
+            if value in seen:
                 raise NovaError(
                     f"{self.where}:{_line(key)}: the key {key.value!r} is given twice in "
                     "one mapping",
                     "keep one (YAML would silently use the last)",
                 )
-            seen.add((key.tag, key.value))
+            seen.add(value)
 
 
 def _line(node: yaml.Node) -> int:

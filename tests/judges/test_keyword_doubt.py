@@ -88,6 +88,24 @@ def test_the_score_summary_gives_the_confident_share_and_their_clinical_f1(judge
     assert table["keyword_doubt"].tolist() == [0.0, 100.0]
 
 
+def test_failed_and_refused_answers_do_not_count_as_confident(judge, nltk_data):
+    records = [
+        {"filename": "a.png", "prediction": "Axial FLAIR hyperintense temporal lobe lesion."},
+        {"filename": "b.png", "prediction": "Axial FLAIR shows zorblax flibbertigibbet."},
+    ]
+    records = [{**r, "reference": REFERENCE, "status": "ok"} for r in records]
+    # Scored as empty captions: nothing to read, so no doubt, yet no answer to trust.
+    records += [
+        {"filename": "c.png", "reference": REFERENCE, "prediction": None, "status": "error"},
+        {"filename": "d.png", "reference": REFERENCE, "prediction": None, "status": "refusal"},
+    ]
+    summary, _ = score_captioning(records, judge, nltk_data)
+    assert summary["n_scored"] == 4
+    assert summary["Confident_share"] == 50.0 and summary["pairs_with_keyword_doubt"] == 2
+    assert summary["Clinical_F1_confident"] == 100.0
+    assert summary["Clinical_F1_confident_n"] == 1
+
+
 def second_rater_folder(tmp_path, lines):
     folder = tmp_path / "sets"
     folder.mkdir()

@@ -16,7 +16,7 @@ from novabench.judges.llm import live_check
 from novabench.predict import run_predictions
 from novabench.reading import read_predictions_file
 from novabench.score import score_predictions
-from openai_server import FakeOpenAI
+from openai_server import Fail, FakeOpenAI
 from support import ROOT, judge_backend
 
 PROMPTS = ROOT / "config" / "prompts"
@@ -206,3 +206,33 @@ def test_without_the_validation_sets_the_check_says_how_to_switch_it_off(tmp_pat
         judge.live_check()
     assert str(stop.value).startswith("judges.llm-judge: its live check cannot run: no validation")
     assert str(stop.value).endswith("judges.llm-judge.settings.live_check.diagnosis_pairs: 0")
+
+
+def test_failed_or_undecided_verdicts_count_as_disagreements():
+    # An endpoint that fails every request leaves each verdict undecided and failed; read
+    # as "no match" it would agree on every non-match pair (52.5% of the seed-0 sample).
+    from novabench.judge_verdicts import RankedVerdict
+
+    pairs = live_check.sample_pairs("diagnosis", 40, 0)
+    assert any(not p["match"] for p in pairs)
+
+    def judge(verdict):
+        return SimpleNamespace(judge_ranked_many=lambda asked: [verdict] * len(asked))
+
+    failed = RankedVerdict("undecided", "undecided", failed=True)
+    assert live_check.diagnosis_figure(judge(failed), pairs) == (0.0, 40)
+    undecided = RankedVerdict("undecided", "undecided")
+    assert live_check.diagnosis_figure(judge(undecided), pairs) == (0.0, 40)
+    # A failure marked on a verdict that still reads "no_match" is no agreement either.
+    marked = RankedVerdict("no_match", "no_match", failed=True)
+    assert live_check.diagnosis_figure(judge(marked), pairs) == (0.0, 40)
+
+
+def test_an_endpoint_that_fails_every_request_agrees_on_nothing(tmp_path, dataset):
+    with FakeOpenAI(lambda seen: Fail(400)) as server:
+        cfg = llm_judge(server, stop=False)
+        cfg["settings"]["max_failure_rate"] = 100  # score anyway, to read the check's figure
+        summary = read(tmp_path, dataset, cfg)
+    (check,) = summary["live_check"]
+    assert check["value"] == 0.0 and check["n_pairs"] == 40 and not check["passed"]
+    assert "agreement 0.0% with hand labels" in check["line"]

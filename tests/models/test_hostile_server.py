@@ -142,6 +142,45 @@ def test_an_answer_that_is_not_text_is_a_failed_request_and_the_others_are_kept(
     assert len(list((tmp_path / "cache").rglob("*.json"))) == 3  # the failure is not cached
 
 
+def unreadable_json(kind: str) -> bytes:
+    """A chat completion that Python's JSON reader refuses: a number of 5,000 digits, or a
+    field nested 10^5 deep."""
+    data = body("lesion")
+    if kind == "long number":
+        return data.replace(b'"total_tokens": ', b'"total_tokens": ' + b"1" * 5000 + b', "t": ')
+    return data[:-1] + b', "deep": ' + b"[" * 100_000 + b"]" * 100_000 + b"}"
+
+
+@pytest.mark.parametrize(
+    ("kind", "reason"),
+    [
+        ("long number", "the body cannot be read (Exceeds the limit (4300 digits)"),
+        ("deep", "the body is nested too deeply to read"),
+    ],
+)
+def test_an_answer_json_cannot_read_is_a_failed_request_and_the_others_are_kept(
+    small, tmp_path, kind, reason
+):
+    dataset, names = small
+    bad = sorted(names.values())[0]
+    data = unreadable_json(kind)
+
+    def script(seen):
+        return Raw(data) if names[seen.image_sha256] == bad else Reply("no finding")
+
+    with FakeOpenAI(script) as server:
+        records, summary = predict(
+            dataset, tmp_path, settings(server, max_attempts=2), max_error_rate=0.5
+        )
+        sent_bad = sum(names[s.image_sha256] == bad for s in server.requests)
+    assert sent_bad == 2  # retried within the attempt budget, as other malformed bodies
+    error = records[bad]["error"]
+    assert records[bad]["status"] == "error" and error.startswith(f"malformed answer: {reason}")
+    assert "\n" not in error and "set_int_max_str_digits" not in error
+    assert {r["status"] for n, r in records.items() if n != bad} == {"ok"}
+    assert summary["status_counts"]["error"] == 1
+
+
 # --- 5: keys, in errors and in answers --------------------------------------------------------
 
 

@@ -658,6 +658,12 @@ class ChatClient:
             return _Failure(f"malformed answer: the body is not JSON ({short(exc)})", True)
         except openai.APIResponseValidationError as exc:
             return _Failure(f"malformed answer: {short(exc.message)}", True)
+        except RecursionError:
+            return _Failure("malformed answer: the body is nested too deeply to read", True)
+        except ValueError as exc:
+            # JSON that Python will not read: a number of over 4,300 digits.
+            reason = short(str(exc).split(";")[0])  # not the advice to raise Python's limit
+            return _Failure(f"malformed answer: the body cannot be read ({reason})", True)
         try:
             response = _response(completion, time.perf_counter() - started)
         except MalformedAnswer as exc:

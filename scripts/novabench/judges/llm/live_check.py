@@ -112,8 +112,16 @@ def diagnosis_figure(judge: Any, pairs: Sequence[Mapping[str, Any]]) -> tuple[fl
     """(agreement in percent, pairs) of the judge's Top-1 verdicts with the hand labels."""
     verdicts = judge.judge_ranked_many(asked_pairs("diagnosis", pairs))
     rows = zip(pairs, verdicts, strict=True)
-    right = sum((v.top1 == "match") == bool(p["match"]) for p, v in rows)
+    right = sum(_agrees(v, bool(p["match"])) for p, v in rows)
     return 100.0 * right / len(pairs), len(pairs)
+
+
+def _agrees(verdict: Any, match: bool) -> bool:
+    """Whether a Top-1 verdict is the hand label: a failed or undecided one never is (read
+    as "no match" it would agree with every non-match pair)."""
+    if verdict.failed or verdict.top1 not in ("match", "no_match"):
+        return False
+    return (verdict.top1 == "match") == match
 
 
 def caption_figure(judge: Any, pairs: Sequence[Mapping[str, Any]]) -> tuple[float, int]:

@@ -479,6 +479,28 @@ def checked_records(
     return rows, scored_rows(rows, on_error)
 
 
+def _answered_summaries(
+    scored: Sequence[Mapping[str, Any]],
+    hyps: Sequence[str],
+    judged: Mapping[int, tuple[KeywordSet, KeywordSet]],
+    clinical_f1: Sequence[float | None],
+) -> dict[str, Any]:
+    """:func:`unread_summary` and :func:`confident_summary` over the pairs with an answer
+    only: an empty caption scored in place of a failure or refusal has no word to read, so
+    it would count as read fully and as confident. ``clinical_f1``: per verdict of
+    ``judged``, in its order."""
+    answered = [
+        (verdict, f1)
+        for (i, verdict), f1 in zip(judged.items(), clinical_f1, strict=True)
+        if scored[i]["status"] == "ok" and hyps[i].strip()
+    ]
+    verdicts = [verdict for verdict, _ in answered]
+    return {
+        **unread_summary(verdicts),
+        **confident_summary(verdicts, [f1 for _, f1 in answered]),
+    }
+
+
 def score_captioning(
     records: Iterable[Mapping[str, Any]] | pd.DataFrame,
     judge: CaptionJudge | PairedCaptionJudge,
@@ -535,11 +557,7 @@ def aggregate_captioning(
     n_failures = len(scored) - len(judged)
     summary["judge_failures"] = n_failures
     summary["judge_failure_rate"] = 100.0 * n_failures / len(scored)
-    # Only the pairs with an answer: an empty caption scored in place of a failure has no
-    # word to read and would count as read fully.
-    answered = [v for i, v in judged.items() if scored[i]["status"] == "ok" and hyps[i].strip()]
-    summary.update(unread_summary(answered))
-    summary.update(confident_summary(list(judged.values()), clinical["per_image"]))
+    summary.update(_answered_summaries(scored, hyps, judged, clinical["per_image"]))
     summary.update(status_summary((r["status"] for r in rows), STATUSES, RATE_STATUSES))
     summary["on_error"] = on_error
     summary.update(_implementations(nltk_data_dir))
