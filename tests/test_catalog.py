@@ -79,7 +79,7 @@ def test_overrides_merge_over_the_entry_and_from_copies_it():
 def test_a_full_entry_is_kept_as_it_is():
     entry = {"adapter": "random", "tasks": ["localization"], "settings": {"seed": 3}}
     plan = planned({"gpt-4o": copy.deepcopy(entry)})
-    assert plan.config["models"]["gpt-4o"] == {**entry, "enabled": True}  # schema default
+    assert plan.config["models"]["gpt-4o"] == {**entry, "enabled": True, "control_check": True}
 
 
 @pytest.mark.parametrize(

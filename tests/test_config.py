@@ -402,7 +402,7 @@ def test_a_model_error_rate_in_percent_is_refused_with_the_fraction_to_write():
     assert not isinstance(with_change(fraction), str)
 
 
-def test_a_missing_key_is_checked_when_the_run_starts_as_the_readme_says(tmp_path):
+def test_a_missing_key_is_checked_when_the_run_starts_as_the_docs_say(tmp_path):
     """The dry run plans without keys; the run stops at its start in one line naming the
     variable and the fix, with no traceback and no Snakefile header after it."""
     keyless = {
@@ -413,7 +413,7 @@ def test_a_missing_key_is_checked_when_the_run_starts_as_the_readme_says(tmp_pat
     keyless["settings"]["api_key_env"] = "NOVA_TEST_KEY_NEVER_SET"
     config = tmp_path / "keyless.yaml"
     config.write_text(yaml.safe_dump({"models": {"keyless": keyless}}))
-    readme = " ".join((ROOT / "README.md").read_text().split())
+    readme = " ".join((ROOT / "docs" / "models.md").read_text().split())
     assert "An API key is checked when the run starts, not by `snakemake -n`" in readme
     env = {k: v for k, v in os.environ.items() if k != "NOVA_TEST_KEY_NEVER_SET"}
     planned = support.snakemake(tmp_path, "-n", "--configfile", str(config), env=env, timeout=120)

@@ -90,6 +90,17 @@ def agreement_dry_run(workdir: Path, config: Path) -> tuple[subprocess.Completed
     return result, inputs
 
 
+def same_inputs(listed: str, expected: list[str]) -> bool:
+    """Whether the job line's inputs are ``expected``: all of them, or (a long list the
+    workflow's log filter shortens) its first ones and ``and N more`` for the rest."""
+    shown = listed.split(", ")
+    more = re.fullmatch(r"and (\d+) more", shown[-1])
+    if more is None:
+        return shown == expected
+    kept = shown[:-1]
+    return kept == expected[: len(kept)] and len(kept) + int(more.group(1)) == len(expected)
+
+
 def test_judge_agreement_asks_the_read_rule_for_every_judges_verdicts(tmp_path):
     """The agreement job's inputs are the verdicts of the task's judge and of each listed
     judge on every model, which `read` jobs make; it reads no prediction file and waits
@@ -105,7 +116,7 @@ def test_judge_agreement_asks_the_read_rule_for_every_judges_verdicts(tmp_path):
         for model in ("gold", "retrieval")
         for judge in ("matcher", "matcher-2")
     ]
-    assert inputs.split(", ") == ["results/sample/dataset/manifest.json", *expected]
+    assert same_inputs(inputs, ["results/sample/dataset/manifest.json", *expected]), inputs
     reads = set(
         re.findall(r"wildcards: task=diagnosis, judge=([\w-]+), model=(\w+)", result.stdout)
     )
@@ -140,7 +151,7 @@ def test_agreement_judges_read_the_models_of_earlier_runs_whose_predictions_are_
         for model in ("gold", "classical", "other")
         for judge in ("keywords", "keywords2")
     ]
-    assert inputs.split(", ") == ["results/sample/dataset/manifest.json", *expected]
+    assert same_inputs(inputs, ["results/sample/dataset/manifest.json", *expected]), inputs
     reads = set(
         re.findall(r"wildcards: task=captioning, judge=([\w-]+), model=(\w+)", result.stdout)
     )
