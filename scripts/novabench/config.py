@@ -400,9 +400,24 @@ class Plan:
 
     def predict_resources(self, name: str) -> dict[str, int]:
         """What a prediction job of model ``name`` asks the scheduler for (``gpu``,
-        ``cpus``, ``mem_mb``), as its adapter sizes it (``Adapter.job_resources``)."""
+        ``cpus``, ``mem_mb``), as its adapter sizes it (``Adapter.job_resources``); a
+        model with a shared server asks for them once, in its service job, and its
+        prediction jobs for what a client needs."""
+        if name in self.served_models():
+            return Adapter.job_resources({})
+        return self.serve_resources(name)
+
+    def serve_resources(self, name: str) -> dict[str, int]:
+        """What model ``name``'s job that holds it asks for: its prediction job, or its
+        shared server's service job (novabench.serving)."""
         cfg = self.model(name)
         return adapter_class(name, cfg).job_resources(cfg.get("settings") or {})
+
+    def served_models(self) -> list[str]:
+        """Models with jobs in this run whose adapter starts a server: one shared server
+        per model for all its tasks (rule ``serve_model``)."""
+        names = dict.fromkeys(model for _, model in self.jobs())
+        return [n for n in names if adapter_class(n, self.model(n)).starts_server]
 
     def predict_environment(self, name: str) -> str:
         """The conda environment file of model ``name``'s prediction jobs (relative to the
