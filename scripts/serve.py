@@ -12,8 +12,8 @@ from types import SimpleNamespace
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from novabench.rules import run  # noqa: E402
-from novabench.serving import serve_model  # noqa: E402
+from novabench.rules import run
+from novabench.serving import serve_model
 
 
 def arguments(argv):

@@ -54,7 +54,9 @@ rule serve_model:
     params:
         python=SERVICE_PYTHON,
         script=Path(workflow.basedir) / "scripts" / "serve.py",
-        settings=lambda wildcards: json.dumps(predict_params(PLAN.model(wildcards.model))),
+        settings=lambda wildcards: json.dumps(
+            predict_params(PLAN.model(wildcards.model))
+        ),
         plugins=json.dumps(config.get("plugins") or []),
     # A shell command, exec'd: Snakemake ends a service job by signalling it.
     shell:
