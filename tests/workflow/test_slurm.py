@@ -169,10 +169,13 @@ def test_slurm_profile_sizes_jobs_by_model_kind_and_groups_scoring(tmp_path):
     )
     # the local VLM gets a GPU (sbatch --gpus=1) and the memory to load its weights ...
     assert local_vlm["gpu"] == "1" and int(local_vlm["mem_mb"]) >= 16000
-    # ... a job with its own vLLM server its GPUs, CPUs and memory for a 72B model, and no
-    # provider's cap (no endpoint is shared) ...
-    assert (served["gpu"], served["cpus_per_task"], served["mem_mb"]) == ("4", "16", "128000")
-    assert served["api_openai"] == "0"
+    # ... a model's shared vLLM server its GPUs, CPUs and memory for a 72B model, asked for
+    # once, in the group of its tasks' jobs, which ask for none; no provider's cap (no
+    # endpoint is shared) ...
+    server = jobs["serve_model", "served"]
+    assert (server["resources"]["gpu"], server["resources"]["mem_mb"]) == ("4", "128000")
+    assert server["resources"]["cpus_per_task"] == "16" and server["group"] == "model"
+    assert served["gpu"] == "0" and served["api_openai"] == "0"
     # ... an API model neither, but one unit of its provider's cap
     assert api["gpu"] == "0" and int(api["mem_mb"]) <= 4000 and api["api_openai"] == "1"
     assert control["gpu"] == "0" and control["api_openai"] == "0"
@@ -211,15 +214,18 @@ def test_the_paper_plans_on_slurm_with_gpus_for_the_qwen_models_and_no_server_to
     )
     assert result.returncode == 0, tail(result)
     jobs = planned_jobs(result.stdout + result.stderr)
-    predict = {}
+    predict, servers = {}, {}
     for job in jobs:
-        if job["rule"] == "predict":
-            predict.setdefault(job["wildcards"]["model"], []).append(job["resources"])
+        if job["rule"] in ("predict", "serve_model"):
+            found = predict if job["rule"] == "predict" else servers
+            found.setdefault(job["wildcards"]["model"], []).append(job["resources"])
     for model in ("qwen2.5-vl-72b", "qwen2-vl-72b"):
-        assert len(predict[model]) == 3, model  # the three tasks
+        assert len(predict[model]) == 3, model  # the three tasks ...
+        assert {r["gpu"] for r in predict[model]} == {"0"}
         for resources in predict[model]:
-            assert (resources["gpu"], resources["mem_mb"]) == ("4", "128000")
             assert not any(v == "1" for k, v in resources.items() if k.startswith("api_"))
+        # ... on one server, whose GPUs are asked for once
+        assert [(r["gpu"], r["mem_mb"]) for r in servers[model]] == [("4", "128000")], model
     for model in ("gpt-4o", "gemini-2.0-flash"):
         assert {r["gpu"] for r in predict[model]} == {"0"}
     # The estimate prints the managed models' tokens and time (with their GPU time).
