@@ -14,9 +14,9 @@ In a workflow run the server is the model's, not the job's: one service job per 
 prediction job of that run sends to it (:meth:`Adapter.attach`), so the weights are loaded
 once for all tasks. That service job asks the scheduler for ``serve.gpus`` GPUs (Snakemake
 resource ``gpu``; the SLURM profile's ``--gpus``), ``serve.cpus`` and ``serve.mem_mb``; the
-prediction jobs ask for none. A job run without a shared server (``python -m novabench
-predict``) starts its own, as before. No ``api_<provider>`` is claimed: no endpoint is
-shared between models.
+prediction jobs ask for none. Prediction code run without a shared server (a direct call
+of ``novabench.predict.run_predictions``) starts its own, as before. No ``api_<provider>``
+is claimed: no endpoint is shared between models.
 """
 
 from __future__ import annotations
