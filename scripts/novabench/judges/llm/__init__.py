@@ -167,8 +167,10 @@ class LLMKind(JudgeKind):
         return [prompt_paths(name, dict(settings), resolve)[task]]
 
     def environment_problems(self, name, settings, tasks, resolve) -> list[NovaError]:
-        backend = check_settings(name, dict(settings), resolve)["backend"]
-        problem = endpoint_problem(name, backend)
+        resolved = check_settings(name, dict(settings), resolve)
+        if resolved["serve"] is not None:
+            return []  # the reading job starts its server: nothing to reach before
+        problem = endpoint_problem(name, resolved["backend"])
         return [] if problem is None else [problem]
 
     def api_resource(self, settings) -> str:
