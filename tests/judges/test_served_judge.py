@@ -71,3 +71,40 @@ def test_a_served_judges_replicas_must_fit_its_gpus(stand_in):
     settings = served_settings(stand_in, gpus=2, replicas=4)
     with pytest.raises(ConfigError, match=r"judges.open-judge.settings.serve: 4 replicas"):
         judge_kind("llm").check_settings("open-judge", settings, str)
+
+
+# -- a judge that names a managed model entry (served_by) -------------------------------------
+
+
+def test_the_open_judge_config_serves_a_catalog_checkpoint_in_gpu_reading_jobs():
+    from novabench.config import plan_from_files
+
+    plan = plan_from_files(
+        ROOT, [ROOT / "config" / "paper.yaml", ROOT / "config" / "paper-open-judge.yaml"]
+    )
+    judge = plan.judge("diagnosis")
+    assert judge["name"] == "open-judge" and "served_by" not in judge["settings"]
+    assert judge["settings"]["backend"]["model"] == "Qwen/Qwen2.5-72B-Instruct"
+    assert judge["settings"]["serve"]["gpus"] == 4
+    # Its reading jobs hold the server's GPUs; a reading job without a judge none.
+    assert plan.read_resources("diagnosis", "open-judge") == {
+        "gpu": 4,
+        "cpus": 16,
+        "mem_mb": 128000,
+    }
+    assert plan.read_resources("localization", "boxes")["gpu"] == 0
+    # The entry that holds its server settings runs no task as a model.
+    assert "open-judge-model" not in {model for _, model in plan.jobs()}
+    assert "api_vllm" not in str(plan.api_resources())
+
+
+def test_served_by_must_name_a_managed_model_entry(tmp_path):
+    from novabench.config import plan_from_files
+
+    config = tmp_path / "judge.yaml"
+    config.write_text(
+        "judges:\n  j: {kind: llm, settings: {served_by: gold, backend: {}}}\n"
+        "tasks: {diagnosis: {judge: j}}\n"
+    )
+    with pytest.raises(ConfigError, match=r"served_by names 'gold', which is not a models: entry"):
+        plan_from_files(ROOT, [config])

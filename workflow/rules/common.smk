@@ -220,6 +220,11 @@ def predict_resource(what):
     return lambda wildcards: PLAN.predict_resources(wildcards.model)[what]
 
 
+def read_resource(what):
+    """One of a reading job's resources (gpu, cpus, mem_mb): a judge it serves itself."""
+    return lambda wildcards: PLAN.read_resources(wildcards.task, wildcards.judge)[what]
+
+
 def api_resources(what):
     """`api_<provider>: 1` per job that sends to a chat-completions endpoint, so that e.g.
     `--resources api_openai=2` caps the jobs sending to one provider at the same time:
