@@ -32,9 +32,15 @@ MODELS = ("gold", "random")
 SERVED = "served"
 CLUSTER_MODELS = (*MODELS, SERVED)
 TARGETS = [f"results/sample/scores/localization/{model}.json" for model in CLUSTER_MODELS]
+# The served model runs all three tasks on one server, in one SLURM job.
+SERVED_TASKS = ("localization", "captioning", "diagnosis")
+RUN_TARGETS = TARGETS + [
+    f"results/sample/predictions/{task}/{SERVED}.jsonl" for task in SERVED_TASKS[1:]
+]
 SMALL_CONFIG = {
     "dataset": {"source": "sample", "sample": {"n_cases": 3}},
-    "tasks": {"captioning": {"enabled": False}, "diagnosis": {"enabled": False}},
+    # The served model's diagnosis is read by the matcher's rules only (no encoder to fetch).
+    "judges": {"matcher": {"kind": "diagnosis-matcher", "settings": {"embedding_fallback": False}}},
     "models": {
         "gold": {"adapter": "gold", "tasks": ["localization"]},
         "random": {
@@ -43,6 +49,7 @@ SMALL_CONFIG = {
             "settings": {"seed": 0, "max_boxes": 3},
         },
         "classical": {"adapter": "classical", "tasks": ["localization"], "enabled": False},
+        "retrieval": {"adapter": "retrieval", "tasks": ["diagnosis"], "enabled": False},
     },
 }
 # Wall-clock bound of one Snakemake run; `timeout -k` also kills a hung executor plugin.
@@ -379,7 +386,7 @@ def _config_with_a_served_model(folder: Path) -> Path:
     vllm.chmod(0o755)
     served = {
         "adapter": "vllm",
-        "tasks": ["localization"],
+        "tasks": list(SERVED_TASKS),
         "box_format": "qwen25_bbox_2d",
         "prompts": {"localization": "config/prompts/localization-qwen25-v1.txt"},
         "settings": {
@@ -402,6 +409,7 @@ def runs(cluster, timings, tmp_path_factory) -> dict:
     local, on_slurm = tmp_path_factory.mktemp("local"), tmp_path_factory.mktemp("slurm")
     # Where each run's stand-in server writes its pids, to check that none is left.
     pids = {"local": folder / "pids-local.json", "slurm": folder / "pids-slurm.json"}
+    starts = {where: folder / f"starts-{where}" for where in pids}
 
     # The local reference run shares the machine with the SLURM run (whose main process
     # mostly sleeps between status checks) instead of adding its full length.
@@ -409,9 +417,13 @@ def runs(cluster, timings, tmp_path_factory) -> dict:
     start = time.monotonic()
     with open(local_log, "w") as log_file:
         local_run = subprocess.Popen(
-            snakemake_command(local, *TARGETS, "--cores", "1", "--configfile", str(config)),
+            snakemake_command(local, *RUN_TARGETS, "--cores", "1", "--configfile", str(config)),
             cwd=ROOT,
-            env={**clean_env(), "VLLM_STAND_IN_PIDS": str(pids["local"])},
+            env={
+                **clean_env(),
+                "VLLM_STAND_IN_PIDS": str(pids["local"]),
+                "VLLM_STAND_IN_STARTS": str(starts["local"]),
+            },
             stdin=subprocess.DEVNULL,
             stdout=log_file,
             stderr=subprocess.STDOUT,
@@ -419,7 +431,7 @@ def runs(cluster, timings, tmp_path_factory) -> dict:
     try:
         result = snakemake(
             on_slurm,
-            *TARGETS,
+            *RUN_TARGETS,
             "--workflow-profile",
             "workflow/profiles/slurm",
             "--configfile",
@@ -431,6 +443,7 @@ def runs(cluster, timings, tmp_path_factory) -> dict:
                 "NOVA_SLURM_ACCOUNT": cluster.account,
                 "NOVA_SLURM_PARTITION": cluster.partition,
                 "VLLM_STAND_IN_PIDS": str(pids["slurm"]),
+                "VLLM_STAND_IN_STARTS": str(starts["slurm"]),
             },
         )
         timings["slurm_run"] = time.monotonic() - start
@@ -443,7 +456,7 @@ def runs(cluster, timings, tmp_path_factory) -> dict:
     log = result.stdout + result.stderr
     assert result.returncode == 0, f"{tail(result)}\n{cluster.logs()}"
     assert local_returncode == 0, local_log.read_text()[-6000:]
-    return {"local": local, "slurm": on_slurm, "log": log, "pids": pids}
+    return {"local": local, "slurm": on_slurm, "log": log, "pids": pids, "starts": starts}
 
 
 @pytest.mark.slow
@@ -454,7 +467,8 @@ def test_every_job_ran_as_a_slurm_job_recorded_in_accounting(cluster, runs):
     assert run_id, "the SLURM executor did not run"
     run_id = run_id.group(1)
     submitted = set(re.findall(r"submitted with SLURM jobid (\d+)", log))
-    # sample, dataset, and one job per model holding its predict, read and score jobs
+    # sample, dataset, and one job per model holding its predict, read and score jobs (the
+    # served model's three tasks and its one server too: its GPUs asked for once)
     assert len(submitted) == 2 + len(CLUSTER_MODELS)
 
     # slurmdbd records asynchronously; give it a moment.
@@ -473,7 +487,8 @@ def test_every_job_ran_as_a_slurm_job_recorded_in_accounting(cluster, runs):
         assert Path(record["WorkDir"]) == runs["slurm"]
     comments = sorted(r["Comment"] for r in records)
     assert comments == sorted(
-        ["rule_sample", "rule_dataset"] + ["rule_model_predict_read_score"] * len(CLUSTER_MODELS)
+        ["rule_sample", "rule_dataset", "rule_model_predict_read_score_serve_model"]
+        + ["rule_model_predict_read_score"] * len(MODELS)
     )
 
 
@@ -514,5 +529,7 @@ def test_no_vllm_server_outlives_its_slurm_job(runs):
         assert record["argv"][:2] == ["serve", "Qwen/Qwen2.5-VL-7B-Instruct"], where
         # ... and neither it nor its worker is left once its job is done
         assert not alive(record["server"]) and not alive(record["worker"]), where
+        # one server for the model's three tasks
+        assert len(runs["starts"][where].read_text().splitlines()) == 1, where
     leftovers = list((runs["slurm"] / "results" / "servers").glob("*"))
     assert not leftovers, leftovers
