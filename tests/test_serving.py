@@ -139,3 +139,17 @@ def test_a_job_whose_answers_are_cached_does_not_wait_for_the_server(dataset, tm
     # The service file of a server that is gone: never read, the answers are cached.
     summary = predict(dataset, tmp_path, "localization", cfg, tmp_path / "no-such-file.json")
     assert summary["n_cached"] == summary["n_images"]
+
+
+def test_the_service_loads_nothing_until_a_task_asks(dataset, tmp_path, stand_in):
+    cfg = model_cfg(stand_in)
+    process, service = start_service(tmp_path, cfg)
+    try:
+        time.sleep(2)  # the service job runs, but no task has asked for the server
+        assert not stand_in["starts"].exists() and not service.exists()
+        predict(dataset, tmp_path, "localization", cfg, service)  # this one asks
+        assert len(stand_in["starts"].read_text().splitlines()) == 1
+    finally:
+        process.send_signal(signal.SIGTERM)
+        process.wait(timeout=30)
+    assert not (tmp_path / "servers" / "served.json.wanted").exists()

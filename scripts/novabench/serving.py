@@ -9,8 +9,11 @@ job after the model's last prediction job. Snakemake runs a service job and its 
 together, in one group: on a cluster one allocation with the model's GPUs, asked for once.
 
 The prediction jobs (one per task, as before: their outputs, caching, code-aware re-runs
-are unchanged) start at the same time and wait for the address only when they have a
-request to send (:func:`service_address`); a job whose answers are all cached never waits.
+are unchanged) start at the same time and ask for the server only when they have a request
+to send (:func:`service_address`): the first to ask leaves a demand file beside the service
+file, and only then does the service job load the model. When every answer is cached (a
+re-run after a code edit) nobody asks, and Snakemake ends the service job before it loaded
+anything.
 A server that fails to start is written into the service file, so that the waiting jobs
 stop at once with its one line instead of at the start-up timeout.
 """
@@ -44,6 +47,9 @@ def serve_model(
 
     adapter = load_adapter(name, model_cfg, cache_dir=cache_dir)
     parent = os.getppid()
+    if not _wait_for_demand(Path(service_file), parent):
+        log.info("%s: no task asked for the server (answers cached): not started", name)
+        return
     try:
         with adapter.shared_server() as server:
             _publish(service_file, {"model": name, "base_url": server.base_url})
@@ -52,6 +58,22 @@ def serve_model(
     except NovaError as exc:
         _publish(service_file, {"model": name, "error": str(exc)})
         raise
+    finally:
+        demand_file(Path(service_file)).unlink(missing_ok=True)
+
+
+def demand_file(service_file: Path) -> Path:
+    """Left by the first prediction job that has a request to send."""
+    return service_file.with_name(service_file.name + ".wanted")
+
+
+def _wait_for_demand(service_file: Path, parent: int) -> bool:
+    """Until a task asks for the server (True) or the job is ended first (False)."""
+    while os.getppid() == parent:
+        if demand_file(service_file).exists():
+            return True
+        time.sleep(POLL_S)
+    return False
 
 
 def _publish(service_file: Path, record: dict[str, Any]) -> None:
@@ -77,6 +99,9 @@ def service_address(service_file: Path, timeout_s: float) -> Callable[[], str]:
 
     def address() -> str:
         if not found:
+            wanted = demand_file(Path(service_file))
+            wanted.parent.mkdir(parents=True, exist_ok=True)
+            wanted.touch()
             found.append(_wait_for_address(Path(service_file), timeout_s))
         return found[0]
 

@@ -1,11 +1,13 @@
 """One model load per model and run: a managed vLLM model on all three tasks of a sample
 run starts one server (the stand-in of tests/vllm_stand_in.py counts its starts, each after
-a start-up delay), and a re-run of one task alone starts one server for that task only."""
+a start-up delay), a re-run of one task alone starts one server for that task only, and a
+re-run whose answers are all cached loads no model."""
 
 from __future__ import annotations
 
 import json
 import os
+import shutil
 import sys
 from pathlib import Path
 
@@ -89,9 +91,22 @@ def test_a_rerun_of_one_task_starts_one_server_and_runs_that_task_only(run):
     results = folder / "work" / "results" / "sample" / "predictions"
     before = {task: (results / task / "served.jsonl").stat().st_mtime_ns for task in TASKS}
     before_starts = starts(folder)
+    shutil.rmtree(folder / "work" / "results" / "cache")  # answers to ask again
     result = snakemake_run(TARGETS[0], "--forcerun", "predict")
     assert starts(folder) == before_starts + 1
     after = {task: (results / task / "served.jsonl").stat().st_mtime_ns for task in TASKS}
     assert after["localization"] != before["localization"]
     assert {t: after[t] for t in TASKS[1:]} == {t: before[t] for t in TASKS[1:]}
     assert "predict" in result.stdout + result.stderr
+
+
+def test_a_rerun_whose_answers_are_all_cached_loads_no_model(run):
+    folder, snakemake_run = run
+    before_starts = starts(folder)
+    result = snakemake_run(*TARGETS, "--forcerun", "predict")  # as after a code edit
+    assert starts(folder) == before_starts
+    assert (
+        "no task asked for the server"
+        in (folder / "work" / "results" / "sample" / "logs" / "serve" / "served.log").read_text()
+    )
+    assert result.returncode == 0
