@@ -18,6 +18,7 @@ def main(smk):
         upstream_predictions=Path(smk.input.upstream) if hasattr(smk.input, "upstream") else None,
         cache_dir=Path(smk.params.cache_dir),
         code=smk.params.code,
+        shared_server=Path(smk.input.server) if hasattr(smk.input, "server") else None,
     )
     log.info("%s/%s: %s", smk.wildcards.task, smk.wildcards.model, summary["status_counts"])
 

@@ -222,6 +222,29 @@ models:
     assert "server start assumed 10 min (set info.startup_s)" in job.notes
 
 
+def test_a_managed_model_is_loaded_once_for_its_tasks_and_its_replicas_share_the_work(workdir):
+    config = """
+dataset: {source: sample, tag: tiny}
+models:
+  q:
+    adapter: vllm
+    tasks: [localization, captioning]
+    box_format: qwen25_bbox_2d
+    settings:
+      model: Qwen/Qwen2.5-VL-7B-Instruct
+      concurrency: 1
+      serve: {gpus: 4, replicas: 4}
+    info: {latency_s: 4, image_tokens: 100, startup_s: 900}
+"""
+    localization, captioning = estimate_run(plan_for(workdir, config), workdir).jobs
+    n = len(images(workdir))
+    # One server start for the two tasks, on the first; four replicas answer at once.
+    assert localization.wall_s == n * 4 / 4 + 900 and captioning.wall_s == n * 4 / 4
+    assert "1 server load for its 2 tasks" in localization.notes
+    assert not any("server load" in note for note in captioning.notes)
+    assert captioning.gpu_s == captioning.wall_s * 4
+
+
 @pytest.mark.parametrize(
     ("rule", "size", "expected"),
     [

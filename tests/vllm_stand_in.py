@@ -2,8 +2,9 @@
 
 ``vllm serve MODEL --host H --port P --served-model-name NAME --tensor-parallel-size N
 --dtype D --limit-mm-per-prompt JSON [--revision R] [--max-model-len L]
-[--trust-remote-code]`` serves the project's scripted OpenAI-compatible test server
-(tests/openai_server.py) on ``H:P``, with vLLM's ``GET /health`` and ``GET /v1/models``.
+[--trust-remote-code] [--data-parallel-size N]`` serves the project's scripted
+OpenAI-compatible test server (tests/openai_server.py) on ``H:P``, with vLLM's
+``GET /health`` and ``GET /v1/models``.
 An unknown flag ends it with status 2, as vLLM's argument parser does. Like vLLM it runs an
 "engine worker" child process and stops it on SIGTERM, and like vLLM started with a key
 (``--api-key`` or ``VLLM_API_KEY``) it answers 401 to a ``/v1`` request that does not carry
@@ -21,6 +22,8 @@ What a test wants to see is set by environment variables:
 - ``VLLM_STAND_IN_DIE_AFTER=N``: exit with status 1 after answering N requests;
 - ``VLLM_STAND_IN_PIDS=path``: write ``{"server": pid, "worker": pid, "argv": [...],
   "keyed": bool}`` there (``keyed``: started with a key).
+- ``VLLM_STAND_IN_STARTS=path``: append a line per start there (``model start-time``): how
+  many times a run loaded the model.
 
 Tests run it through a small wrapper named ``vllm`` that calls this file with the test
 interpreter (``stand_in_executable`` in tests/models/test_vllm_serving.py).
@@ -62,6 +65,7 @@ def parse(argv: list[str]) -> argparse.Namespace:
     serve.add_argument("--max-model-len", type=int)
     serve.add_argument("--trust-remote-code", action="store_true")
     serve.add_argument("--api-key", default=os.environ.get("VLLM_API_KEY"))
+    serve.add_argument("--data-parallel-size", type=int, default=1)
     return parser.parse_args(argv)
 
 
@@ -131,6 +135,10 @@ def main(argv: list[str]) -> None:
     if os.environ.get("VLLM_STAND_IN_PRINT"):
         print(os.environ["VLLM_STAND_IN_PRINT"], flush=True)
     worker = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(3600)"])
+    starts = os.environ.get("VLLM_STAND_IN_STARTS")
+    if starts:
+        with open(starts, "a", encoding="utf-8") as log:
+            log.write(f"{args.model} {time.time():.3f}\n")
     pids = os.environ.get("VLLM_STAND_IN_PIDS")
     if pids:
         keyed = args.api_key is not None

@@ -85,6 +85,8 @@ FAMILIES: dict[str, Family] = {
     # Llama 3.2 Vision reads the image by cross-attention: one token in the prompt.
     "mllama": _open("mllama", "Llama 3.2 Vision", 1),
     "baseline": Family("novabench baseline", None, 0),
+    # Text-only LLMs (open judges): no image in their prompts.
+    "text_llm": Family("text-only LLM", None, 0),
 }
 
 

@@ -27,7 +27,7 @@ from novabench.dataset.tags import SHARED_FOLDERS
 from novabench.errors import ConfigError, DatasetError, NovaError
 from novabench.io import resolve_path
 from novabench.judges import judge_kind
-from novabench.judges.base import expand_judge, judge_kind_names
+from novabench.judges.base import READ_RESOURCES, expand_judge, judge_kind_names
 from novabench.models.base import (
     Adapter,
     adapter_class,
@@ -294,7 +294,39 @@ class Plan:
     def judge_config(self, name: str) -> dict[str, Any]:
         """``judges.<name>`` as ``{name, kind, settings}``, the judges it runs written out
         (a cascade's stages), which is how every judge is built and checked."""
-        return expand_judge(self.config["judges"], name)
+        return self.served_judge(expand_judge(self.config["judges"], name))
+
+    def served_judge(self, judge: dict[str, Any]) -> dict[str, Any]:
+        """A judge (or stage) whose ``settings.served_by`` names a ``models:`` entry with
+        a server of its own: that entry's model and ``serve`` written in, so the reading
+        job serves it (an open-weight judge the pipeline starts itself)."""
+        settings = {
+            key: self.served_judge(value) if isinstance(value, dict) and "kind" in value else value
+            for key, value in (judge.get("settings") or {}).items()
+        }
+        entry = settings.pop("served_by", None)
+        if entry is None:
+            return {**judge, "settings": settings}
+        where = f"judges.{judge.get('name', '?')}.settings.served_by"
+        cfg = self.config["models"].get(entry)
+        if cfg is None or not adapter_class(entry, cfg).starts_server:
+            raise ConfigError(
+                f"{where} names {entry!r}, which is not a models: entry with a server of its own",
+                "name a managed entry (config/models/vllm-managed.yaml), or set the judge's "
+                "backend.base_url",
+            )
+        model = cfg.get("settings") or {}
+        backend = {"model": model["model"], **(settings.get("backend") or {})}
+        served = {"backend": backend, "serve": {**(model.get("serve") or {})}}
+        return {**judge, "settings": {**settings, **served}}
+
+    def read_resources(self, task: str, judge_name: str) -> dict[str, int]:
+        """What a `read` job asks the scheduler for: a judge it serves itself needs its
+        server's GPUs, CPUs and memory (``JudgeKind.job_resources``)."""
+        judge = self.reading_judge(task, judge_name)
+        if judge is None:
+            return dict(READ_RESOURCES)
+        return judge_kind(judge["kind"]).job_resources(judge.get("settings") or {})
 
     def judge_configs(self) -> dict[str, dict[str, Any]]:
         """Every configured judge as ``judges:`` has it, the judges it runs written out."""
@@ -416,9 +448,24 @@ class Plan:
 
     def predict_resources(self, name: str) -> dict[str, int]:
         """What a prediction job of model ``name`` asks the scheduler for (``gpu``,
-        ``cpus``, ``mem_mb``), as its adapter sizes it (``Adapter.job_resources``)."""
+        ``cpus``, ``mem_mb``), as its adapter sizes it (``Adapter.job_resources``); a
+        model with a shared server asks for them once, in its service job, and its
+        prediction jobs for what a client needs."""
+        if name in self.served_models():
+            return Adapter.job_resources({})
+        return self.serve_resources(name)
+
+    def serve_resources(self, name: str) -> dict[str, int]:
+        """What model ``name``'s job that holds it asks for: its prediction job, or its
+        shared server's service job (novabench.serving)."""
         cfg = self.model(name)
         return adapter_class(name, cfg).job_resources(cfg.get("settings") or {})
+
+    def served_models(self) -> list[str]:
+        """Models with jobs in this run whose adapter starts a server: one shared server
+        per model for all its tasks (rule ``serve_model``)."""
+        names = dict.fromkeys(model for _, model in self.jobs())
+        return [n for n in names if adapter_class(n, self.model(n)).starts_server]
 
     def predict_environment(self, name: str) -> str:
         """The conda environment file of model ``name``'s prediction jobs (relative to the
@@ -573,15 +620,14 @@ def _check_tasks(plan: Plan) -> None:
                 "add it under judges: or name an existing judge",
             )
         if judge is not None:
-            _check_judge_task(f"tasks.{task}.judge", judge, config["judges"], task)
+            _check_judge_task(f"tasks.{task}.judge", plan.judge_config(judge), task)
         upstream = plan.upstream(task)
         if upstream:
             _check_upstream(plan, task, *upstream)
 
 
-def _check_judge_task(key: str, name: str, judges: dict[str, Any], task: str) -> None:
-    judge = expand_judge(judges, name)
-    judge_kind(judge["kind"]).check_task(key, name, judge["settings"], task)
+def _check_judge_task(key: str, judge: dict[str, Any], task: str) -> None:
+    judge_kind(judge["kind"]).check_task(key, judge["name"], judge["settings"], task)
 
 
 def _check_upstream(plan: Plan, task: str, upstream_task: str, name: str) -> None:
@@ -605,7 +651,8 @@ def _check_judges(plan: Plan) -> None:
             kind = judge_kind(judge["kind"])
         except ConfigError as exc:
             raise ConfigError(f"judges.{name}.kind: {exc}") from None
-        kind.check_settings(name, judge.get("settings", {}), plan.resolve)
+        settings = plan.served_judge({"name": name, **judge})["settings"]
+        kind.check_settings(name, settings, plan.resolve)
         plan.judge_config(name)  # the judges it names (a cascade's stages) exist
 
 
@@ -702,7 +749,8 @@ def check_reporting(config: dict[str, Any]) -> None:
         for name in names:
             if name not in judges:
                 raise ConfigError(f"{key} names {name!r}, which is not under judges:", "add it")
-            _check_judge_task(key, name, judges, task)
+            judge = expand_judge(judges, name)
+            _check_judge_task(key, judge, task)
             if name == (config.get("tasks") or {}).get(task, {}).get("judge"):
                 raise ConfigError(
                     f"{key} lists {name!r}, the task's own judge",

@@ -26,9 +26,11 @@ some, else text at ~4 characters per token plus the image rule of the model's fa
 (``settings.price_per_million_*``, else ``info.price_usd_per_million_tokens``). Time:
 ``ceil(requests / concurrency) x latency`` per job, with the latency of ``info.latency_s``
 or an assumed default. Local models (cost model ``local_gpu``) get requests and GPU time only. A
-model whose job starts its own server (``Adapter.starts_server``) is estimated as a
-service, plus the server's start (``info.startup_s``) once per job with requests to send,
-and GPU time: the job's wall time on the GPUs the job asks for.
+model that runs in a server of its own (``Adapter.starts_server``) is estimated as a
+service, plus the server's start (``info.startup_s``) once per model and run (its first job
+with requests to send: one server serves all its tasks, novabench.serving), its request
+time divided among ``serve.replicas``, and GPU time: the jobs' wall time on the GPUs the
+server asks for.
 """
 
 from __future__ import annotations
@@ -273,12 +275,17 @@ def _tokens(
 
 
 def _api_job(
-    plan: Plan, job: tuple[str, str], dataset: tuple[Any, int], workdir: Path
+    plan: Plan,
+    job: tuple[str, str],
+    dataset: tuple[Any, int],
+    workdir: Path,
+    loaded: set[str] | None = None,
 ) -> JobEstimate:
     from novabench.models.base import load_adapter
 
     task, name = job
     model, (frame, size) = plan.model(name), dataset
+    loaded = set() if loaded is None else loaded  # models whose server start is counted
     results = Path(workdir) / "results" / dataset_tags(plan.config["dataset"])[1]
     adapter = load_adapter(name, model, cache_dir=Path(workdir) / "results" / "cache")
     requests, notes = _requests(plan, job, adapter, frame, size, results)
@@ -298,8 +305,20 @@ def _api_job(
         estimate.notes.append(f"latency assumed {latency:g} s per request (set info.latency_s)")
     estimate.wall_s = math.ceil(to_send / adapter.config["concurrency"]) * latency
     if type(adapter).starts_server:
-        _managed_server(estimate, _job_gpus(name, model), info)
+        estimate.wall_s /= _replicas(model)
+        first = name not in loaded
+        if first and to_send:
+            loaded.add(name)
+            tasks = sum(m == name for _, m in plan.jobs())
+            estimate.notes.append(f"1 server load for its {tasks} tasks")
+        _managed_server(estimate, _job_gpus(name, model), info, load=first and bool(to_send))
     return estimate
+
+
+def _replicas(model: Mapping[str, Any]) -> int:
+    """Copies of the model behind its server (``serve.replicas``): they share the work."""
+    serve = (model.get("settings") or {}).get("serve") or {}
+    return max(1, int(serve.get("replicas") or 1))
 
 
 def _job_gpus(name: str, model: Mapping[str, Any]) -> int:
@@ -313,9 +332,12 @@ def _cost(name: str, model: Mapping[str, Any]) -> str:
     return adapter_class(name, dict(model)).cost_model
 
 
-def _managed_server(estimate: JobEstimate, gpus: int, info: Mapping[str, Any]) -> None:
-    """A job that starts its own server: its start, and the GPUs it holds meanwhile."""
-    if estimate.to_send:
+def _managed_server(
+    estimate: JobEstimate, gpus: int, info: Mapping[str, Any], *, load: bool = True
+) -> None:
+    """A model's server: its start (``load``: once per model and run, with its first job
+    that sends), and the GPUs it holds meanwhile."""
+    if load and estimate.to_send:
         startup = info.get("startup_s")
         if startup is None:
             startup = DEFAULT_STARTUP_S
@@ -506,11 +528,11 @@ def estimate_run(plan: Plan, workdir: Path) -> Estimate:
     """The estimate of every prediction job the plan has, and of the LLM judge requests
     of its reading jobs, run from ``workdir``."""
     frame, size, described = load_dataset(plan, Path(workdir))
-    jobs, offline = [], 0
+    jobs, offline, loaded = [], 0, set()
     for job in plan.jobs():
         cost = _cost(job[1], plan.model(job[1]))
         if cost == COST_SERVICE:
-            jobs.append(_api_job(plan, job, (frame, size), Path(workdir)))
+            jobs.append(_api_job(plan, job, (frame, size), Path(workdir), loaded))
         elif cost == COST_LOCAL_GPU:
             jobs.append(_local_job(plan, job, size, Path(workdir)))
         else:

@@ -178,13 +178,15 @@ def run_predictions(
     upstream_predictions: Path | None = None,
     cache_dir: Path | None = None,
     code: str | None = None,
+    shared_server: Path | None = None,
 ) -> dict[str, Any]:
     """Run ``model_name`` on every image for ``task``; write the JSONL and its summary.
 
     ``prompt_path`` None sends an empty prompt: only for adapters that read no prompt
     (``predictions_file``, controls). ``upstream_predictions`` is the prediction file of
     the model named by the task's upstream option (diagnosis: a captioning model).
-    ``code`` is the job's code fingerprint, recorded in the summary.
+    ``code`` is the job's code fingerprint, recorded in the summary. ``shared_server`` is
+    the service file of the model's server for this run (novabench.serving), if it has one.
     """
     started = time.perf_counter()
     spec = get_task(task)
@@ -196,6 +198,8 @@ def run_predictions(
         )
     box_format = model_box_format(model_name, model_cfg, adapter) if spec.needs_box_format else None
     adapter.preflight(task)
+    if shared_server is not None:
+        adapter.attach(shared_server)
     template, prompt_id, prompt_sha = load_prompt(prompt_path) if prompt_path else ("", None, None)
     # Images the task cannot score (no reference it needs) are not asked either.
     frame, excluded = spec.scored_rows(load_nova(dataset))

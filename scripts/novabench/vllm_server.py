@@ -88,7 +88,8 @@ SERVE_DEFAULTS: dict[str, Any] = {
     "weights": None,  # what `vllm serve` loads (a hub id or folder); default settings.model
     "revision": None,
     "gpus": 1,
-    "tensor_parallel_size": None,  # default: the GPU count (at least 1)
+    "tensor_parallel_size": None,  # default: the GPUs of one replica (at least 1)
+    "replicas": 1,  # vLLM data parallel: copies of the model behind one endpoint
     "max_model_len": None,
     "dtype": "auto",
     "images_per_prompt": 1,
@@ -118,6 +119,7 @@ SERVE_SCHEMA: dict[str, Any] = {
         "revision": {"type": ["string", "null"], "minLength": 1},
         "gpus": {"type": "integer", "minimum": 0},
         "tensor_parallel_size": {"type": ["integer", "null"], "minimum": 1},
+        "replicas": {"type": "integer", "minimum": 1},
         "max_model_len": {"type": ["integer", "null"], "minimum": 1},
         "dtype": {"enum": ["auto", "bfloat16", "float16", "float32", "half", "float"]},
         "images_per_prompt": {"type": "integer", "minimum": 0},
@@ -139,6 +141,8 @@ OWN_FLAGS = (
     "--revision",
     "--tensor-parallel-size",
     "-tp",
+    "--data-parallel-size",
+    "-dp",
     "--max-model-len",
     "--dtype",
     "--limit-mm-per-prompt",
@@ -152,8 +156,10 @@ def resolve_serve(name: str, serve: dict[str, Any] | None) -> dict[str, Any]:
     for arg in resolved["extra_args"]:
         flag = arg.split("=", 1)[0]
         if flag in OWN_FLAGS:
-            key = {"-tp": "--tensor-parallel-size"}.get(flag, flag)
-            setting = key.removeprefix("--").replace("-", "_")
+            key = {"-tp": "--tensor-parallel-size", "-dp": "--data-parallel-size"}.get(flag, flag)
+            setting = {"--data-parallel-size": "replicas"}.get(key) or key.removeprefix(
+                "--"
+            ).replace("-", "_")
             raise ConfigError(
                 f"models.{name}.settings.serve.extra_args sets {flag}, which the job sets itself",
                 f"remove it (set serve.{setting} instead, where it is a setting)"
@@ -168,7 +174,26 @@ def job_gpus(serve: dict[str, Any]) -> int:
 
 
 def tensor_parallel_size(serve: dict[str, Any]) -> int:
-    return int(serve["tensor_parallel_size"] or max(1, serve["gpus"]))
+    return int(serve["tensor_parallel_size"] or max(1, serve["gpus"] // serve["replicas"]))
+
+
+def replicas_problem(name: str, serve: dict[str, Any]) -> ConfigError | None:
+    """Plan time: the replicas, each on ``tensor_parallel_size`` GPUs, must fit the GPUs the
+    job asks for (``serve.gpus`` 0 runs on no GPU: a CPU build or a test stand-in)."""
+    replicas, per_replica, gpus = serve["replicas"], tensor_parallel_size(serve), serve["gpus"]
+    if gpus == 0 or replicas * per_replica <= gpus:
+        return None
+    return ConfigError(
+        f"models.{name}.settings.serve: {replicas} replicas x tensor_parallel_size "
+        f"{per_replica} need {replicas * per_replica} GPUs, but serve.gpus asks for {gpus}",
+        f"set serve.gpus to {replicas * per_replica}, or fewer replicas",
+    )
+
+
+def replica_args(serve: dict[str, Any]) -> list[str]:
+    """vLLM's data parallelism: ``replicas`` engines behind the one endpoint."""
+    replicas = int(serve["replicas"])
+    return [] if replicas == 1 else ["--data-parallel-size", str(replicas)]
 
 
 def job_cpus(serve: dict[str, Any]) -> int:
@@ -205,7 +230,7 @@ def serve_command(model: str, serve: dict[str, Any], port: int) -> list[str]:
         command += ["--max-model-len", str(serve["max_model_len"])]
     if serve["trust_remote_code"]:
         command.append("--trust-remote-code")
-    return command + list(serve["extra_args"])
+    return command + replica_args(serve) + list(serve["extra_args"])
 
 
 def free_port() -> int:

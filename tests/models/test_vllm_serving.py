@@ -617,3 +617,27 @@ def test_answers_from_whoever_takes_the_port_after_the_server_died_are_not_kept(
     entries = list((tmp_path / "results" / "cache" / "qwen-managed").rglob("*.json"))
     assert len(entries) == 2
     assert not any("[0, 0, 9, 9]" in entry.read_text() for entry in entries)
+# -- replicas (vLLM data parallel) ----------------------------------------------------------
+
+
+def test_replicas_must_fit_the_gpus_asked_for_at_plan_time():
+    cfg = managed(gpus=4, replicas=4, tensor_parallel_size=2)
+    with pytest.raises(ConfigError, match=r"4 replicas x tensor_parallel_size 2 need 8 GPUs"):
+        load_adapter("q", cfg).check_settings("q", cfg["settings"])
+    fits = managed(gpus=4, replicas=2)
+    load_adapter("q", fits).check_settings("q", fits["settings"])  # no error
+    serve = vllm_server.resolve_serve("q", fits["settings"]["serve"])
+    command = vllm_server.serve_command(MODEL_ID, serve, 41000)
+    # each replica on two of the four GPUs, behind one endpoint
+    assert command[command.index("--tensor-parallel-size") + 1] == "2"
+    assert command[command.index("--data-parallel-size") + 1] == "2"
+    with pytest.raises(ConfigError, match=r"set serve.replicas instead"):
+        vllm_server.resolve_serve("q", {"extra_args": ["--data-parallel-size=2"]})
+
+
+def test_a_server_with_replicas_starts_them_behind_one_endpoint(dataset, tmp_path, stand_in):
+    records, summary, _ = predict(dataset, tmp_path, managed(replicas=3))
+    assert summary["status_counts"]["ok"] == len(records)
+    argv = json.loads(stand_in.read_text())["argv"]
+    assert argv[argv.index("--data-parallel-size") + 1] == "3"
+    assert_gone(stand_in)

@@ -32,9 +32,15 @@ MODELS = ("gold", "random")
 SERVED = "served"
 CLUSTER_MODELS = (*MODELS, SERVED)
 TARGETS = [f"results/sample/scores/localization/{model}.json" for model in CLUSTER_MODELS]
+# The served model runs all three tasks on one server, in one SLURM job.
+SERVED_TASKS = ("localization", "captioning", "diagnosis")
+RUN_TARGETS = TARGETS + [
+    f"results/sample/predictions/{task}/{SERVED}.jsonl" for task in SERVED_TASKS[1:]
+]
 SMALL_CONFIG = {
     "dataset": {"source": "sample", "sample": {"n_cases": 3}},
-    "tasks": {"captioning": {"enabled": False}, "diagnosis": {"enabled": False}},
+    # The served model's diagnosis is read by the matcher's rules only (no encoder to fetch).
+    "judges": {"matcher": {"kind": "diagnosis-matcher", "settings": {"embedding_fallback": False}}},
     "models": {
         "gold": {"adapter": "gold", "tasks": ["localization"]},
         "random": {
@@ -43,6 +49,7 @@ SMALL_CONFIG = {
             "settings": {"seed": 0, "max_boxes": 3},
         },
         "classical": {"adapter": "classical", "tasks": ["localization"], "enabled": False},
+        "retrieval": {"adapter": "retrieval", "tasks": ["diagnosis"], "enabled": False},
     },
 }
 # Wall-clock bound of one Snakemake run; `timeout -k` also kills a hung executor plugin.
@@ -169,10 +176,13 @@ def test_slurm_profile_sizes_jobs_by_model_kind_and_groups_scoring(tmp_path):
     )
     # the local VLM gets a GPU (sbatch --gpus=1) and the memory to load its weights ...
     assert local_vlm["gpu"] == "1" and int(local_vlm["mem_mb"]) >= 16000
-    # ... a job with its own vLLM server its GPUs, CPUs and memory for a 72B model, and no
-    # provider's cap (no endpoint is shared) ...
-    assert (served["gpu"], served["cpus_per_task"], served["mem_mb"]) == ("4", "16", "128000")
-    assert served["api_openai"] == "0"
+    # ... a model's shared vLLM server its GPUs, CPUs and memory for a 72B model, asked for
+    # once, in the group of its tasks' jobs, which ask for none; no provider's cap (no
+    # endpoint is shared) ...
+    server = jobs["serve_model", "served"]
+    assert (server["resources"]["gpu"], server["resources"]["mem_mb"]) == ("4", "128000")
+    assert server["resources"]["cpus_per_task"] == "16" and server["group"] == "model"
+    assert served["gpu"] == "0" and served["api_openai"] == "0"
     # ... an API model neither, but one unit of its provider's cap
     assert api["gpu"] == "0" and int(api["mem_mb"]) <= 4000 and api["api_openai"] == "1"
     assert control["gpu"] == "0" and control["api_openai"] == "0"
@@ -211,15 +221,18 @@ def test_the_paper_plans_on_slurm_with_gpus_for_the_qwen_models_and_no_server_to
     )
     assert result.returncode == 0, tail(result)
     jobs = planned_jobs(result.stdout + result.stderr)
-    predict = {}
+    predict, servers = {}, {}
     for job in jobs:
-        if job["rule"] == "predict":
-            predict.setdefault(job["wildcards"]["model"], []).append(job["resources"])
+        if job["rule"] in ("predict", "serve_model"):
+            found = predict if job["rule"] == "predict" else servers
+            found.setdefault(job["wildcards"]["model"], []).append(job["resources"])
     for model in ("qwen2.5-vl-72b", "qwen2-vl-72b"):
-        assert len(predict[model]) == 3, model  # the three tasks
+        assert len(predict[model]) == 3, model  # the three tasks ...
+        assert {r["gpu"] for r in predict[model]} == {"0"}
         for resources in predict[model]:
-            assert (resources["gpu"], resources["mem_mb"]) == ("4", "128000")
             assert not any(v == "1" for k, v in resources.items() if k.startswith("api_"))
+        # ... on one server, whose GPUs are asked for once
+        assert [(r["gpu"], r["mem_mb"]) for r in servers[model]] == [("4", "128000")], model
     for model in ("gpt-4o", "gemini-2.0-flash"):
         assert {r["gpu"] for r in predict[model]} == {"0"}
     # The estimate prints the managed models' tokens and time (with their GPU time).
@@ -373,7 +386,7 @@ def _config_with_a_served_model(folder: Path) -> Path:
     vllm.chmod(0o755)
     served = {
         "adapter": "vllm",
-        "tasks": ["localization"],
+        "tasks": list(SERVED_TASKS),
         "box_format": "qwen25_bbox_2d",
         "prompts": {"localization": "config/prompts/localization-qwen25-v1.txt"},
         "settings": {
@@ -396,6 +409,7 @@ def runs(cluster, timings, tmp_path_factory) -> dict:
     local, on_slurm = tmp_path_factory.mktemp("local"), tmp_path_factory.mktemp("slurm")
     # Where each run's stand-in server writes its pids, to check that none is left.
     pids = {"local": folder / "pids-local.json", "slurm": folder / "pids-slurm.json"}
+    starts = {where: folder / f"starts-{where}" for where in pids}
 
     # The local reference run shares the machine with the SLURM run (whose main process
     # mostly sleeps between status checks) instead of adding its full length.
@@ -403,9 +417,13 @@ def runs(cluster, timings, tmp_path_factory) -> dict:
     start = time.monotonic()
     with open(local_log, "w") as log_file:
         local_run = subprocess.Popen(
-            snakemake_command(local, *TARGETS, "--cores", "1", "--configfile", str(config)),
+            snakemake_command(local, *RUN_TARGETS, "--cores", "1", "--configfile", str(config)),
             cwd=ROOT,
-            env={**clean_env(), "VLLM_STAND_IN_PIDS": str(pids["local"])},
+            env={
+                **clean_env(),
+                "VLLM_STAND_IN_PIDS": str(pids["local"]),
+                "VLLM_STAND_IN_STARTS": str(starts["local"]),
+            },
             stdin=subprocess.DEVNULL,
             stdout=log_file,
             stderr=subprocess.STDOUT,
@@ -413,7 +431,7 @@ def runs(cluster, timings, tmp_path_factory) -> dict:
     try:
         result = snakemake(
             on_slurm,
-            *TARGETS,
+            *RUN_TARGETS,
             "--workflow-profile",
             "workflow/profiles/slurm",
             "--configfile",
@@ -425,6 +443,7 @@ def runs(cluster, timings, tmp_path_factory) -> dict:
                 "NOVA_SLURM_ACCOUNT": cluster.account,
                 "NOVA_SLURM_PARTITION": cluster.partition,
                 "VLLM_STAND_IN_PIDS": str(pids["slurm"]),
+                "VLLM_STAND_IN_STARTS": str(starts["slurm"]),
             },
         )
         timings["slurm_run"] = time.monotonic() - start
@@ -437,7 +456,7 @@ def runs(cluster, timings, tmp_path_factory) -> dict:
     log = result.stdout + result.stderr
     assert result.returncode == 0, f"{tail(result)}\n{cluster.logs()}"
     assert local_returncode == 0, local_log.read_text()[-6000:]
-    return {"local": local, "slurm": on_slurm, "log": log, "pids": pids}
+    return {"local": local, "slurm": on_slurm, "log": log, "pids": pids, "starts": starts}
 
 
 @pytest.mark.slow
@@ -448,7 +467,8 @@ def test_every_job_ran_as_a_slurm_job_recorded_in_accounting(cluster, runs):
     assert run_id, "the SLURM executor did not run"
     run_id = run_id.group(1)
     submitted = set(re.findall(r"submitted with SLURM jobid (\d+)", log))
-    # sample, dataset, and one job per model holding its predict, read and score jobs
+    # sample, dataset, and one job per model holding its predict, read and score jobs (the
+    # served model's three tasks and its one server too: its GPUs asked for once)
     assert len(submitted) == 2 + len(CLUSTER_MODELS)
 
     # slurmdbd records asynchronously; give it a moment.
@@ -467,7 +487,8 @@ def test_every_job_ran_as_a_slurm_job_recorded_in_accounting(cluster, runs):
         assert Path(record["WorkDir"]) == runs["slurm"]
     comments = sorted(r["Comment"] for r in records)
     assert comments == sorted(
-        ["rule_sample", "rule_dataset"] + ["rule_model_predict_read_score"] * len(CLUSTER_MODELS)
+        ["rule_sample", "rule_dataset", "rule_model_predict_read_score_serve_model"]
+        + ["rule_model_predict_read_score"] * len(MODELS)
     )
 
 
@@ -508,5 +529,7 @@ def test_no_vllm_server_outlives_its_slurm_job(runs):
         assert record["argv"][:2] == ["serve", "Qwen/Qwen2.5-VL-7B-Instruct"], where
         # ... and neither it nor its worker is left once its job is done
         assert not alive(record["server"]) and not alive(record["worker"]), where
+        # one server for the model's three tasks
+        assert len(runs["starts"][where].read_text().splitlines()) == 1, where
     leftovers = list((runs["slurm"] / "results" / "servers").glob("*"))
     assert not leftovers, leftovers

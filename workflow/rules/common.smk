@@ -1,11 +1,13 @@
 # Config validation, wildcard constraints and every input function.
 
+import json
 import os
 import re
 import sys
 from pathlib import Path
 
 from snakemake.logging import logger
+from snakemake.settings.types import DeploymentMethod
 
 # The rules' Python code lives in scripts/novabench; make it importable here too.
 sys.path.insert(0, str(Path(workflow.basedir) / "scripts"))
@@ -212,7 +214,24 @@ def predict_inputs(wildcards):
     extra = PLAN.external_predictions(wildcards.task, wildcards.model)
     if extra:
         inputs["answers"] = extra
+    if wildcards.model in SERVED_MODELS:
+        inputs["server"] = results(f"servers/{wildcards.model}.json")
     return inputs
+
+
+# Models loaded once for all their tasks: rule serve_model's service job, run with the
+# interpreter a `script:` job would get (the environment's under --sdm conda).
+SERVED_MODELS = PLAN.served_models()
+SERVICE_PYTHON = (
+    "python"
+    if DeploymentMethod.CONDA in workflow.deployment_settings.deployment_method
+    else sys.executable
+)
+
+
+def serve_resource(what):
+    """One of a shared server's resources (gpu, cpus, mem_mb), per model."""
+    return lambda wildcards: PLAN.serve_resources(wildcards.model)[what]
 
 
 def predict_env(wildcards):
@@ -223,6 +242,11 @@ def predict_env(wildcards):
 def predict_resource(what):
     """One of a prediction job's resources (gpu, cpus, mem_mb), per model."""
     return lambda wildcards: PLAN.predict_resources(wildcards.model)[what]
+
+
+def read_resource(what):
+    """One of a reading job's resources (gpu, cpus, mem_mb): a judge it serves itself."""
+    return lambda wildcards: PLAN.read_resources(wildcards.task, wildcards.judge)[what]
 
 
 def api_resources(what):

@@ -26,6 +26,10 @@ rule read:
     resources:
         # An LLM judge's endpoint counts against `api_<provider>` like a model's.
         **api_resources("judges"),
+        # An open-weight judge the job serves itself holds its server's GPUs.
+        gpu=read_resource("gpu"),
+        cpus_per_task=read_resource("cpus"),
+        mem_mb=read_resource("mem_mb"),
     params:
         code=job_code("read"),
         judge=reading_judge,

@@ -57,6 +57,10 @@ class ServiceRequests:
     after: str | None = None  # the judge whose undecided items it gets (a second stage)
 
 
+#: What a reading job asks for unless its judge serves a model itself.
+READ_RESOURCES = {"gpu": 0, "cpus": 1, "mem_mb": 2000}
+
+
 class JudgeKind:
     """A kind of judge: its settings, how to build one, what it needs before a run."""
 
@@ -146,6 +150,13 @@ class JudgeKind:
     def stages(self, settings: Mapping[str, Any]) -> list[dict[str, Any]]:
         """The judges this one runs, ``{name, kind, settings}`` each (a cascade's two)."""
         return []
+
+    def job_resources(self, settings: Mapping[str, Any]) -> dict[str, int]:
+        """What a reading job of the judge (``settings`` written out) asks the scheduler
+        for: ``gpu``, ``cpus``, ``mem_mb`` (a judge it serves itself); the most any of
+        its stages needs."""
+        needs = [judge_kind(s["kind"]).job_resources(s["settings"]) for s in self.stages(settings)]
+        return {k: max([n[k] for n in needs], default=d) for k, d in READ_RESOURCES.items()}
 
 
 _KINDS: dict[str, JudgeKind] = {}

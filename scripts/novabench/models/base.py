@@ -23,6 +23,7 @@ statuses and scoring.
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import importlib.util
 from abc import ABC, abstractmethod
@@ -95,8 +96,9 @@ class Adapter(ABC):
     environment: ClassVar[str] = "envs/inference.yaml"
     #: How the cost estimate counts its jobs: one of :data:`COST_MODELS`.
     cost_model: ClassVar[str] = COST_NONE
-    #: Each job starts its own server before its first request (estimated as a service,
-    #: plus the server's start and the GPUs it holds meanwhile).
+    #: Its model runs in a server started for it (estimated as a service, plus the
+    #: server's start and the GPUs it holds meanwhile). A workflow run starts one per model
+    #: for all its tasks (``shared_server``) and its prediction jobs ``attach`` to it.
     starts_server: ClassVar[bool] = False
     #: Its answers are a control (gold, chance), shown apart from the models under test.
     control: ClassVar[bool] = False
@@ -184,6 +186,16 @@ class Adapter(ABC):
 
     def preflight(self, task: str) -> None:  # noqa: B027 - optional hook, empty by default
         """Checked at the start of each job; raise NovaError if the model cannot run."""
+
+    def shared_server(self) -> contextlib.AbstractContextManager[Any]:
+        """A ``starts_server`` backend: its server for every task of a run (a context
+        manager whose value has ``base_url``; novabench.serving)."""
+        raise NotImplementedError(f"{type(self).__name__} starts no server")
+
+    def attach(self, service_file: Path) -> None:
+        """A ``starts_server`` backend: send to the run's shared server, whose address
+        its service job writes into ``service_file``, instead of starting one."""
+        raise NotImplementedError(f"{type(self).__name__} starts no server")
 
     @abstractmethod
     def predict(self, samples: Sequence[Sample]) -> Iterator[Response]:

@@ -9,20 +9,26 @@ uses, so a model asked through either route, under the same name, with the same 
 and revision, shares its answers. The revision enters the cache key only when pinned, so
 an unpinned managed server shares with a hand-started one.
 
-The job asks the scheduler for ``serve.gpus`` GPUs (Snakemake resource ``gpu``; the SLURM
-profile's ``--gpus``), ``serve.cpus`` and ``serve.mem_mb``; it claims no ``api_<provider>``:
-no endpoint is shared between jobs.
+In a workflow run the server is the model's, not the job's: one service job per model
+(rule ``serve_model``) starts it with :meth:`Adapter.shared_server`, and every task's
+prediction job of that run sends to it (:meth:`Adapter.attach`), so the weights are loaded
+once for all tasks. That service job asks the scheduler for ``serve.gpus`` GPUs (Snakemake
+resource ``gpu``; the SLURM profile's ``--gpus``), ``serve.cpus`` and ``serve.mem_mb``; the
+prediction jobs ask for none. Prediction code run without a shared server (a direct call
+of ``novabench.predict.run_predictions``) starts its own, as before. No ``api_<provider>``
+is claimed: no endpoint is shared between models.
 """
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import re
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-from novabench import vllm_server
+from novabench import serving, vllm_server
 from novabench.errors import ConfigError, NovaError
 from novabench.models.base import Response, Sample
 from novabench.models.openai_compatible import SETTINGS_SCHEMA as CLIENT_SCHEMA
@@ -84,13 +90,18 @@ class Adapter(ClientAdapter):
         self.record_url = self.config["cache_url"] or self.config["base_url"]
         # Pid files of running servers, beside the response cache under results/.
         self.pid_dir = None if cache_dir is None else Path(cache_dir).parent / "servers"
+        # Where the run's shared server of the model is, when the run started one: asked
+        # only when a request is to be sent (it waits for the server to be ready).
+        self.shared_address: Callable[[], str] | None = None
 
     # -- plan time and start-up ---------------------------------------------------------
 
     @classmethod
     def check_settings(cls, name: str, settings: dict[str, Any]) -> None:
         super().check_settings(name, settings)
-        serve_settings(name, settings)
+        problem = vllm_server.replicas_problem(name, serve_settings(name, settings))
+        if problem is not None:
+            raise problem
 
     @classmethod
     def api_resource(cls, settings: dict[str, Any]) -> None:
@@ -137,6 +148,19 @@ class Adapter(ClientAdapter):
             identity["revision"] = self.serve["revision"]
         return identity
 
+    # -- one server for all of a model's tasks ---------------------------------------------
+
+    def shared_server(self) -> contextlib.AbstractContextManager[vllm_server.ManagedServer]:
+        """The model's server for every task of a run, with the same lifecycle (process
+        group, parent-death signal, pid file, reaping) as a job's own."""
+        return vllm_server.managed_server(self.name, self.config["model"], self.serve, self.pid_dir)
+
+    def attach(self, service_file: Path) -> None:
+        """Send to the run's shared server, whose service job publishes its address in
+        ``service_file``, instead of starting one."""
+        timeout_s = float(self.serve["startup_timeout_s"]) + serving.WAIT_MARGIN_S
+        self.shared_address = serving.service_address(service_file, timeout_s)
+
     # -- answering ----------------------------------------------------------------------
 
     def predict(self, samples: Sequence[Sample]) -> Iterator[Response]:
@@ -144,6 +168,9 @@ class Adapter(ClientAdapter):
         if all(self.cached(r) is not None for r in requests):
             # Everything is answered already: no server to start (a re-run after an edit).
             yield from self._answer(requests, progress=self.name)
+            return
+        if self.shared_address is not None:
+            yield from self._answer_through(self.shared_address(), requests)
             return
         model = self.config["model"]
         with vllm_server.managed_server(self.name, model, self.serve, self.pid_dir) as server:
@@ -160,3 +187,11 @@ class Adapter(ClientAdapter):
                     "not asked again",
                 )
         yield from responses
+
+    def _answer_through(self, base_url: str, requests: list[Any]) -> list[Response]:
+        """The requests, sent to a server this job did not start."""
+        self.config["base_url"] = base_url
+        try:
+            return self._answer(requests, progress=self.name)
+        finally:
+            self.config["base_url"] = self.record_url

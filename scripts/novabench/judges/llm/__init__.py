@@ -46,6 +46,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from novabench import vllm_server
 from novabench.errors import ConfigError, NovaError
 from novabench.judges.base import JudgeKind, ServiceRequests, register_judge_kind
 from novabench.judges.llm import live_check
@@ -172,12 +173,28 @@ class LLMKind(JudgeKind):
         return [prompt_paths(name, dict(settings), resolve)[task], *sets]
 
     def environment_problems(self, name, settings, tasks, resolve) -> list[NovaError]:
-        backend = check_settings(name, dict(settings), resolve)["backend"]
-        problem = endpoint_problem(name, backend)
+        resolved = check_settings(name, dict(settings), resolve)
+        if resolved["serve"] is not None:
+            return []  # the reading job starts its server: nothing to reach before
+        problem = endpoint_problem(name, resolved["backend"])
         return [] if problem is None else [problem]
 
-    def api_resource(self, settings) -> str:
+    def api_resource(self, settings) -> str | None:
+        if settings.get("serve") is not None:
+            return None  # its own server in each reading job: no cap across jobs
         return api_resource(dict(settings))
+
+    def job_resources(self, settings) -> dict[str, int]:
+        """A served judge's reading job holds its server's GPUs, CPUs and memory."""
+        serve = settings.get("serve")
+        if serve is None:
+            return super().job_resources(settings)
+        resolved = vllm_server.resolve_serve("judge", serve)
+        return {
+            "gpu": vllm_server.job_gpus(resolved),
+            "cpus": vllm_server.job_cpus(resolved),
+            "mem_mb": vllm_server.job_mem_mb(resolved),
+        }
 
     def service_requests(self, judge_cfg, judge) -> list[ServiceRequests]:
         return [judge.service_requests(judge_cfg["name"])]

@@ -3,12 +3,14 @@ with failure accounting."""
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, ClassVar, TypeVar
 
+from novabench import vllm_server
 from novabench.cache import ResponseCache
 from novabench.code_fingerprint import code_fingerprint
 from novabench.errors import NovaError
@@ -56,6 +58,9 @@ class LLMJudge:
         self.template = read_prompt(name, self.task, self.prompt_path, resolved["protocol"])
         self.max_failure_rate = resolved["max_failure_rate"]
         self.live_check_settings = resolved["live_check"]
+        # An open-weight judge this job serves itself while it asks (vllm serve).
+        self.serve = resolved["serve"]
+        self.pid_dir = None if cache_dir is None else Path(cache_dir).parent / "servers"
         # A judge's cache sits apart from the models' (a judge may share a model's name).
         cache = None if cache_dir is None else ResponseCache(Path(cache_dir) / "judges" / name)
         self.client = chat_client.ChatClient(name, resolved["backend"], cache)
@@ -172,10 +177,32 @@ class LLMJudge:
         cache = self.client.cache
         if cache is not None and all(self._cache_key(p) in cache for p in prompts):
             return
+        if self.serve is not None:
+            return  # the job starts the judge's server itself (_served)
         backend = self.client.config
         problem = endpoint_problem(self.name, backend)
         if problem is not None:
             raise problem
+
+    @contextlib.contextmanager
+    def _served(self, prompts: Sequence[str]) -> Iterator[None]:
+        """A served judge's vLLM server while prompts without a cached answer are asked,
+        with a managed model's lifecycle (novabench.vllm_server); answers are cached under
+        the address of record, not the server's port."""
+        cache = self.client.cache
+        uncached = cache is None or not all(self._cache_key(p) in cache for p in prompts)
+        if self.serve is None or not uncached:
+            yield
+            return
+        config = self.client.config
+        record = config["cache_url"] or config["base_url"]
+        model = config["model"]
+        with vllm_server.managed_server(self.name, model, self.serve, self.pid_dir) as server:
+            config.update(base_url=server.base_url, cache_url=record)
+            try:
+                yield
+            finally:
+                config["base_url"] = record
 
     def _forget(self, prompt: str) -> None:
         """Drop a cached answer (an unreadable one), so that the next run asks again."""
@@ -188,7 +215,10 @@ class LLMJudge:
         if not unique:
             return []
         self._check_can_send(unique)
-        responses = self.client.complete_many(unique, progress=f"judge {self.name} ({self.task})")
+        with self._served(unique):
+            responses = self.client.complete_many(
+                unique, progress=f"judge {self.name} ({self.task})"
+            )
         verdicts: dict[str, T | None] = {}
         failed: list[str] = []
         unreadable: list[tuple[str, str]] = []  # (prompt, why)

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from novabench import paths
+from novabench import paths, vllm_server
 from novabench.errors import ConfigError, NovaError, settings_error
 from novabench.io import resolve_path
 from novabench.judges.llm import live_check
@@ -70,8 +70,12 @@ SETTINGS_SCHEMA: dict[str, Any] = {
         },
         "max_failure_rate": {"type": "number", "minimum": 0, "maximum": 100},
         "live_check": live_check.SCHEMA,
+        # An open-weight judge the reading job serves itself (vllm serve backend.model).
+        "serve": vllm_server.SERVE_SCHEMA,
     },
 }
+#: A served judge's address of record (its answers' cache key), as a managed model's.
+SERVED_RECORD_URL = "http://localhost:8000/v1"
 
 
 def _default_resolve(path: str) -> str:
@@ -94,14 +98,16 @@ def check_settings(
     import jsonschema
 
     where = f"judges.{name}.settings"
+    # A served judge's backend needs no address or key: the defaults fill them in.
+    if isinstance(settings.get("backend"), dict):
+        settings = {**settings, "backend": {**served_backend(settings), **settings["backend"]}}
     try:
         jsonschema.validate(settings, SETTINGS_SCHEMA)
     except jsonschema.ValidationError as exc:
         raise settings_error(exc, where, "see the llm judge in config/README.md") from None
     resolve = resolve or _default_resolve
-    backend = chat_client.resolve_settings(
-        name, {**BACKEND_DEFAULTS, **settings["backend"]}, f"{where}.backend"
-    )
+    backend_settings = {**BACKEND_DEFAULTS, **settings["backend"]}
+    backend = chat_client.resolve_settings(name, backend_settings, f"{where}.backend")
     protocol = settings.get("protocol", DEFAULT_PROTOCOL)
     prompts = {
         task: settings.get("prompts", {}).get(task)
@@ -110,12 +116,31 @@ def check_settings(
     }
     return {
         "backend": backend,
-        "backend_settings": {**BACKEND_DEFAULTS, **settings["backend"]},
+        "backend_settings": backend_settings,
         "protocol": protocol,
         "prompts": {task: Path(resolve(path)) for task, path in prompts.items()},
         "max_failure_rate": float(settings.get("max_failure_rate", 0.0)),
         "live_check": live_check.resolve(settings.get("live_check")),
+        "serve": served_settings(name, settings),
     }
+
+
+def served_backend(settings: dict[str, Any]) -> dict[str, Any]:
+    """A served judge's backend defaults: no key (loopback), the address of record."""
+    if "serve" not in settings:
+        return {}
+    return {"base_url": SERVED_RECORD_URL, "api_key_env": None}
+
+
+def served_settings(name: str, settings: dict[str, Any]) -> dict[str, Any] | None:
+    """The ``serve`` block with its defaults and checks (as a managed model's), or None."""
+    if "serve" not in settings:
+        return None
+    serve = vllm_server.resolve_serve(f"judges.{name}", settings["serve"])
+    problem = vllm_server.replicas_problem(f"judges.{name}", serve)
+    if problem is not None:
+        raise problem
+    return serve
 
 
 def read_prompt(name: str, task: str, path: Path, protocol: str = DEFAULT_PROTOCOL) -> str:

@@ -1,0 +1,136 @@
+"""One server per model and run: the service job that starts it and the jobs that use it.
+
+A model whose adapter ``starts_server`` (a managed vLLM server) is loaded once for all its
+tasks in a run: rule ``serve_model`` is a Snakemake service job (output ``service(...)``)
+that starts the model's server with the adapter's own lifecycle code
+(``Adapter.shared_server``: process group, parent-death signal, pid file, reaping), writes
+its address into the service file once it is ready, and holds it until Snakemake ends the
+job after the model's last prediction job. Snakemake runs a service job and its consumers
+together, in one group: on a cluster one allocation with the model's GPUs, asked for once.
+
+The prediction jobs (one per task, as before: their outputs, caching, code-aware re-runs
+are unchanged) start at the same time and ask for the server only when they have a request
+to send (:func:`service_address`): the first to ask leaves a demand file beside the service
+file, and only then does the service job load the model. When every answer is cached (a
+re-run after a code edit) nobody asks, and Snakemake ends the service job before it loaded
+anything.
+A server that fails to start is written into the service file, so that the waiting jobs
+stop at once with its one line instead of at the start-up timeout.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from novabench.errors import NovaError
+from novabench.io import atomic_write_text
+
+log = logging.getLogger("novabench.serving")
+
+#: How often a prediction job looks for the address, and the service job for its end.
+POLL_S = 0.2
+#: Seconds a prediction job waits beyond the server's own start-up timeout.
+WAIT_MARGIN_S = 60.0
+
+
+def serve_model(
+    name: str, model_cfg: dict[str, Any], service_file: Path, cache_dir: Path | None
+) -> None:
+    """Start model ``name``'s server, publish its address, hold it until the job ends."""
+    from novabench.models.base import load_adapter  # the adapters import this module
+
+    adapter = load_adapter(name, model_cfg, cache_dir=cache_dir)
+    parent = os.getppid()
+    if not _wait_for_demand(Path(service_file), parent):
+        log.info("%s: no task asked for the server (answers cached): not started", name)
+        return
+    try:
+        with adapter.shared_server() as server:
+            _publish(service_file, {"model": name, "base_url": server.base_url})
+            log.info("%s: serving every task of this run at %s", name, server.base_url)
+            _hold(server, parent)
+    except NovaError as exc:
+        _publish(service_file, {"model": name, "error": str(exc)})
+        raise
+    finally:
+        demand_file(Path(service_file)).unlink(missing_ok=True)
+
+
+def demand_file(service_file: Path) -> Path:
+    """Left by the first prediction job that has a request to send."""
+    return service_file.with_name(service_file.name + ".wanted")
+
+
+def _wait_for_demand(service_file: Path, parent: int) -> bool:
+    """Until a task asks for the server (True) or the job is ended first (False)."""
+    while os.getppid() == parent:
+        if demand_file(service_file).exists():
+            return True
+        time.sleep(POLL_S)
+    return False
+
+
+def _publish(service_file: Path, record: dict[str, Any]) -> None:
+    atomic_write_text(Path(service_file), json.dumps(record, sort_keys=True) + "\n")
+
+
+def _hold(server: Any, parent: int) -> None:
+    """Until Snakemake ends the job (SIGTERM, handled by the server's own context, or
+    the end of the shell the job ran in, whose signal Python does not get) or the
+    server exits on its own (an error: the tasks still running lose their server)."""
+    while os.getppid() == parent:
+        problem = server.exit_problem()
+        if problem is not None:
+            raise problem
+        time.sleep(POLL_S)
+    log.info("the job was ended: stopping the server")
+
+
+def service_address(service_file: Path, timeout_s: float) -> Callable[[], str]:
+    """The shared server's address as a prediction job asks for it: waits (once) for the
+    service job to publish it; a failed start ends the job with the service's line."""
+    found: list[str] = []
+
+    def address() -> str:
+        if not found:
+            wanted = demand_file(Path(service_file))
+            wanted.parent.mkdir(parents=True, exist_ok=True)
+            wanted.touch()
+            found.append(_wait_for_address(Path(service_file), timeout_s))
+        return found[0]
+
+    return address
+
+
+def _wait_for_address(service_file: Path, timeout_s: float) -> str:
+    deadline = time.monotonic() + timeout_s
+    while True:
+        record = _read_record(service_file)
+        if record is not None and "error" in record:
+            raise NovaError(
+                f"the model's shared server did not start: {record['error']}",
+                "fix what it names, then re-run: the answers received are not asked again",
+            )
+        if record is not None:
+            return str(record["base_url"])
+        if time.monotonic() >= deadline:
+            raise NovaError(
+                f"the model's shared server published no address in {timeout_s:g} s "
+                f"({service_file})",
+                "read the log of its serve_model job",
+            )
+        time.sleep(POLL_S)
+
+
+def _read_record(service_file: Path) -> dict[str, Any] | None:
+    try:
+        record = json.loads(service_file.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None  # not written yet (written whole, by rename)
+    return record if isinstance(record, dict) else None
