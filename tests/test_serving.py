@@ -146,10 +146,54 @@ def test_the_service_loads_nothing_until_a_task_asks(dataset, tmp_path, stand_in
     process, service = start_service(tmp_path, cfg)
     try:
         time.sleep(2)  # the service job runs, but no task has asked for the server
-        assert not stand_in["starts"].exists() and not service.exists()
+        assert not stand_in["starts"].exists()
+        assert "base_url" not in json.loads(service.read_text())  # written, no address yet
         predict(dataset, tmp_path, "localization", cfg, service)  # this one asks
         assert len(stand_in["starts"].read_text().splitlines()) == 1
     finally:
         process.send_signal(signal.SIGTERM)
         process.wait(timeout=30)
     assert not (tmp_path / "servers" / "served.json.wanted").exists()
+
+
+def test_the_servers_key_is_readable_by_its_user_alone_and_gone_with_the_server(
+    dataset, tmp_path, stand_in
+):
+    cfg = model_cfg(stand_in)
+    process, service = start_service(tmp_path, cfg)
+    key = tmp_path / "servers" / "served.json.key"
+    try:
+        summary = predict(dataset, tmp_path, "localization", cfg, service)
+        assert summary["status_counts"]["ok"] == summary["n_images"]  # each request keyed
+        assert json.loads(stand_in["pids"].read_text())["keyed"]
+        assert key.stat().st_mode & 0o777 == 0o600
+        assert len(key.read_text()) >= 32 and key.read_text() not in service.read_text()
+    finally:
+        process.send_signal(signal.SIGTERM)
+        process.wait(timeout=30)
+    assert not key.exists(), "the key outlived its server"
+
+
+def test_a_job_sends_nothing_to_a_port_the_shared_server_does_not_hold(dataset, tmp_path):
+    """The service file names a server process; another process answers on the port."""
+    from openai_server import FakeOpenAI, Reply
+
+    impostor = FakeOpenAI(lambda seen: Reply('[{"bbox_2d": [0, 0, 9, 9]}]'))
+    sleeper = subprocess.Popen(["sleep", "30"])  # the process the record names
+    service = tmp_path / "servers" / "served.json"
+    service.parent.mkdir()
+    (tmp_path / "servers" / "served.json.key").write_text("k" * 40)
+    cfg = model_cfg({"vllm": tmp_path / "no-vllm"})
+    try:
+        with impostor:
+            record = {"model": "served", "base_url": impostor.base_url, "pid": sleeper.pid}
+            service.write_text(json.dumps(record))
+            with pytest.raises(NovaError) as error:
+                predict(dataset, tmp_path, "localization", cfg, service)
+            assert impostor.requests == [], "a request went to the impostor"
+    finally:
+        sleeper.kill()
+        sleeper.wait()
+    assert f"not by the run's shared vLLM server (process {sleeper.pid})" in str(error.value)
+    assert "nothing was sent to it" in str(error.value) and "\n" not in str(error.value)
+    assert not list((tmp_path / "results" / "cache").rglob("*.json")), "an answer was cached"

@@ -617,6 +617,8 @@ def test_answers_from_whoever_takes_the_port_after_the_server_died_are_not_kept(
     entries = list((tmp_path / "results" / "cache" / "qwen-managed").rglob("*.json"))
     assert len(entries) == 2
     assert not any("[0, 0, 9, 9]" in entry.read_text() for entry in entries)
+
+
 # -- replicas (vLLM data parallel) ----------------------------------------------------------
 
 

@@ -91,8 +91,11 @@ def test_a_rerun_of_one_task_starts_one_server_and_runs_that_task_only(run):
     results = folder / "work" / "results" / "sample" / "predictions"
     before = {task: (results / task / "served.jsonl").stat().st_mtime_ns for task in TASKS}
     before_starts = starts(folder)
-    shutil.rmtree(folder / "work" / "results" / "cache")  # answers to ask again
+    cache = folder / "work" / "results" / "cache"
+    shutil.copytree(cache, folder / "cache-kept")
+    shutil.rmtree(cache)  # answers to ask again
     result = snakemake_run(TARGETS[0], "--forcerun", "predict")
+    shutil.copytree(folder / "cache-kept", cache, dirs_exist_ok=True)  # every answer again
     assert starts(folder) == before_starts + 1
     after = {task: (results / task / "served.jsonl").stat().st_mtime_ns for task in TASKS}
     assert after["localization"] != before["localization"]

@@ -92,7 +92,7 @@ class Adapter(ClientAdapter):
         self.pid_dir = None if cache_dir is None else Path(cache_dir).parent / "servers"
         # Where the run's shared server of the model is, when the run started one: asked
         # only when a request is to be sent (it waits for the server to be ready).
-        self.shared_address: Callable[[], str] | None = None
+        self.shared_address: Callable[[], serving.SharedServer] | None = None
 
     # -- plan time and start-up ---------------------------------------------------------
 
@@ -188,10 +188,11 @@ class Adapter(ClientAdapter):
                 )
         yield from responses
 
-    def _answer_through(self, base_url: str, requests: list[Any]) -> list[Response]:
-        """The requests, sent to a server this job did not start."""
-        self.config["base_url"] = base_url
-        try:
+    def _answer_through(self, shared: serving.SharedServer, requests: list[Any]) -> list[Response]:
+        """The requests, sent to the run's shared server: its port checked to be its own
+        first, each request with its key, no answer kept that arrives once it is gone."""
+        problem = shared.listener_problem(self.name)
+        if problem is not None:
+            raise problem
+        with self.client.serving_at(shared.base_url, shared.api_key, shared.running):
             return self._answer(requests, progress=self.name)
-        finally:
-            self.config["base_url"] = self.record_url

@@ -197,12 +197,13 @@ class LLMJudge:
         config = self.client.config
         record = config["cache_url"] or config["base_url"]
         model = config["model"]
-        with vllm_server.managed_server(self.name, model, self.serve, self.pid_dir) as server:
-            config.update(base_url=server.base_url, cache_url=record)
-            try:
-                yield
-            finally:
-                config["base_url"] = record
+        config["cache_url"] = record
+        served = vllm_server.managed_server(self.name, model, self.serve, self.pid_dir)
+        with (
+            served as server,
+            self.client.serving_at(server.base_url, server.api_key, server.running),
+        ):  # each request carries the key the server checks; none kept once it is gone
+            yield
 
     def _forget(self, prompt: str) -> None:
         """Drop a cached answer (an unreadable one), so that the next run asks again."""
