@@ -190,16 +190,8 @@ def run_predictions(
     """
     started = time.perf_counter()
     spec = get_task(task)
-    adapter = load_adapter(model_name, model_cfg, cache_dir=cache_dir)
-    if not adapter.supports(task):
-        raise ConfigError(
-            f"models.{model_name}: the {model_cfg['adapter']} adapter cannot run {task}",
-            f"remove {task} from models.{model_name}.tasks",
-        )
+    adapter = ready_adapter(spec, model_name, model_cfg, cache_dir, shared_server)
     box_format = model_box_format(model_name, model_cfg, adapter) if spec.needs_box_format else None
-    adapter.preflight(task)
-    if shared_server is not None:
-        adapter.attach(shared_server)
     template, prompt_id, prompt_sha = load_prompt(prompt_path) if prompt_path else ("", None, None)
     # Images the task cannot score (no reference it needs) are not asked either.
     frame, excluded = spec.scored_rows(load_nova(dataset))
@@ -228,6 +220,27 @@ def run_predictions(
     write_jsonl(records, out)
     atomic_write_text(summary_out, json.dumps(summary, indent=2, sort_keys=True) + "\n")
     return summary
+
+
+def ready_adapter(
+    spec: Task,
+    model_name: str,
+    model_cfg: dict[str, Any],
+    cache_dir: Path | None,
+    shared_server: Path | None,
+) -> Any:
+    """The model's adapter, checked for the task and attached to the run's shared
+    server when it has one."""
+    adapter = load_adapter(model_name, model_cfg, cache_dir=cache_dir)
+    if not adapter.supports(spec.name):
+        raise ConfigError(
+            f"models.{model_name}: the {model_cfg['adapter']} adapter cannot run {spec.name}",
+            f"remove {spec.name} from models.{model_name}.tasks",
+        )
+    adapter.preflight(spec.name)
+    if shared_server is not None:
+        adapter.attach(shared_server)
+    return adapter
 
 
 def answer_all(
