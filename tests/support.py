@@ -62,6 +62,18 @@ def snakemake(
     )
 
 
+def vllm_stand_in(folder: Path, monkeypatch) -> dict[str, Path]:
+    """An executable ``vllm`` in ``folder`` that runs tests/vllm_stand_in.py, and the files
+    where the stand-in counts its starts and writes its pids (set in the environment)."""
+    wrapper = folder / "vllm"
+    wrapper.write_text(f'#!/bin/sh\nexec "{sys.executable}" "{ROOT}/tests/vllm_stand_in.py" "$@"\n')
+    wrapper.chmod(0o755)
+    files = {"vllm": wrapper, "starts": folder / "starts", "pids": folder / "pids.json"}
+    monkeypatch.setenv("VLLM_STAND_IN_STARTS", str(files["starts"]))
+    monkeypatch.setenv("VLLM_STAND_IN_PIDS", str(files["pids"]))
+    return files
+
+
 def free_port() -> int:
     """A loopback TCP port no one listens on (now)."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:

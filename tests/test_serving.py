@@ -14,7 +14,7 @@ import pytest
 
 from novabench.errors import NovaError
 from novabench.predict import run_predictions
-from support import ROOT
+from support import ROOT, vllm_stand_in
 
 MODEL_ID = "Qwen/Qwen2.5-VL-7B-Instruct"
 PROMPTS = {
@@ -26,12 +26,7 @@ PROMPTS = {
 @pytest.fixture
 def stand_in(tmp_path, monkeypatch) -> dict[str, Path]:
     """The stand-in ``vllm``; where it counts its starts and writes its pids."""
-    wrapper = tmp_path / "vllm"
-    wrapper.write_text(f'#!/bin/sh\nexec "{sys.executable}" "{ROOT}/tests/vllm_stand_in.py" "$@"\n')
-    wrapper.chmod(0o755)
-    files = {"vllm": wrapper, "starts": tmp_path / "starts", "pids": tmp_path / "pids.json"}
-    monkeypatch.setenv("VLLM_STAND_IN_STARTS", str(files["starts"]))
-    monkeypatch.setenv("VLLM_STAND_IN_PIDS", str(files["pids"]))
+    files = vllm_stand_in(tmp_path, monkeypatch)
     monkeypatch.setenv("VLLM_STAND_IN_STARTUP_S", "1")
     return files
 

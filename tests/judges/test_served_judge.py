@@ -5,14 +5,13 @@ after, and its answers are cached under the address of record, not the server's 
 from __future__ import annotations
 
 import json
-import sys
 
 import pytest
 
 from novabench.errors import ConfigError, NovaError
 from novabench.judges import judge_kind
 from novabench.judges.llm import LLMDiagnosisJudge
-from support import ROOT
+from support import ROOT, vllm_stand_in
 from test_serving import assert_gone
 
 JUDGE_MODEL = "Qwen/Qwen2.5-72B-Instruct"
@@ -20,12 +19,7 @@ JUDGE_MODEL = "Qwen/Qwen2.5-72B-Instruct"
 
 @pytest.fixture
 def stand_in(tmp_path, monkeypatch) -> dict:
-    wrapper = tmp_path / "vllm"
-    wrapper.write_text(f'#!/bin/sh\nexec "{sys.executable}" "{ROOT}/tests/vllm_stand_in.py" "$@"\n')
-    wrapper.chmod(0o755)
-    files = {"vllm": wrapper, "starts": tmp_path / "starts", "pids": tmp_path / "pids.json"}
-    monkeypatch.setenv("VLLM_STAND_IN_STARTS", str(files["starts"]))
-    monkeypatch.setenv("VLLM_STAND_IN_PIDS", str(files["pids"]))
+    files = vllm_stand_in(tmp_path, monkeypatch)
     monkeypatch.setenv("VLLM_STAND_IN_ANSWER", '{"first_match": 1}')
     return files
 
