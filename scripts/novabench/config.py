@@ -452,7 +452,9 @@ class Plan:
         model with a shared server asks for them once, in its service job, and its
         prediction jobs for what a client needs."""
         if name in self.served_models():
-            return Adapter.job_resources({})
+            # Clients of the server beside them (threads 0): a group's CPUs are summed,
+            # and the server's job already holds the node's share for them.
+            return {**Adapter.job_resources({}), "cpus": 0}
         return self.serve_resources(name)
 
     def serve_resources(self, name: str) -> dict[str, int]:

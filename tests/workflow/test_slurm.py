@@ -522,7 +522,7 @@ def test_slurm_outputs_equal_a_local_run(runs):
 @pytest.mark.slow
 @pytest.mark.slurm
 def test_no_vllm_server_outlives_its_slurm_job(runs):
-    from test_vllm_serving import alive
+    from test_serving import alive
 
     for where, pids in runs["pids"].items():
         record = json.loads(pids.read_text())  # the server ran ...
