@@ -12,6 +12,7 @@ from types import SimpleNamespace
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from novabench.models.base import load_adapter
 from novabench.rules import run
 from novabench.serving import serve_model
 
@@ -31,7 +32,8 @@ def main(args):
     job = SimpleNamespace(log=[args.log], output=[args.service], config={"plugins": args.plugins})
 
     def body(smk):
-        serve_model(args.model, args.settings, args.service, args.cache_dir)
+        adapter = load_adapter(args.model, args.settings, cache_dir=args.cache_dir)
+        serve_model(args.model, adapter, args.service)
 
     run(job, body)
 

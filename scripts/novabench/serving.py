@@ -53,13 +53,10 @@ POLL_S = 0.2
 WAIT_MARGIN_S = 60.0
 
 
-def serve_model(
-    name: str, model_cfg: dict[str, Any], service_file: Path, cache_dir: Path | None
-) -> None:
-    """Start model ``name``'s server, publish its address, hold it until the job ends."""
-    from novabench.models.base import load_adapter  # the adapters import this module
-
-    adapter = load_adapter(name, model_cfg, cache_dir=cache_dir)
+def serve_model(name: str, adapter: Any, service_file: Path) -> None:
+    """Start model ``name``'s server with its ``adapter`` (``shared_server``), publish its
+    address, hold it until the job ends. The caller loads the adapter: the adapters
+    import this module."""
     parent = os.getppid()
     # The file exists at once: Snakemake checks its consumers' inputs before they start.
     _publish(service_file, {"model": name, "state": "waiting for a task"})
