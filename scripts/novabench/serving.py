@@ -149,15 +149,12 @@ class SharedServer:
     def listener_problem(self, name: str) -> NovaError | None:
         """Why the port is not (only) the shared server's, or None."""
         port = int(self.base_url.rsplit(":", 1)[1].split("/")[0])
-        owners = vllm_server.listening_pids(port)
         ours = vllm_server.process_tree(self.pid) if self.running() else set()
-        strangers = sorted(str(pid) for pid in owners - ours if pid is not None)
-        if None in owners:
-            strangers.append("a process of another user")
-        if owners and not strangers:
+        found = vllm_server.port_strangers(port, ours)
+        if found is None:
             return None
         return NovaError(
-            f"models.{name}: port {port} is served by {', '.join(strangers) or 'nobody'}, "
+            f"models.{name}: port {port} is served by {found}, "
             f"not by the run's shared vLLM server (process {self.pid}); nothing was sent to it",
             "read the log of its serve_model job, stop what listens there and re-run",
         )

@@ -657,14 +657,9 @@ class ManagedServer:
         """Why the port is not (only) the started server's, or None: every socket listening
         on it must belong to the server's process or one of its descendants."""
         assert self.process is not None and self.port is not None
-        owners = listening_pids(self.port)
-        ours = process_tree(self.process.pid)
-        strangers = sorted(str(pid) for pid in owners - ours if pid is not None)
-        if None in owners:
-            strangers.append("a process of another user")
-        if owners and not strangers:
+        found = port_strangers(self.port, process_tree(self.process.pid))
+        if found is None:
             return None
-        found = ", ".join(strangers) if strangers else "nobody"
         return NovaError(
             f"models.{self.name}: port {self.port} is served by {found}, not by the vLLM "
             f"server the job started (process {self.process.pid}); nothing was sent to it",
@@ -717,6 +712,18 @@ def listening_pids(port: int) -> set[int | None]:
         and connection.laddr
         and connection.laddr.port == port
     }
+
+
+def port_strangers(port: int, ours: set[int]) -> str | None:
+    """Who else listens on ``port`` than the processes ``ours`` ("nobody" if no one
+    does), or None when every listening socket is theirs."""
+    owners = listening_pids(port)
+    strangers = sorted(str(pid) for pid in owners - ours if pid is not None)
+    if None in owners:
+        strangers.append("a process of another user")
+    if owners and not strangers:
+        return None
+    return ", ".join(strangers) if strangers else "nobody"
 
 
 def process_tree(pid: int) -> set[int]:
